@@ -1,0 +1,1 @@
+"""SimPy discrete-event simulator of PPD layer schedules on modelled GPUs."""

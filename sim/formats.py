@@ -1,0 +1,159 @@
+"""File formats shared by measure/ (writer) and sim/ (reader): per-layer times and match traces.
+
+Both formats are plain text so that a run on one machine can be replayed on another:
+
+* **Per-layer times** (CSV, ``LAYER_TIMES_COLUMNS``), one row per measured component:
+
+  ============  =====  ====================================================================
+  column        type   meaning
+  ============  =====  ====================================================================
+  component     str    ``embed`` (token + position embedding), ``layer`` (one decoder layer),
+                       ``head`` (final norm + LM head), ``token`` (one whole greedy decode
+                       step, end to end)
+  layer         int    decoder-layer index 0..d-1 for ``layer`` rows, -1 otherwise
+  batch         int    rows decoded together (1 for greedy; k for batched candidates)
+  seconds       float  mean wall-clock time of one decode step of this component, seconds
+  std_seconds   float  sample standard deviation of that time, seconds
+  n_samples     int    number of timed decode steps (warm-up excluded)
+  ============  =====  ====================================================================
+
+* **Match traces** (JSON Lines), one object per generated sequence::
+
+      {"sequence": "squad-0", "d": 40, "d_bar": 20, "k": 3, "m": [1, 0, 1, ...],
+       "head": "shared", "source": "match_rate", "tokens": [...], "events": [...]}
+
+  ``m`` holds m_t for t = 2..ell (so ``len(m) == ell - 1``): 1 if token t was among the
+  top-k early predictions made at layer d_bar while token t-1 was computed. ``tokens``,
+  ``head``, ``source`` and ``events`` are optional. ``events`` (real PPD runs only) lists
+  timed layer blocks and hand-offs as objects with keys ``EVENT_KEYS``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+LAYER_TIMES_COLUMNS = ("component", "layer", "batch", "seconds", "std_seconds", "n_samples")
+COMPONENTS = ("embed", "layer", "head", "token")
+EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s", "kind")
+
+
+def read_layer_times(path: str | Path) -> pd.DataFrame:
+    """Read and validate a per-layer times CSV; returns a DataFrame with the schema columns."""
+    df = pd.read_csv(path)
+    missing = [c for c in LAYER_TIMES_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"layer-times file {path}: missing columns {missing}")
+    return validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
+
+
+def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.DataFrame:
+    """Check types and ranges of a per-layer times table; raises ValueError naming the column."""
+    bad = sorted(set(df["component"]) - set(COMPONENTS))
+    if bad:
+        raise ValueError(f"{source}: component must be one of {COMPONENTS}, got {bad}")
+    df["layer"] = df["layer"].astype(int)
+    df["batch"] = df["batch"].astype(int)
+    df["n_samples"] = df["n_samples"].astype(int)
+    if (df["batch"] < 1).any():
+        raise ValueError(f"{source}: batch must be >= 1")
+    if not (df["seconds"] >= 0).all():
+        raise ValueError(f"{source}: seconds must be finite and >= 0")
+    layer_rows = df["component"] == "layer"
+    if (df.loc[layer_rows, "layer"] < 0).any():
+        raise ValueError(f"{source}: layer must be >= 0 for component 'layer'")
+    return df
+
+
+def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
+    """Validate and write a per-layer times table (columns ``LAYER_TIMES_COLUMNS``)."""
+    path = Path(path)
+    df = validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return path
+
+
+@dataclass
+class MatchTrace:
+    """One generated sequence's early-prediction outcomes m_t, t = 2..ell."""
+
+    sequence: str
+    """Identifier of the sequence (prompt id, optionally with a suffix)."""
+    d: int
+    """Number of decoder layers of the model that produced the trace."""
+    d_bar: int
+    """Layer whose output made the early prediction (1-based count of layers run)."""
+    k: int
+    """Number of early candidates."""
+    m: list[int]
+    """m_t for t = 2..ell, each 0 or 1; ``len(m) == ell - 1``."""
+    head: str = "shared"
+    """``shared`` (the model's own LM head) or ``trained`` (a per-layer head)."""
+    source: str = "match_rate"
+    """What produced it: ``match_rate`` (measure.match_rates) or ``ppd_run`` (ppd_generate)."""
+    tokens: list[int] | None = None
+    """Generated token ids (optional)."""
+    events: list[dict] | None = field(default=None, repr=False)
+    """Timed layer blocks and hand-offs of a real PPD run (keys ``EVENT_KEYS``), optional."""
+
+    def __post_init__(self) -> None:
+        for name in ("d", "d_bar", "k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"trace {self.sequence!r}: {name} must be a positive integer")
+            setattr(self, name, int(value))
+        if not 1 <= self.d_bar < self.d:
+            raise ValueError(f"trace {self.sequence!r}: d_bar must be in [1, d), got {self.d_bar}")
+        self.m = [int(x) for x in self.m]
+        if any(x not in (0, 1) for x in self.m):
+            raise ValueError(f"trace {self.sequence!r}: m must hold only 0 and 1")
+        self.sequence = str(self.sequence)
+
+    @property
+    def ell(self) -> int:
+        """Number of generated tokens, ell = len(m) + 1."""
+        return len(self.m) + 1
+
+    @property
+    def n_runs(self) -> int:
+        """N = 1 + sum(1 - m_t): the number of runs."""
+        return 1 + sum(1 - x for x in self.m)
+
+    def to_dict(self) -> dict:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MatchTrace:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+def write_traces(path: str | Path, traces: Iterable[MatchTrace], append: bool = False) -> Path:
+    """Write traces as JSON Lines; with ``append`` add to an existing file (for resumable runs)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", encoding="utf-8") as fh:
+        for trace in traces:
+            fh.write(json.dumps(trace.to_dict(), allow_nan=False) + "\n")
+            fh.flush()
+    return path
+
+
+def read_traces(path: str | Path) -> list[MatchTrace]:
+    """Read a JSON Lines trace file written by ``write_traces`` (blank lines are skipped)."""
+    traces = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+            traces.append(MatchTrace.from_dict(data))
+    return traces
