@@ -1,0 +1,93 @@
+"""Tiny random causal LMs of every supported architecture, built from configs, for the tests."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+ARCHS = ("llama", "mistral", "qwen2", "gpt2", "opt")
+"""Architectures that measure/arch.py supports; every measure test runs over these."""
+
+VOCAB_SIZE = 128
+NUM_LAYERS = 4
+HIDDEN_SIZE = 32
+NUM_HEADS = 4
+ATTN_IMPLEMENTATION = "eager"
+"""Attention kernel used by default (layer-split tests also run "sdpa")."""
+
+_BASE = {
+    "llama": dict(
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=64,
+        num_hidden_layers=NUM_LAYERS,
+        num_attention_heads=NUM_HEADS,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        vocab_size=VOCAB_SIZE,
+        tie_word_embeddings=False,
+    ),
+    "mistral": dict(
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=64,
+        num_hidden_layers=NUM_LAYERS,
+        num_attention_heads=NUM_HEADS,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        vocab_size=VOCAB_SIZE,
+        sliding_window=None,
+        tie_word_embeddings=False,
+    ),
+    "qwen2": dict(
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=64,
+        num_hidden_layers=NUM_LAYERS,
+        num_attention_heads=NUM_HEADS,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        vocab_size=VOCAB_SIZE,
+        use_sliding_window=False,
+        tie_word_embeddings=True,
+    ),
+    "gpt2": dict(
+        n_embd=HIDDEN_SIZE,
+        n_layer=NUM_LAYERS,
+        n_head=NUM_HEADS,
+        n_inner=64,
+        n_positions=512,
+        vocab_size=VOCAB_SIZE,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+    "opt": dict(
+        hidden_size=HIDDEN_SIZE,
+        ffn_dim=64,
+        num_hidden_layers=NUM_LAYERS,
+        num_attention_heads=NUM_HEADS,
+        max_position_embeddings=512,
+        vocab_size=VOCAB_SIZE,
+        word_embed_proj_dim=HIDDEN_SIZE,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=1,
+    ),
+}
+
+
+def tiny_config(arch: str, **overrides):
+    """A tiny fp32 config of `arch` (one of ARCHS); keyword overrides replace the defaults.
+
+    ``tiny_config("opt", word_embed_proj_dim=16)`` exercises OPT's project_in/project_out.
+    """
+    if arch not in _BASE:
+        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
+    kwargs = {**_BASE[arch], **overrides}
+    kwargs.setdefault("attn_implementation", ATTN_IMPLEMENTATION)
+    return AutoConfig.for_model(arch, dtype="float32", **kwargs)
+
+
+def tiny_model(arch: str, seed: int = 0, **overrides):
+    """An eval-mode fp32 random model of `arch` built with from_config under manual_seed(seed)."""
+    config = tiny_config(arch, **overrides)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return model.eval()
