@@ -1,5 +1,39 @@
 """Real Hugging Face models: early-prediction match rates, per-layer times, real PPD decoding.
 
-Needs the ``measure`` extra (torch, transformers). Names are imported lazily so that
-``import measure`` itself works without torch.
+Needs the ``measure`` extra (torch, transformers). Public names are imported lazily (PEP 562),
+so ``import measure`` works without torch and pays for transformers only when used.
 """
+
+from __future__ import annotations
+
+import importlib
+
+# public name -> defining module
+_EXPORTS = {
+    "load_model": "measure.loading",
+    "LayerSplitModel": "measure.layer_split",
+    "arch_spec": "measure.arch",
+    "match_rates": "measure.match_rate",
+    "time_layers": "measure.timing",
+    "time_greedy": "measure.timing",
+    "load_prompts": "measure.datasets",
+    "TrainedHead": "measure.heads",
+    "train_head": "measure.heads",
+    "train_reference_model": "measure.reference_model",
+    "ppd_generate": "measure.ppd_decode",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'measure' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
