@@ -12,6 +12,9 @@ VOCAB_SIZE = 128
 NUM_LAYERS = 4
 HIDDEN_SIZE = 32
 NUM_HEADS = 4
+INIT_STD = 0.2
+"""Weight init std, 10x the HF default, so logits are far from flat and a wrong position or a
+missing cache entry moves them by far more than the 1e-4 test tolerance."""
 ATTN_IMPLEMENTATION = "eager"
 """Attention kernel used by default (layer-split tests also run "sdpa")."""
 
@@ -82,6 +85,7 @@ def tiny_config(arch: str, **overrides):
         raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
     kwargs = {**_BASE[arch], **overrides}
     kwargs.setdefault("attn_implementation", ATTN_IMPLEMENTATION)
+    kwargs.setdefault("init_std" if arch == "opt" else "initializer_range", INIT_STD)
     return AutoConfig.for_model(arch, dtype="float32", **kwargs)
 
 
