@@ -2,4 +2,51 @@
 
 Pure numpy/scipy/sympy math: Theorem 4.1, the exact law of the latency, the ell -> infinity
 approximations (Eq. 3, 5, 6) and the paper's reported tables (``ppdmodel.paper``).
+``import ppdmodel`` loads numpy only; pandas, scipy.stats, matplotlib and sympy are imported
+when the parts that need them are first used (``ppdmodel.symbolic`` imports sympy).
 """
+
+from __future__ import annotations
+
+import importlib
+
+from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
+from ppdmodel.distribution import LatencyDistribution, latency_distribution
+from ppdmodel.montecarlo import sample_latency, sample_runs
+from ppdmodel.seconds import expected_latency_seconds, greedy_latency_seconds
+from ppdmodel.theorem import expected_compute, expected_latency, latency_variance
+
+_LAZY = {
+    "paper": ("ppdmodel.paper", None),
+    "symbolic": ("ppdmodel.symbolic", None),
+    "tradeoff_curves": ("ppdmodel.tradeoff", "tradeoff_curves"),
+    "plot_tradeoff": ("ppdmodel.tradeoff", "plot_tradeoff"),
+}
+
+__all__ = [
+    "LatencyDistribution",
+    "compute_per_time",
+    "compute_per_token",
+    "expected_compute",
+    "expected_latency",
+    "expected_latency_seconds",
+    "greedy_latency_seconds",
+    "latency_distribution",
+    "latency_per_token",
+    "latency_variance",
+    "paper",
+    "plot_tradeoff",
+    "sample_latency",
+    "sample_runs",
+    "symbolic",
+    "tradeoff_curves",
+]
+
+
+def __getattr__(name: str):
+    """Load ``paper`` (pandas), ``symbolic`` (sympy) and the trade-off helpers on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ppdmodel' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    return module if attr is None else getattr(module, attr)

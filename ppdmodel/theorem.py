@@ -1,0 +1,108 @@
+"""Theorem 4.1 of the PPD paper: expected latency and compute for a fixed output length ell.
+
+Run model (paper section 4.2, Algorithm 2): d layers of one time unit each, early prediction at
+layer d_bar (d/2 <= d_bar < d), k candidates, ell generated tokens. N = 1 + #failed early
+predictions runs; latency T = d_bar*ell + (d - d_bar)*N and compute C = T + k*(d - d_bar)*ell.
+
+``p`` is either the i.i.d. match rate p_correct (scalar or array, broadcast against d, d_bar,
+ell, k) or a per-position match rate p_t for t = 2..ell (paper Tables 6-8): an array whose last
+axis has ell - 1 entries, summed over that axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppdmodel.validation import (
+    check_d_bar,
+    check_positive_int,
+    check_probability,
+)
+
+
+def _is_per_position(ell, p, per_position: bool | None) -> bool:
+    """Decide whether ``p`` is per-position (last axis = t = 2..ell) or i.i.d. and broadcast.
+
+    ``None`` means auto: per-position exactly when ell is a scalar and p's last axis has
+    ell - 1 entries. Pass ``per_position=False`` to broadcast such a p as a grid instead.
+    """
+    if per_position is False:
+        return False
+    p_shape = np.shape(p)
+    ell_scalar = np.ndim(ell) == 0
+    if per_position is None:
+        return ell_scalar and len(p_shape) >= 1 and p_shape[-1] == int(ell) - 1
+    if not ell_scalar:
+        raise ValueError("ell must be a scalar when p is per-position (one value per t=2..ell)")
+    if len(p_shape) == 0 or p_shape[-1] != int(ell) - 1:
+        raise ValueError(
+            f"p must have ell - 1 = {int(ell) - 1} values (t = 2..ell) on its last axis when "
+            f"per_position=True, got shape {p_shape}"
+        )
+    return True
+
+
+def expected_matches(*, ell, p, per_position: bool | None = None):
+    """Expected number of accepted early predictions, E[ell - N] = sum_{t=2..ell} p_t.
+
+    i.i.d.: (ell - 1) p (proof of Theorem 4.1). Per-position: the sum of p_t over t = 2..ell.
+    Arguments are assumed validated by the caller.
+    """
+    if _is_per_position(ell, p, per_position):
+        return np.sum(p, axis=-1)
+    return np.multiply(np.subtract(ell, 1), p)
+
+
+def validate_theorem_args(d, d_bar, ell, p) -> None:
+    """Check d, ell positive integers, d/2 <= d_bar < d and p in [0, 1] (ValueError)."""
+    check_positive_int("d", d)
+    check_positive_int("ell", ell)
+    check_d_bar(d, d_bar)
+    check_probability("p", p)
+
+
+def _as_result(x):
+    """Return a Python float for 0-d results, the array otherwise."""
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def expected_latency(*, d, d_bar, ell, p, per_position: bool | None = None):
+    """Expected latency E[T] of PPD in time units (layers), Theorem 4.1.
+
+    E[T] = d*ell - (d - d_bar)(ell - 1) p            (i.i.d. p = p_correct)
+    E[T] = d*ell - (d - d_bar) sum_{t=2..ell} p_t     (per-position p, Tables 6-8)
+
+    Greedy decoding takes d*ell. Broadcasts over numpy arrays; see the module docstring for how
+    a per-position ``p`` is recognised (``per_position`` forces the choice).
+    """
+    validate_theorem_args(d, d_bar, ell, p)
+    saved = np.multiply(
+        np.subtract(d, d_bar), expected_matches(ell=ell, p=p, per_position=per_position)
+    )
+    return _as_result(np.multiply(d, ell) - saved)
+
+
+def expected_compute(*, d, d_bar, ell, p, k, per_position: bool | None = None):
+    """Expected total compute E[C] of PPD in compute units x time units, Theorem 4.1.
+
+    E[C] = d*ell - (d - d_bar)(ell - 1) p + k (d - d_bar) ell = E[T] + k (d - d_bar) ell.
+    Per-position p replaces (ell - 1) p by sum_{t=2..ell} p_t. ``k`` is the number of
+    candidates (sub-processes), a positive integer; k + 1 compute units run in parallel.
+    """
+    check_positive_int("k", k)
+    latency = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
+    extra = np.multiply(np.multiply(k, np.subtract(d, d_bar)), ell)
+    return _as_result(np.add(latency, extra))
+
+
+def latency_variance(*, d, d_bar, ell, p, per_position: bool | None = None):
+    """Variance of the latency, Var[T] = (d - d_bar)^2 Var[N], in time units squared.
+
+    i.i.d.: N - 1 ~ Bin(ell - 1, 1 - p), so Var[T] = (d - d_bar)^2 (ell - 1) p (1 - p).
+    Per-position: N - 1 is Poisson-binomial, Var[T] = (d - d_bar)^2 sum_t p_t (1 - p_t).
+    """
+    validate_theorem_args(d, d_bar, ell, p)
+    p_arr = np.asarray(p, dtype=float)
+    pq = p_arr * (1.0 - p_arr)
+    var_n = expected_matches(ell=ell, p=pq, per_position=per_position)
+    return _as_result(np.square(np.subtract(d, d_bar)) * var_n)

@@ -1,0 +1,93 @@
+"""The paper's Figures 3 and 4: latency vs compute trade-off curves built from Table 2.
+
+Each curve is one (dataset, trained head) pair; its points are k = 1, 3, 5 at one early-
+prediction layer (the paper: layer 20 of d = 40, i.e. d_bar = d/2). Figure 3 plots normalized
+latency per token (Eq. 3 / d) against compute per time unit (Eq. 5); Figure 4 plots it against
+compute per token (Eq. 6 / d). Other layers use the generalised forms in ``ppdmodel.asymptotic``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
+from ppdmodel.validation import check_d_bar, check_positive_int
+
+FIGURE_AXES = {
+    3: ("compute_per_time", "Average compute resources per time unit"),
+    4: ("normalized_compute_per_token", "Average compute resources per token (x d)"),
+}
+"""x column and label of each figure; the y axis is ``normalized_latency`` in both."""
+
+
+def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None = None):
+    """Figure 3 and 4 curves as one tidy DataFrame, one row per (dataset, trained, k).
+
+    ``layer`` is the early-prediction layer d_bar (must be in [d/2, d)); ``table`` defaults to
+    ``ppdmodel.paper.TABLE2``. Columns: dataset, trained, k, layer, p_correct,
+    latency_per_token (time units), normalized_latency (/ d: greedy = 1), compute_per_time,
+    compute_per_token (compute units x time units), normalized_compute_per_token (/ d).
+    """
+    check_positive_int("d", d)
+    check_d_bar(d, layer)
+    if table is None:
+        from ppdmodel.paper import TABLE2 as table
+    rows = table[table["layer"] == layer]
+    if rows.empty:
+        layers = sorted(table["layer"].unique())
+        raise ValueError(f"layer must be one of the table's layers {layers}, got {layer!r}")
+    order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
+    rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
+    rows = rows.reset_index(drop=True)
+    p, k = rows["p_correct"].to_numpy(), rows["k"].to_numpy()
+    out = rows[["dataset", "trained", "k", "layer", "p_correct"]].copy()
+    out["latency_per_token"] = latency_per_token(d=d, d_bar=layer, p=p)
+    out["normalized_latency"] = out["latency_per_token"] / d
+    out["compute_per_time"] = compute_per_time(d=d, d_bar=layer, p=p, k=k)
+    out["compute_per_token"] = compute_per_token(d=d, d_bar=layer, p=p, k=k)
+    out["normalized_compute_per_token"] = out["compute_per_token"] / d
+    return out
+
+
+def _order_key(order: dict):
+    """sort_values key that orders the dataset column by first appearance in the table."""
+    return lambda col: col.map(order) if col.name == "dataset" else col
+
+
+def curve_label(dataset: str, trained: bool) -> str:
+    """Legend label in the paper's style: "SQuAD+tr" for a trained head."""
+    return f"{dataset}+tr" if trained else dataset
+
+
+def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3):
+    """Plot Figure 3 (``figure=3``) or Figure 4 (``figure=4``); return a matplotlib Figure.
+
+    ``curves`` defaults to ``tradeoff_curves()``. Nothing is shown or saved here: the caller
+    decides (``fig.savefig(path)``). Uses matplotlib's object API, so no GUI backend is needed.
+    """
+    if figure not in FIGURE_AXES:
+        raise ValueError(f"figure must be 3 or 4, got {figure!r}")
+    from matplotlib.figure import Figure
+
+    curves = tradeoff_curves() if curves is None else curves
+    x_col, x_label = FIGURE_AXES[figure]
+    fig = Figure(figsize=(6.4, 4.8), layout="constrained")
+    ax = fig.subplots()
+    for (dataset, trained), curve in curves.groupby(["dataset", "trained"], sort=False):
+        curve = curve.sort_values("k")
+        ax.plot(
+            curve[x_col],
+            curve["normalized_latency"],
+            marker="o",
+            linestyle="--" if trained else "-",
+            label=curve_label(dataset, trained),
+        )
+        for x, y, k in curve[[x_col, "normalized_latency", "k"]].itertuples(index=False):
+            ax.annotate(f"k={k}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    layer = int(curves["layer"].iloc[0]) if len(curves) else None
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("Normalized latency per token (greedy = 1)")
+    ax.set_title(f"PPD trade-off (Figure {figure}), early prediction at layer {layer}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
