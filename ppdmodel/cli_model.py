@@ -1,0 +1,166 @@
+"""``ppd latency | compute | tradeoff``: evaluate the closed form and redraw Figures 3 and 4."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+DEFAULT_OUT = "ppd-out"
+"""Where ``ppd tradeoff`` writes its figures and CSV unless --out says otherwise."""
+
+
+def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
+    """Options shared by ``latency`` and ``compute``; each accepts several values (a grid)."""
+    many = {"action": "extend", "nargs": "+"}
+    parser.add_argument("--d", type=int, default=None, help="layers (default 40)", **many)
+    parser.add_argument(
+        "--d-bar", type=float, default=None, help="early-prediction layer (default d/2)", **many
+    )
+    parser.add_argument("--ell", type=int, default=None, help="tokens (default 128)", **many)
+    parser.add_argument("--p", type=float, required=True, help="match rate p_correct", **many)
+    if with_k:
+        parser.add_argument("--k", type=int, default=None, help="candidates (default 1)", **many)
+    parser.add_argument("--json", action="store_true", help="print JSON records, not a table")
+
+
+def register(subparsers) -> None:
+    """Add the ``latency``, ``compute`` and ``tradeoff`` sub-commands."""
+    latency = subparsers.add_parser(
+        "latency", help="expected PPD latency (Theorem 4.1), its exact law and ell->inf figure"
+    )
+    _add_model_args(latency, with_k=False)
+    latency.add_argument(
+        "--seconds-per-layer", type=float, default=None, help="also report seconds"
+    )
+    latency.add_argument("--per-token-overhead-s", type=float, default=0.0)
+    latency.add_argument("--per-handoff-overhead-s", type=float, default=0.0)
+    latency.set_defaults(func=run_latency)
+
+    compute = subparsers.add_parser(
+        "compute", help="expected PPD compute (Theorem 4.1) and ell->inf per-token figures"
+    )
+    _add_model_args(compute, with_k=True)
+    compute.set_defaults(func=run_compute)
+
+    tradeoff = subparsers.add_parser(
+        "tradeoff", help="redraw the paper's Figures 3 and 4 from its Table 2 (PNG + CSV)"
+    )
+    tradeoff.add_argument("--out", default=DEFAULT_OUT, help=f"output folder ({DEFAULT_OUT})")
+    tradeoff.add_argument("--layer", type=int, default=20, help="early-prediction layer (20)")
+    tradeoff.add_argument("--d", type=int, default=40, help="model layers (40, Vicuna-13B)")
+    tradeoff.set_defaults(func=run_tradeoff)
+
+
+def _grid(args, with_k: bool):
+    """All parameter combinations given on the command line, as keyword dicts."""
+    ds = args.d or [40]
+    d_bars = args.d_bar or [None]
+    ells = args.ell or [128]
+    ks = (args.k or [1]) if with_k else [None]
+    for d, d_bar, ell, p, k in itertools.product(ds, d_bars, ells, args.p, ks):
+        d_bar = d / 2 if d_bar is None else d_bar
+        d_bar = int(d_bar) if float(d_bar).is_integer() else d_bar
+        yield {"d": d, "d_bar": d_bar, "ell": ell, "p": p, **({"k": k} if with_k else {})}
+
+
+def latency_row(params: dict, seconds: dict | None) -> dict:
+    """One output row of ``ppd latency``."""
+    import ppdmodel
+
+    law = ppdmodel.latency_distribution(**params)
+    row = dict(params)
+    row["expected_latency"] = ppdmodel.expected_latency(**params)
+    row["normalized_latency"] = row["expected_latency"] / (params["d"] * params["ell"])
+    row["std"] = law.std
+    row["p50"] = law.p50
+    row["p99"] = law.p99
+    row["latency_per_token_inf"] = ppdmodel.latency_per_token(
+        d=params["d"], d_bar=params["d_bar"], p=params["p"]
+    )
+    if seconds is not None:
+        row["expected_latency_s"] = ppdmodel.expected_latency_seconds(**params, **seconds)
+    return row
+
+
+def compute_row(params: dict) -> dict:
+    """One output row of ``ppd compute``."""
+    import ppdmodel
+
+    theorem = {key: params[key] for key in ("d", "d_bar", "ell", "p")}
+    limit = {key: params[key] for key in ("d", "d_bar", "p", "k")}
+    row = dict(params)
+    row["expected_latency"] = ppdmodel.expected_latency(**theorem)
+    row["expected_compute"] = ppdmodel.expected_compute(**params)
+    row["compute_ratio"] = row["expected_compute"] / row["expected_latency"]
+    row["compute_per_time_inf"] = ppdmodel.compute_per_time(**limit)
+    row["compute_per_token_inf"] = ppdmodel.compute_per_token(**limit)
+    return row
+
+
+def _print_rows(rows: list[dict], as_json: bool) -> None:
+    """Print rows as JSON records or as an aligned table."""
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    import pandas as pd
+
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+
+
+def run_latency(args) -> int:
+    """Handler of ``ppd latency``."""
+    seconds = None
+    if args.seconds_per_layer is not None:
+        seconds = {
+            "seconds_per_layer": args.seconds_per_layer,
+            "per_token_overhead_s": args.per_token_overhead_s,
+            "per_handoff_overhead_s": args.per_handoff_overhead_s,
+        }
+    rows = [latency_row(params, seconds) for params in _grid(args, with_k=False)]
+    _print_rows(rows, args.json)
+    return 0
+
+
+def run_compute(args) -> int:
+    """Handler of ``ppd compute``."""
+    rows = [compute_row(params) for params in _grid(args, with_k=True)]
+    _print_rows(rows, args.json)
+    return 0
+
+
+def _endpoint(curves, column: str, pick: str) -> str:
+    """'0.629 (SQuAD+tr, k=5)' for the row where ``column`` is smallest/largest."""
+    from ppdmodel.tradeoff import curve_label
+
+    row = curves.loc[getattr(curves[column], pick)()]
+    return f"{row[column]:.3f} ({curve_label(row['dataset'], row['trained'])}, k={row['k']})"
+
+
+def run_tradeoff(args) -> int:
+    """Handler of ``ppd tradeoff``: write fig3/fig4 PNGs and the curves CSV, print endpoints."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ppdmodel.tradeoff import plot_tradeoff, tradeoff_curves
+
+    curves = tradeoff_curves(layer=args.layer, d=args.d)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "csv": out / "tradeoff_curves.csv",
+        "fig3": out / "fig3_latency_vs_compute_per_time.png",
+        "fig4": out / "fig4_latency_vs_compute_per_token.png",
+    }
+    curves.to_csv(paths["csv"], index=False)
+    for figure in (3, 4):
+        plot_tradeoff(curves, figure=figure).savefig(paths[f"fig{figure}"], dpi=120)
+    print(f"PPD trade-off from the paper's Table 2: layer {args.layer} of d={args.d}")
+    lat = (_endpoint(curves, "normalized_latency", n) for n in ("idxmin", "idxmax"))
+    cpt = (_endpoint(curves, "compute_per_time", n) for n in ("idxmin", "idxmax"))
+    print("normalized latency per token: {} .. {}".format(*lat))
+    print("compute per time unit:        {} .. {}".format(*cpt))
+    for path in paths.values():
+        print(f"wrote {path}")
+    return 0
