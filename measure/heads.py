@@ -1,0 +1,359 @@
+"""Trained per-layer LM heads: the paper's "Y" rows (a classifier trained for one layer).
+
+A `TrainedHead` is a copy of the model's final norm (+ OPT's project_out) and LM head that is
+fine-tuned to read the hidden state after decoder layer ``layer``, with the model frozen.
+Defaults follow the paper's Table 4 (AdamW, lr 2e-5, warm-up ratio 0.04, 3 epochs,
+cross-entropy on the next token, weight decay 0, sequences of up to 2048 tokens); the loss
+can also be the KL divergence to the final layer's distribution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from measure.arch import arch_spec, get_module
+
+WEIGHTS_NAME = "head.safetensors"
+CONFIG_NAME = "head_config.json"
+LOSSES = ("ce", "kl")
+NORMS = ("rms", "layer", "none")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Shape of a per-layer head and how to train it (defaults: the paper's Table 4)."""
+
+    layer: int
+    """Hidden state read by the head: output of decoder layer ``layer`` (1-based count of
+    layers run, i.e. ``hidden_states[layer]``); 0 is the embedding output."""
+    vocab_size: int
+    """Number of logits (LM head rows)."""
+    hidden_size: int
+    """Width of the hidden state the head reads."""
+    loss: str = "ce"
+    """"ce": cross-entropy on the next token; "kl": KL(final-layer dist || head dist)."""
+    lr: float = 2e-5
+    """Peak AdamW learning rate (Table 4)."""
+    warmup_ratio: float = 0.04
+    """Fraction of optimizer steps with linear warm-up; then linear decay to 0 (Table 4)."""
+    epochs: int = 3
+    """Passes over the training blocks (Table 4)."""
+    batch_size: int = 128
+    """Sequences per optimizer step (Table 4); reached by gradient accumulation."""
+    micro_batch_size: int = 8
+    """Sequences per forward pass of the frozen model (memory knob, no effect on the math)."""
+    max_seq_len: int = 2048
+    """Training block length in tokens (Table 4), capped by the model's context length."""
+    weight_decay: float = 0.0
+    """AdamW weight decay (Table 4)."""
+    seed: int = 0
+    """Seed of the per-epoch shuffle of training blocks."""
+    train_norm: bool = True
+    """Also train the head's copy of the final norm (else only the LM head)."""
+    norm: str = "rms"
+    """Kind of the copied final norm: "rms" (Llama family), "layer" (GPT-2, OPT) or "none"."""
+    norm_eps: float = 1e-6
+    """Epsilon of the copied final norm."""
+    project_dim: int | None = None
+    """Output width of OPT's project_out, copied into the head; None where there is none."""
+    lm_head_bias: bool = False
+    """Whether the LM head has a bias."""
+    model_type: str = ""
+    """``config.model_type`` of the model the head was made from (for the record)."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "layer": self.layer >= 0,
+            "vocab_size": self.vocab_size >= 1,
+            "hidden_size": self.hidden_size >= 1,
+            "lr": self.lr > 0,
+            "warmup_ratio": 0 <= self.warmup_ratio < 1,
+            "epochs": self.epochs >= 1,
+            "batch_size": self.batch_size >= 1,
+            "micro_batch_size": self.micro_batch_size >= 1,
+            "max_seq_len": self.max_seq_len >= 2,
+            "weight_decay": self.weight_decay >= 0,
+        }
+        ranges = {
+            "layer": ">= 0",
+            "lr": "> 0",
+            "warmup_ratio": "in [0, 1)",
+            "max_seq_len": ">= 2",
+            "weight_decay": ">= 0",
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(
+                    f"{name} must be {ranges.get(name, '>= 1')}, got {self.__dict__[name]!r}"
+                )
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+
+    @classmethod
+    def for_model(cls, model, layer: int, **overrides) -> HeadConfig:
+        """A config whose shape fields describe ``model``'s final norm and LM head."""
+        spec = arch_spec(model)
+        num_layers = len(get_module(model, spec.layers))
+        if not 0 <= layer < num_layers:
+            raise ValueError(
+                f"layer must be in [0, {num_layers}) for this {num_layers}-layer model "
+                f"(layer {num_layers} is the final layer, whose head is the model's own), "
+                f"got {layer}"
+            )
+        norm = get_module(model, spec.final_norm)
+        project_out = get_module(model, spec.project_out)
+        lm_head = get_module(model, spec.lm_head)
+        shape = dict(
+            layer=layer,
+            vocab_size=lm_head.out_features,
+            hidden_size=model.config.hidden_size,
+            norm=_norm_kind(norm),
+            norm_eps=_norm_eps(norm),
+            project_dim=None if project_out is None else project_out.out_features,
+            lm_head_bias=lm_head.bias is not None,
+            model_type=spec.model_type,
+        )
+        return cls(**{**shape, **overrides})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> HeadConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown HeadConfig fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**data)
+
+
+def _norm_kind(norm: nn.Module | None) -> str:
+    if norm is None:
+        return "none"
+    if isinstance(norm, nn.LayerNorm):
+        return "layer"
+    if hasattr(norm, "variance_epsilon"):  # LlamaRMSNorm, MistralRMSNorm, Qwen2RMSNorm
+        return "rms"
+    raise ValueError(f"final norm {type(norm).__name__} is not supported (LayerNorm or RMSNorm)")
+
+
+def _norm_eps(norm: nn.Module | None) -> float:
+    if norm is None:
+        return 0.0
+    return float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 0.0)))
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm, computed exactly as the Llama/Mistral/Qwen2 implementations."""
+
+    def __init__(self, hidden_size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        dtype = h.dtype
+        h = h.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def _make_norm(config: HeadConfig) -> nn.Module:
+    if config.norm == "rms":
+        return RMSNorm(config.hidden_size, config.norm_eps)
+    if config.norm == "layer":
+        return nn.LayerNorm(config.hidden_size, eps=config.norm_eps)
+    return nn.Identity()
+
+
+class TrainedHead(nn.Module):
+    """Early-prediction head for one layer: h [B, S, H] -> logits [B, S, V], fp32 weights."""
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.norm = _make_norm(config)
+        self.project_out = (
+            nn.Linear(config.hidden_size, config.project_dim, bias=False)
+            if config.project_dim is not None
+            else None
+        )
+        in_features = config.project_dim or config.hidden_size
+        self.lm_head = nn.Linear(in_features, config.vocab_size, bias=config.lm_head_bias)
+        self.train_losses: list[float] = []
+        """Mean loss of every optimizer step of `train_head` (empty for an untrained head)."""
+
+    @classmethod
+    def from_model(cls, model, layer: int, config: HeadConfig | None = None) -> TrainedHead:
+        """A head for ``layer`` initialised with copies of the model's final norm and LM head."""
+        spec = arch_spec(model)
+        config = config or HeadConfig.for_model(model, layer)
+        reference = HeadConfig.for_model(model, layer)
+        shape_fields = ("vocab_size", "hidden_size", "norm", "project_dim", "lm_head_bias")
+        for name in ("layer", *shape_fields):
+            if getattr(config, name) != getattr(reference, name):
+                raise ValueError(
+                    f"config.{name}={getattr(config, name)!r} does not match the model "
+                    f"({getattr(reference, name)!r}); build it with HeadConfig.for_model"
+                )
+        head = cls(config)
+        parts = {"norm": spec.final_norm, "project_out": spec.project_out, "lm_head": spec.lm_head}
+        with torch.no_grad():
+            for name, path in parts.items():
+                source = get_module(model, path)
+                if source is not None:
+                    for key, value in getattr(head, name).state_dict().items():
+                        value.copy_(source.state_dict()[key].float())
+        return head.to(_device(model))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        # h: [B, S, H] -> [B, S, V]
+        h = self.norm(h.to(self.lm_head.weight.dtype))
+        if self.project_out is not None:
+            h = self.project_out(h)
+        return self.lm_head(h)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``head.safetensors`` and ``head_config.json`` into ``directory``."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        save_file(tensors, directory / WEIGHTS_NAME)
+        record = {"config": self.config.to_dict(), "train_losses": self.train_losses}
+        (directory / CONFIG_NAME).write_text(json.dumps(record, indent=2) + "\n")
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, *, device: str | torch.device = "cpu") -> TrainedHead:
+        """Read a head written by `save`."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        for name in (CONFIG_NAME, WEIGHTS_NAME):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(f"no {name} in head directory {directory}")
+        record = json.loads((directory / CONFIG_NAME).read_text())
+        head = cls(HeadConfig.from_dict(record["config"]))
+        head.load_state_dict(load_file(directory / WEIGHTS_NAME))
+        head.train_losses = list(record.get("train_losses", []))
+        return head.to(device)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def token_blocks(data, max_seq_len: int) -> torch.Tensor:
+    """Training blocks [N, S]: a 2-D id tensor as is, or 1-D sequences packed end to end.
+
+    Packing concatenates the sequences and cuts the stream into blocks of ``max_seq_len``
+    tokens, dropping the tail (kept as one block when the stream is shorter than a block).
+    """
+    if isinstance(data, torch.Tensor) and data.dim() == 2:
+        return data[:, :max_seq_len].long()
+    stream = torch.cat([torch.as_tensor(seq, dtype=torch.long).reshape(-1) for seq in data])
+    if stream.numel() < 2:
+        raise ValueError(f"training data must hold at least 2 tokens, got {stream.numel()}")
+    n_blocks = stream.numel() // max_seq_len
+    if n_blocks == 0:
+        return stream[None, :]
+    return stream[: n_blocks * max_seq_len].reshape(n_blocks, max_seq_len)
+
+
+def _lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Linear warm-up to 1, then linear decay to 0 (the Hugging Face "linear" schedule)."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def _head_loss(head, model, ids: torch.Tensor, config: HeadConfig) -> torch.Tensor:
+    """Summed loss over the next-token positions of ``ids`` [b, S]."""
+    with torch.no_grad():
+        out = model(input_ids=ids, output_hidden_states=True)
+    h = out.hidden_states[config.layer][:, :-1]  # h: [b, S-1, H]
+    log_q = F.log_softmax(head(h).float(), dim=-1).flatten(0, 1)  # [b*(S-1), V]
+    if config.loss == "ce":
+        return F.nll_loss(log_q, ids[:, 1:].reshape(-1), reduction="sum")
+    log_p = F.log_softmax(out.logits[:, :-1].float(), dim=-1).flatten(0, 1)
+    return F.kl_div(log_q, log_p, log_target=True, reduction="sum")
+
+
+def train_head(
+    model,
+    layer: int,
+    data: torch.Tensor | Sequence[Sequence[int]],
+    config: HeadConfig | None = None,
+    *,
+    progress: bool = False,
+) -> TrainedHead:
+    """Train a head for ``layer`` on ``data`` (ids [N, S] or token sequences), model frozen.
+
+    The model only runs forward under ``no_grad``; its weights are never touched. Returns the
+    head (fp32, on the model's device) with ``train_losses`` holding each step's mean loss.
+    """
+    config = config or HeadConfig.for_model(model, layer)
+    if config.layer != layer:
+        raise ValueError(f"config.layer={config.layer} differs from layer={layer}")
+    head = TrainedHead.from_model(model, layer, config)
+    head.norm.requires_grad_(config.train_norm)
+    max_len = min(config.max_seq_len, getattr(model.config, "max_position_embeddings", 1 << 30))
+    blocks = token_blocks(data, max_len)
+    steps_per_epoch = math.ceil(len(blocks) / config.batch_size)
+    total_steps = config.epochs * steps_per_epoch
+    warmup_steps = math.ceil(config.warmup_ratio * total_steps)
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, warmup_steps, total_steps)
+    )
+    was_training = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(config.seed)
+    bar = _progress_bar(total_steps, layer, progress)
+    try:
+        for _epoch in range(config.epochs):
+            order = torch.randperm(len(blocks), generator=generator)
+            for batch in order.split(config.batch_size):
+                loss = _optimizer_step(head, model, blocks[batch], config, optimizer)
+                scheduler.step()
+                head.train_losses.append(loss)
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+    finally:
+        bar.close()
+        model.train(was_training)
+    return head.eval()
+
+
+def _optimizer_step(head, model, batch: torch.Tensor, config: HeadConfig, optimizer) -> float:
+    """One AdamW step on ``batch`` [b, S] with gradient accumulation; mean loss per token."""
+    device = _device(model)
+    n_tokens = batch.shape[0] * (batch.shape[1] - 1)
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for micro in batch.split(config.micro_batch_size):
+        loss = _head_loss(head, model, micro.to(device), config) / n_tokens
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total
+
+
+def _progress_bar(total: int, layer: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"train head @ layer {layer}", disable=not enabled)
