@@ -1,0 +1,527 @@
+"""Early-prediction match rates (p_correct): one generation per prompt covers all layers and k.
+
+Definition (paper section 4.3, Table 2; DESIGN.md). A prompt of S tokens is prefilled; the
+prefill's forward pass produces generated token 1. For t = 2..ell, the forward pass whose
+*input* is token t-1 (at absolute position S + t - 2) produces token t. During that same pass
+the hidden state after ``layer`` decoder layers (1-based: ``layer=20`` is the output of the 20th
+layer, as in the paper's Table 2) goes through the early head (the model's own final norm + LM
+head, ``head="shared"``, or a per-layer trained head, ``head="trained"``), and
+
+    m_t(layer, k) = 1  iff  token t is among the early head's top-k tokens.
+
+Token t is the final layer's argmax (greedy) or, for appendix B, a token sampled from the final
+distribution (top-k / top-p). Token 1 has no early prediction (it takes all d layers), so the
+records hold t = 2..ell and a sequence of ell tokens yields ell - 1 records per (layer, k, head):
+exactly the m_t that ``N = 1 + sum_{t=2..ell} (1 - m_t)`` needs.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from sim.formats import MatchTrace
+
+RECORD_COLUMNS = ("prompt", "position", "layer", "k", "head", "decoding", "match", "token")
+"""Columns of the tidy match-rate DataFrame, one row per (prompt, position, layer, k, head)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Appendix B decoding: the generated token is sampled from the final distribution."""
+
+    top_k: int | None = None
+    """Sample among the top_k most likely tokens (top-k sampling, Fan et al. 2018)."""
+    top_p: float | None = None
+    """Sample from the smallest set whose probability reaches top_p (nucleus sampling)."""
+
+    def __post_init__(self) -> None:
+        if (self.top_k is None) == (self.top_p is None):
+            raise ValueError("sampling must set exactly one of top_k and top_p")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
+            raise ValueError(f"sampling top_k must be an integer >= 1, got {self.top_k!r}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"sampling top_p must be in (0, 1], got {self.top_p!r}")
+
+    @property
+    def label(self) -> str:
+        """Value of the ``decoding`` column: ``top_k=50`` or ``top_p=0.9``."""
+        return f"top_k={self.top_k}" if self.top_k is not None else f"top_p={self.top_p:g}"
+
+    @classmethod
+    def parse(cls, spec: Sampling | Mapping | str | None) -> Sampling | None:
+        """None (greedy), a Sampling, ``{"top_k": 50}`` or the CLI string ``"top_p=0.9"``."""
+        if spec is None or isinstance(spec, Sampling):
+            return spec
+        if isinstance(spec, str):
+            name, sep, value = spec.partition("=")
+            if not sep or name.strip() not in ("top_k", "top_p"):
+                raise ValueError(f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}")
+            spec = {name.strip(): float(value) if name.strip() == "top_p" else int(value)}
+        unknown = set(spec) - {"top_k", "top_p"}
+        if unknown:
+            raise ValueError(f"sampling keys must be top_k or top_p, got {sorted(unknown)}")
+        return cls(**spec)
+
+
+@dataclass(frozen=True)
+class MatchRateConfig:
+    """What one p_correct run measures (validated against the model's depth d)."""
+
+    d: int
+    """Number of decoder layers of the model."""
+    layers: tuple[int, ...]
+    """Layers probed with the shared head (1-based count of layers run, 1..d)."""
+    ks: tuple[int, ...]
+    """Numbers of early candidates k."""
+    max_new_tokens: int = 16
+    """ell, the most tokens generated per prompt (fewer if EOS comes first)."""
+    trained_layers: tuple[int, ...] = ()
+    """Layers probed with a trained per-layer head."""
+    sampling: Sampling | None = None
+    """None for greedy decoding, else appendix B sampling."""
+    seed: int = 0
+    """Base seed of the sampling generator (combined with each prompt id)."""
+    verify: bool = True
+    """Check each greedy sequence against the model's own forward pass (one extra pass)."""
+
+    @property
+    def max_k(self) -> int:
+        return max(self.ks)
+
+    @property
+    def decoding(self) -> str:
+        return "greedy" if self.sampling is None else self.sampling.label
+
+    def to_dict(self) -> dict:
+        return {
+            "d": self.d,
+            "layers": list(self.layers),
+            "ks": list(self.ks),
+            "max_new_tokens": self.max_new_tokens,
+            "trained_layers": list(self.trained_layers),
+            "decoding": self.decoding,
+            "seed": self.seed,
+            "verify": self.verify,
+        }
+
+
+def make_config(
+    d: int,
+    *,
+    layers: Iterable[int] | None = None,
+    ks: Iterable[int] = (1, 3, 5),
+    max_new_tokens: int = 16,
+    trained_layers: Iterable[int] = (),
+    sampling=None,
+    seed: int = 0,
+    verify: bool = True,
+) -> MatchRateConfig:
+    """Validate the run parameters; ``layers=None`` probes every layer 1..d-1."""
+    layers = tuple(range(1, d)) if layers is None else _sorted_ints(layers, "layers", 1, d)
+    trained = _sorted_ints(trained_layers, "heads (layer keys)", 1, d) if trained_layers else ()
+    if not layers and not trained:
+        raise ValueError("layers must name at least one layer in [1, d]")
+    ks = _sorted_ints(ks, "ks", 1, None)
+    if not ks:
+        raise ValueError("ks must hold at least one k >= 1")
+    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    sampling = Sampling.parse(sampling)
+    return MatchRateConfig(d, layers, ks, int(max_new_tokens), trained, sampling, int(seed), verify)
+
+
+def _sorted_ints(values: Iterable[int], name: str, low: int, high: int | None) -> tuple[int, ...]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or int(v) != v or v < low or (high is not None and v > high):
+            allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
+            raise ValueError(f"{name} must hold integers in {allowed}, got {v!r}")
+        out.append(int(v))
+    return tuple(sorted(set(out)))
+
+
+@dataclass
+class PromptResult:
+    """One prompt's generation: its tokens and, per head, the rank of token t in the early top-K.
+
+    ``ranks[head]`` is ``(layers, r)`` with ``r[t - 2, j]`` the 0-based rank of token t among the
+    top-K (K = max k) early predictions of layer ``layers[j]``, or K if it is not among them; so
+    m_t(layer, k) = ``r < k``.
+    """
+
+    prompt: str
+    prompt_tokens: int
+    tokens: list[int]
+    decoding: str
+    max_k: int
+    ranks: dict[str, tuple[list[int], np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def ell(self) -> int:
+        return len(self.tokens)
+
+    def to_frame(self, ks: Sequence[int]) -> pd.DataFrame:
+        """Tidy records (``RECORD_COLUMNS``) for t = 2..ell, every layer, k and head."""
+        frames = [self._head_frame(head, ks) for head in self.ranks]
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            return empty_records()
+        return pd.concat(frames, ignore_index=True)
+
+    def _head_frame(self, head: str, ks: Sequence[int]) -> pd.DataFrame:
+        layers, r = self.ranks[head]
+        n_pos, n_layers, ks_arr = r.shape[0], len(layers), np.asarray(ks)
+        # order: layer, k, position (so each (layer, k) block is one trace in position order)
+        shape = (n_layers, len(ks_arr), n_pos)
+        match = r.T[:, None, :] < ks_arr[None, :, None]  # [L, K, P]
+        position = np.broadcast_to(np.arange(2, n_pos + 2), shape)
+        return pd.DataFrame(
+            {
+                "prompt": self.prompt,
+                "position": position.ravel(),
+                "layer": np.broadcast_to(np.asarray(layers)[:, None, None], shape).ravel(),
+                "k": np.broadcast_to(ks_arr[None, :, None], shape).ravel(),
+                "head": head,
+                "decoding": self.decoding,
+                "match": match.ravel(),
+                "token": np.broadcast_to(np.asarray(self.tokens[1:]), shape).ravel(),
+            }
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "prompt": self.prompt,
+            "prompt_tokens": self.prompt_tokens,
+            "tokens": self.tokens,
+            "decoding": self.decoding,
+            "max_k": self.max_k,
+            "ranks": {h: {"layers": ls, "ranks": r.tolist()} for h, (ls, r) in self.ranks.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PromptResult:
+        ranks = {}
+        for head, value in data["ranks"].items():
+            r = np.asarray(value["ranks"], dtype=np.int64).reshape(-1, len(value["layers"]))
+            ranks[head] = (list(value["layers"]), r)
+        keys = ("prompt", "prompt_tokens", "tokens", "decoding", "max_k")
+        return cls(**{key: data[key] for key in keys}, ranks=ranks)
+
+
+def empty_records() -> pd.DataFrame:
+    """An empty DataFrame with the record columns and dtypes."""
+    dtypes = {
+        "position": "int64",
+        "layer": "int64",
+        "k": "int64",
+        "match": "bool",
+        "token": "int64",
+    }
+    return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, "object")) for c in RECORD_COLUMNS})
+
+
+class GreedyMismatchError(RuntimeError):
+    """The layer-split generation disagrees with the model's own greedy forward pass."""
+
+
+class MeasureOOMError(RuntimeError):
+    """Out of memory while measuring one prompt; the message names the sizes that failed."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for torch's OutOfMemoryError and RuntimeErrors that report running out of memory."""
+    oom_type = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    return isinstance(exc, oom_type) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def measure_prompt(
+    lsm,
+    input_ids: torch.Tensor,
+    prompt: str,
+    config: MatchRateConfig,
+    heads: Mapping[int, torch.nn.Module] | None = None,
+    eos_ids: Sequence[int] = (),
+) -> PromptResult:
+    """Generate up to ell tokens from ``input_ids`` [1, S] and rank each token in every early top-K.
+
+    ``lsm`` is a measure.layer_split.LayerSplitModel. Out-of-memory becomes MeasureOOMError with
+    the prompt length, batch, max_new_tokens and dtype in its message.
+    """
+    try:
+        with torch.inference_mode():
+            result = _generate(lsm, input_ids, prompt, config, heads or {}, set(eos_ids))
+            if config.verify and config.sampling is None:
+                verify_greedy(lsm.model, input_ids, result.tokens, prompt)
+        return result
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        dtype = next(lsm.model.parameters()).dtype
+        raise MeasureOOMError(
+            f"out of memory measuring prompt {prompt!r}: prompt_tokens={input_ids.shape[1]}, "
+            f"batch={input_ids.shape[0]}, max_new_tokens={config.max_new_tokens}, dtype={dtype}, "
+            f"device={input_ids.device}; use a shorter --max-new-tokens, a smaller dtype or "
+            f"--limit/shorter prompts"
+        ) from exc
+
+
+def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> PromptResult:
+    # input_ids: [1, S]
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] < 1:
+        raise ValueError(f"prompt {prompt!r}: input_ids must have shape [1, S>=1]")
+    d, max_k = lsm.num_layers, config.max_k
+    if max_k > _vocab_size(lsm):
+        raise ValueError(f"ks must be <= the vocabulary size {_vocab_size(lsm)}, got {max_k}")
+    trained = [layer for layer in config.trained_layers if layer in heads]
+    wanted = set(config.layers) | set(trained)
+    generator = _generator(config, prompt, input_ids.device)
+    cache = lsm.new_cache()
+    token = _next_token(lsm.prefill(input_ids, cache), config.sampling, generator)  # [1, 1]
+    tokens, shared_ranks, trained_ranks = [token], [], []
+    start = input_ids.shape[1]
+    for t in range(2, config.max_new_tokens + 1):
+        if eos_ids and int(token) in eos_ids:
+            break
+        position_ids = torch.full((1, 1), start + t - 2, dtype=torch.long, device=token.device)
+        h = lsm.embed(token, position_ids)  # h: [1, 1, H]
+        kwargs = lsm.layer_kwargs(h, 0, cache, position_ids)  # mask/rotary once per step
+        saved = {}
+        for i in range(d):
+            h = lsm.run_layer(i, h, kwargs)  # = run_layers(h, i, i + 1, ...)
+            if i + 1 in wanted:
+                saved[i + 1] = h
+        # one LM-head matmul for the probed layers and the final layer: [1, L + 1, H] -> [L + 1, V]
+        stacked = torch.cat([saved[layer] for layer in config.layers] + [h], dim=1)
+        logits = lsm.logits(stacked)[0]
+        token = _next_token(logits[-1:], config.sampling, generator)
+        if config.layers:
+            shared_ranks.append(_ranks(logits[:-1], token, max_k))
+        if trained:
+            early = torch.cat([heads[layer](saved[layer])[0] for layer in trained])  # [Lt, V]
+            trained_ranks.append(_ranks(early, token, max_k))
+        tokens.append(token)
+    ranks = {}
+    if config.layers:
+        ranks["shared"] = (list(config.layers), _stack(shared_ranks, len(config.layers)))
+    if trained:
+        ranks["trained"] = (trained, _stack(trained_ranks, len(trained)))
+    ids = torch.cat(tokens, dim=1)[0].tolist()
+    return PromptResult(prompt, int(input_ids.shape[1]), ids, config.decoding, max_k, ranks)
+
+
+def _ranks(logits: torch.Tensor, token: torch.Tensor, max_k: int) -> torch.Tensor:
+    """logits [L, V], token [1, 1] -> [L]: rank of token in each row's top-max_k, or max_k."""
+    top = logits.topk(max_k, dim=-1).indices  # [L, K]
+    hit = top == token.view(1, 1)
+    return torch.where(hit.any(dim=-1), hit.int().argmax(dim=-1), max_k)
+
+
+def _stack(rows: list[torch.Tensor], n_layers: int) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, n_layers), dtype=np.int64)
+    return torch.stack(rows).cpu().numpy().astype(np.int64)
+
+
+def _next_token(logits: torch.Tensor, sampling: Sampling | None, generator) -> torch.Tensor:
+    """logits [1, V] -> token [1, 1]: argmax, or a sample after top-k / top-p filtering."""
+    if sampling is None:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float()
+    if sampling.top_k is not None:
+        kth = logits.topk(min(sampling.top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    else:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs >= sampling.top_p  # keep until the mass reaches p
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, -math.inf))
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def _generator(config: MatchRateConfig, prompt: str, device) -> torch.Generator | None:
+    """A generator seeded from (seed, prompt id), so resumed and sharded runs draw the same."""
+    if config.sampling is None:
+        return None
+    generator = torch.Generator(device=device)
+    generator.manual_seed(config.seed * 1_000_003 + zlib.crc32(prompt.encode("utf-8")))
+    return generator
+
+
+def _vocab_size(lsm) -> int:
+    return int(lsm.model.get_output_embeddings().weight.shape[0])
+
+
+def verify_greedy(model, input_ids: torch.Tensor, tokens: Sequence[int], prompt: str) -> None:
+    """Check generated tokens against one teacher-forced pass of the model itself.
+
+    Raises GreedyMismatchError unless each token is the model's argmax, up to near ties (a logit
+    gap below 1e-3 in fp32, 0.1 in 16-bit formats).
+    """
+    ids = torch.as_tensor(tokens, device=input_ids.device).view(1, -1)
+    full = torch.cat([input_ids, ids[:, :-1]], dim=1)  # [1, S + ell - 1]
+    logits = model(input_ids=full, use_cache=False).logits[0, input_ids.shape[1] - 1 :].float()
+    own = logits.argmax(dim=-1)
+    gap = logits.gather(-1, own[:, None]) - logits.gather(-1, ids.view(-1, 1))  # [ell, 1]
+    tol = 1e-3 if logits.dtype == torch.float32 and model.dtype == torch.float32 else 0.1
+    bad = (gap[:, 0] > tol).nonzero()
+    if len(bad):
+        t = int(bad[0]) + 1
+        raise GreedyMismatchError(
+            f"prompt {prompt!r}: generated token {t} is {tokens[t - 1]} but the model's own "
+            f"greedy token is {int(own[t - 1])} (logit gap {float(gap[t - 1]):.3g})"
+        )
+
+
+def eos_token_ids(model) -> list[int]:
+    """EOS ids that stop generation, as ``model.generate`` uses them."""
+    config = getattr(model, "generation_config", None) or model.config
+    eos = getattr(config, "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+def prompt_inputs(prompts, tokenizer=None, device="cpu") -> Iterator[tuple[str, torch.Tensor]]:
+    """(id, input_ids [1, S]) for Prompt objects, strings, token-id lists or tensors."""
+    for index, item in enumerate(prompts):
+        pid, value = str(index), item
+        if hasattr(item, "text") and hasattr(item, "id"):
+            pid, value = str(item.id), item.text
+        if isinstance(value, str):
+            if tokenizer is None:
+                raise ValueError("tokenizer is required for text prompts")
+            ids = tokenizer(value, return_tensors="pt").input_ids
+        else:
+            ids = torch.as_tensor(value, dtype=torch.long)
+        ids = ids.view(1, -1).to(device)
+        if ids.shape[1] < 1:
+            raise ValueError(f"prompt {pid!r} is empty")
+        yield pid, ids
+
+
+def match_rates(
+    model,
+    prompts,
+    *,
+    layers: Iterable[int] | None = None,
+    ks: Iterable[int] = (1, 3, 5),
+    max_new_tokens: int = 16,
+    heads: Mapping[int, torch.nn.Module] | None = None,
+    tokenizer=None,
+    sampling=None,
+    seed: int = 0,
+    verify: bool = True,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Early-prediction matches m_t for every prompt, layer, k and head, as a tidy DataFrame.
+
+    model: a Hugging Face causal LM (or a LayerSplitModel); prompts: Prompt objects, strings
+    (needs ``tokenizer``), token-id lists or tensors. layers: 1-based layer counts probed with
+    the shared head (default 1..d-1). heads: ``{layer: TrainedHead}`` adds ``head="trained"``
+    rows for those layers. sampling: None (greedy) or ``{"top_k": 50}`` / ``{"top_p": 0.9}``.
+    Columns ``RECORD_COLUMNS``; positions t = 2..ell (see the module docstring).
+    """
+    from tqdm.auto import tqdm
+
+    lsm = as_layer_split(model)
+    config = make_config(
+        lsm.num_layers,
+        layers=layers,
+        ks=ks,
+        max_new_tokens=max_new_tokens,
+        trained_layers=(heads or {}).keys(),
+        sampling=sampling,
+        seed=seed,
+        verify=verify,
+    )
+    eos = eos_token_ids(lsm.model)
+    device = next(lsm.model.parameters()).device
+    frames = []
+    for pid, ids in tqdm(list(prompt_inputs(prompts, tokenizer, device)), disable=not progress):
+        frames.append(measure_prompt(lsm, ids, pid, config, heads, eos).to_frame(config.ks))
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else empty_records()
+
+
+def as_layer_split(model):
+    """Wrap a causal LM in a LayerSplitModel (a LayerSplitModel is returned as is)."""
+    from measure.layer_split import LayerSplitModel
+
+    return model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
+
+
+def table2(df: pd.DataFrame) -> pd.DataFrame:
+    """Paper Table 2 shape: rows (dataset, decoding, head, k), columns layer, values mean match.
+
+    ``dataset`` is used when the column exists; ``decoding`` when it holds several values.
+    """
+    index = _group_keys(df) + ["head", "k"]
+    return df.pivot_table(index=index, columns="layer", values="match", aggfunc="mean")
+
+
+def by_position(df: pd.DataFrame, bin_width: int | None = None) -> pd.DataFrame:
+    """Paper Tables 6-8 shape: rows (dataset, decoding, layer, k, head), columns position bins.
+
+    Positions are grouped in bins of ``bin_width`` tokens labelled like the paper ("1-2",
+    "3-4", ...; default: eight bins over the longest sequence), plus a ``Total`` column.
+    """
+    if bin_width is None:
+        bin_width = max(1, math.ceil(int(df["position"].max()) / 8)) if len(df) else 1
+    if isinstance(bin_width, bool) or int(bin_width) != bin_width or bin_width < 1:
+        raise ValueError(f"bin_width must be an integer >= 1, got {bin_width!r}")
+    index = _group_keys(df) + ["layer", "k", "head"]
+    lo = (df["position"] - 1) // bin_width * bin_width + 1
+    labels = lo.astype(str) + "-" + (lo + bin_width - 1).astype(str)
+    table = df.assign(bin=labels, lo=lo).pivot_table(
+        index=index, columns=["lo", "bin"], values="match", aggfunc="mean"
+    )
+    table.columns = table.columns.get_level_values("bin")
+    table["Total"] = df.groupby(index)["match"].mean()
+    return table
+
+
+def _group_keys(df: pd.DataFrame) -> list[str]:
+    keys = ["dataset"] if "dataset" in df.columns else []
+    if "decoding" in df.columns and df["decoding"].nunique() > 1:
+        keys.append("decoding")
+    return keys
+
+
+def to_traces(
+    df: pd.DataFrame,
+    d: int,
+    d_bar: int,
+    k: int,
+    head: str = "shared",
+    tokens: Mapping[str, Sequence[int]] | None = None,
+) -> list[MatchTrace]:
+    """Per-sequence m_t (t = 2..ell) at layer d_bar with k candidates, for sim/ replay.
+
+    One MatchTrace per prompt with records for (d_bar, k, head), in first-appearance order;
+    ``tokens`` optionally maps prompt id -> all ell generated tokens.
+    """
+    rows = df[(df["layer"] == d_bar) & (df["k"] == k) & (df["head"] == head)]
+    if "decoding" in rows.columns and rows["decoding"].nunique() > 1:
+        raise ValueError("df mixes several decodings; select one before to_traces")
+    traces = []
+    for prompt, group in rows.groupby("prompt", sort=False):
+        group = group.sort_values("position")
+        positions = group["position"].to_numpy()
+        if not np.array_equal(positions, np.arange(2, len(positions) + 2)):
+            raise ValueError(f"prompt {prompt!r}: positions must be 2..ell without gaps")
+        seq_tokens = list(tokens[prompt]) if tokens and prompt in tokens else None
+        m = group["match"].astype(int).tolist()
+        traces.append(MatchTrace(str(prompt), d, d_bar, k, m, head, "match_rate", seq_tokens))
+    return traces

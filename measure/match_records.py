@@ -1,0 +1,390 @@
+"""Long p_correct runs: per-prompt part files (resumable), rank sharding, merged outputs.
+
+Layout of ``out_dir``:
+
+* ``run.json``: the sidecar (model, dtype, device, library versions, prompts sha256, seed, ...);
+* ``parts/part-RRRRR-of-WWWWW.jsonl``: one JSON line per finished prompt, appended and fsynced
+  by rank R of W; a line is the prompt's whole result, so a prompt is either fully recorded or
+  absent. A restart drops a torn last line and skips every prompt found in any part file;
+* ``records.csv`` (or ``.parquet``) and ``traces.jsonl`` (sim.formats), written once every
+  prompt is done, by rank 0 under torch.distributed (after a barrier) or by the finishing run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from measure.match_rate import (
+    MatchRateConfig,
+    PromptResult,
+    as_layer_split,
+    empty_records,
+    eos_token_ids,
+    make_config,
+    measure_prompt,
+    prompt_inputs,
+)
+from sim.formats import MatchTrace, write_traces
+
+SIDECAR = "run.json"
+TRACES = "traces.jsonl"
+RECORD_FORMATS = ("csv", "parquet")
+# sidecar keys that must agree between a run and its resumption
+_RESUME_KEYS = ("model_type", "d", "dtype", "prompts_sha256", "n_prompts", "config")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a (possibly sharded or interrupted) run left in ``out_dir``."""
+
+    out_dir: Path
+    """The run's directory."""
+    sidecar: Path
+    """The JSON metadata file."""
+    part: Path
+    """This rank's part file (one JSON line per finished prompt)."""
+    records: Path | None
+    """Tidy records (CSV or Parquet), or None while prompts remain undone."""
+    traces: Path | None
+    """MatchTrace JSONL for every (layer < d, k, head), or None while prompts remain undone."""
+    n_done: int
+    """Prompts finished across all part files."""
+    n_prompts: int
+    """Prompts in the run."""
+
+
+def run_match_rate(
+    model,
+    prompts_path: str | Path,
+    out_dir: str | Path,
+    *,
+    fmt: str = "auto",
+    limit: int | None = None,
+    tokenizer=None,
+    layers: Iterable[int] | None = None,
+    ks: Iterable[int] = (1, 3, 5),
+    max_new_tokens: int = 16,
+    heads: Mapping[int, object] | None = None,
+    head_dir: str | Path | None = None,
+    sampling=None,
+    seed: int = 0,
+    dtype: str = "float32",
+    device: str = "cpu",
+    records_format: str = "csv",
+    resume: bool = False,
+    rank: int | None = None,
+    world_size: int | None = None,
+    verify: bool = True,
+    progress: bool = True,
+    on_prompt_done: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Measure match rates for a prompts file into ``out_dir``; resumable and shardable.
+
+    model: a local model directory (loaded with measure.loading.load_model, ``dtype``,
+    ``device``) or a loaded causal LM (pass ``tokenizer``). rank/world_size: this process's
+    shard (prompts ``rank::world_size``); default from torch.distributed when initialised,
+    else 0/1. resume: continue a previous run in ``out_dir`` (else it must hold none).
+    on_prompt_done(prompt_id) is called after each prompt is safely on disk.
+    """
+    from measure.datasets import load_prompts, prompts_hash
+
+    if records_format not in RECORD_FORMATS:
+        raise ValueError(f"records_format must be one of {RECORD_FORMATS}, got {records_format!r}")
+    rank, world_size = _rank_world(rank, world_size)
+    prompts = load_prompts(prompts_path, fmt, limit=limit)
+    ids = [str(p.id) for p in prompts]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"prompts file {prompts_path}: prompt ids must be unique")
+    model, tokenizer, model_name = _load(model, tokenizer, dtype, device)
+    heads = dict(heads or {})
+    if head_dir is not None:
+        heads.update(load_heads(head_dir, device=next(model.parameters()).device))
+    lsm = as_layer_split(model)
+    config = make_config(
+        lsm.num_layers,
+        layers=layers,
+        ks=ks,
+        max_new_tokens=max_new_tokens,
+        trained_layers=heads.keys(),
+        sampling=sampling,
+        seed=seed,
+        verify=verify,
+    )
+    out_dir = Path(out_dir)
+    part = out_dir / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
+    meta = sidecar(
+        model,
+        model_name,
+        config,
+        prompts_path,
+        prompts_hash(prompts_path),
+        len(ids),
+        heads,
+        head_dir,
+        world_size,
+    )
+    _prepare(out_dir, part, meta, resume, records_format)
+    done = completed_prompts(out_dir, own_part=part)
+    todo = [p for p in prompts[rank::world_size] if str(p.id) not in done]
+    _measure_all(lsm, todo, tokenizer, config, heads, part, rank, progress, on_prompt_done)
+    return _finish(out_dir, part, ids, config, records_format)
+
+
+def _measure_all(lsm, prompts, tokenizer, config, heads, part, rank, progress, hook) -> None:
+    from tqdm.auto import tqdm
+
+    eos = eos_token_ids(lsm.model)
+    inputs = prompt_inputs(prompts, tokenizer, lsm.device)
+    bar = tqdm(
+        inputs,
+        total=len(prompts),
+        desc=f"match-rate rank {rank}",
+        position=rank,
+        disable=not progress,
+        unit="prompt",
+    )
+    part.parent.mkdir(parents=True, exist_ok=True)
+    with part.open("a", encoding="utf-8") as fh:
+        for pid, input_ids in bar:
+            result = measure_prompt(lsm, input_ids, pid, config, heads, eos)
+            fh.write(json.dumps(result.to_dict()) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+            if hook is not None:
+                hook(pid)
+
+
+def _finish(out_dir, part, ids, config, records_format) -> RunResult:
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized()
+    if distributed:
+        dist.barrier()
+    done = completed_prompts(out_dir)
+    n_done = sum(pid in done for pid in ids)
+    records = traces = None
+    if n_done == len(ids) and (not distributed or dist.get_rank() == 0):
+        records, traces = merge_parts(out_dir, ids, config, records_format)
+    if distributed:
+        dist.barrier()
+    return RunResult(out_dir, out_dir / SIDECAR, part, records, traces, n_done, len(ids))
+
+
+def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    if rank is None and world_size is None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+    rank, world_size = int(rank or 0), int(world_size or 1)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+    return rank, world_size
+
+
+def _load(model, tokenizer, dtype, device):
+    if isinstance(model, (str, Path)):
+        from measure.loading import load_model
+
+        loaded, loaded_tokenizer = load_model(model, dtype=dtype, device=device)
+        return loaded, tokenizer or loaded_tokenizer, str(model)
+    return model, tokenizer, str(getattr(model.config, "name_or_path", "") or type(model).__name__)
+
+
+def load_heads(head_dir: str | Path, device="cpu") -> dict[int, object]:
+    """Trained heads from ``head_dir``: one head directory, or a directory of them; by layer."""
+    from measure.heads import CONFIG_NAME, TrainedHead
+
+    head_dir = Path(head_dir)
+    if not head_dir.is_dir():
+        raise FileNotFoundError(f"head directory {head_dir} does not exist")
+    dirs = (
+        [head_dir]
+        if (head_dir / CONFIG_NAME).is_file()
+        else sorted(p for p in head_dir.iterdir() if (p / CONFIG_NAME).is_file())
+    )
+    if not dirs:
+        raise FileNotFoundError(f"no {CONFIG_NAME} in {head_dir} or its sub-directories")
+    heads = {}
+    for path in dirs:
+        head = TrainedHead.load(path, device=device).eval()
+        if head.config.layer in heads:
+            raise ValueError(f"head_dir {head_dir}: two heads for layer {head.config.layer}")
+        heads[head.config.layer] = head
+    return heads
+
+
+def sidecar(
+    model,
+    model_name,
+    config: MatchRateConfig,
+    prompts_path,
+    sha256,
+    n_prompts,
+    heads,
+    head_dir,
+    world_size,
+) -> dict:
+    """The run's metadata: model, dtype, device, library versions, prompts hash, seed, config."""
+    import numpy as np
+    import torch
+    import transformers
+
+    param = next(model.parameters())
+    return {
+        "model": model_name,
+        "model_type": model.config.model_type,
+        "d": config.d,
+        "dtype": str(param.dtype).removeprefix("torch."),
+        "device": str(param.device),
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "numpy": np.__version__,
+            "pandas": pd.__version__,
+        },
+        "prompts": str(prompts_path),
+        "prompts_sha256": sha256,
+        "n_prompts": n_prompts,
+        "seed": config.seed,
+        "ks": list(config.ks),
+        "layers": list(config.layers),
+        "max_new_tokens": config.max_new_tokens,
+        "decoding": config.decoding,
+        "config": config.to_dict(),
+        "heads": {str(layer): "trained" for layer in sorted(heads)},
+        "head_dir": None if head_dir is None else str(head_dir),
+        "world_size": world_size,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _prepare(out_dir: Path, part: Path, meta: dict, resume: bool, records_format: str) -> None:
+    """Check ``out_dir`` against ``resume`` and the previous sidecar; write the sidecar."""
+    path = out_dir / SIDECAR
+    records = out_dir / f"records.{records_format}"
+    if not resume and (part.exists() or records.exists()):
+        raise ValueError(
+            f"out_dir {out_dir} holds a previous run; pass resume (--resume) "
+            "to continue it or choose an empty directory"
+        )
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        differ = [key for key in _RESUME_KEYS if old.get(key) != meta[key]]
+        if differ:
+            raise ValueError(
+                f"out_dir {out_dir} holds a run with different {differ}; choose another directory"
+            )
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write_text(path, json.dumps(meta, indent=2) + "\n")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_part(path: Path, repair: bool = False) -> list[PromptResult]:
+    """Finished prompts of one part file; a torn last line is ignored (cut off with repair)."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if repair and end < len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(end)
+    results = []
+    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                results.append(PromptResult.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise ValueError(f"{path}:{lineno}: not a prompt record ({exc})") from exc
+    return results
+
+
+def part_files(out_dir: Path) -> list[Path]:
+    return sorted((Path(out_dir) / "parts").glob("part-*.jsonl"))
+
+
+def completed_prompts(out_dir: Path, own_part: Path | None = None) -> dict[str, PromptResult]:
+    """Finished prompts across all part files (first record wins); repairs ``own_part``."""
+    done: dict[str, PromptResult] = {}
+    for path in part_files(out_dir):
+        for result in read_part(path, repair=path == own_part):
+            done.setdefault(result.prompt, result)
+    return done
+
+
+def merge_parts(
+    out_dir: Path, ids: list[str], config: MatchRateConfig, records_format: str = "csv"
+) -> tuple[Path, Path]:
+    """Write the tidy records and the traces of all prompts, in prompts-file order."""
+    out_dir = Path(out_dir)
+    done = completed_prompts(out_dir)
+    results = [done[pid] for pid in ids if pid in done]
+    frames = [r.to_frame(config.ks) for r in results]
+    frames = [f for f in frames if len(f)]
+    df = pd.concat(frames, ignore_index=True) if frames else empty_records()
+    records = out_dir / f"records.{records_format}"
+    tmp = records.with_name(f".{records.name}.tmp")
+    if records_format == "csv":
+        df.to_csv(tmp, index=False)
+    else:
+        df.to_parquet(tmp, index=False)
+    os.replace(tmp, records)
+    traces = out_dir / TRACES
+    write_traces(traces.with_name(f".{TRACES}.tmp"), result_traces(results, config))
+    os.replace(traces.with_name(f".{TRACES}.tmp"), traces)
+    meta = json.loads((out_dir / SIDECAR).read_text(encoding="utf-8"))
+    meta.update(
+        finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        n_records=len(df),
+        records=records.name,
+        traces=TRACES,
+    )
+    _atomic_write_text(out_dir / SIDECAR, json.dumps(meta, indent=2) + "\n")
+    return records, traces
+
+
+def result_traces(results: Iterable[PromptResult], config: MatchRateConfig) -> list[MatchTrace]:
+    """A MatchTrace per (prompt, head, layer < d, k), with the prompt's generated tokens."""
+    traces = []
+    for result in results:
+        for head, (layers, ranks) in result.ranks.items():
+            for j, layer in enumerate(layers):
+                if layer >= config.d:
+                    continue  # d_bar must be < d
+                for k in config.ks:
+                    m = (ranks[:, j] < k).astype(int).tolist()
+                    traces.append(
+                        MatchTrace(
+                            result.prompt,
+                            config.d,
+                            layer,
+                            k,
+                            m,
+                            head,
+                            "match_rate",
+                            list(result.tokens),
+                        )
+                    )
+    return traces
+
+
+def read_records(path: str | Path) -> pd.DataFrame:
+    """Read records written by run_match_rate (CSV or Parquet, by extension)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_csv(path, dtype={"prompt": str, "head": str, "decoding": str})
