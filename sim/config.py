@@ -1,0 +1,163 @@
+"""SimConfig: everything one simulated PPD (or greedy) sequence depends on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+import pandas as pd
+
+from sim.cost import CostModel, MeasuredCost, RooflineCost, UniformCost
+from sim.hardware import GPUSpec, Link
+from sim.matches import (
+    Bernoulli,
+    MatchSource,
+    PerPosition,
+    Replay,
+    match_source_from_dict,
+    match_source_to_dict,
+)
+from sim.shape import ModelShape
+
+SCHEDULES = ("ppd", "greedy")
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+@dataclass
+class SimConfig:
+    """One simulated decode of ell tokens: model depth, PPD parameters, hardware, overheads."""
+
+    d: int
+    """Number of decoder layers."""
+    d_bar: int
+    """Layer of the early prediction, d/2 <= d_bar < d (below d/2 only with allow_below_half)."""
+    k: int
+    """Number of early candidates, one sub-process each."""
+    ell: int
+    """Generated tokens (prefill excluded)."""
+    matches: MatchSource = field(default_factory=lambda: Bernoulli(0.5))
+    """Where m_t comes from: Bernoulli(p), PerPosition(p_t) or Replay(m)."""
+    cost: CostModel = field(default_factory=UniformCost)
+    """Per-layer time model: UniformCost, RooflineCost or MeasuredCost."""
+    n_gpus: int | None = None
+    """Modelled GPUs, 1..k+1 (None: k+1, one per process). GPU 0 runs the main process;
+    sub-processes are dealt round-robin over GPUs 1..n_gpus-1 (all on GPU 0 when n_gpus = 1);
+    sub-processes on the same GPU run as one batch."""
+    link: Link | None = None
+    """Link carrying hand-offs and candidate dispatch (None: free and instantaneous)."""
+    shape: ModelShape | None = None
+    """Model shape giving hand-off bytes (needed when a link is set; default: the roofline's)."""
+    per_token_overhead_s: float = 0.0
+    """Fixed host-side cost added after each generated token, seconds."""
+    per_handoff_overhead_s: float = 0.0
+    """Fixed cost of each accepted early prediction (hand-off), seconds."""
+    schedule: str = "ppd"
+    """``ppd`` (Algorithm 2) or ``greedy`` (the baseline: d layers per token on GPU 0)."""
+    allow_below_half: bool = False
+    """Simulate d_bar < d/2 as this project's extension (outside Theorem 4.1) instead of refusing."""
+    per_layer_events: bool = False
+    """Log (and simulate) every layer as its own event instead of one event per block."""
+
+    def __post_init__(self) -> None:
+        for name in ("d", "d_bar", "k", "ell"):
+            _positive_int(name, getattr(self, name))
+            setattr(self, name, int(getattr(self, name)))
+        if not self.d_bar < self.d:
+            raise ValueError(
+                f"d_bar must be in [d/2, d) = [{self.d / 2}, {self.d}), got {self.d_bar}"
+            )
+        if 2 * self.d_bar < self.d and not self.allow_below_half:
+            raise ValueError(
+                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1; "
+                "pass allow_below_half=True to simulate it as an extension"
+            )
+        if self.n_gpus is None:
+            self.n_gpus = self.k + 1
+        _positive_int("n_gpus", self.n_gpus)
+        if not 1 <= self.n_gpus <= self.k + 1:
+            raise ValueError(f"n_gpus must be in [1, k+1] = [1, {self.k + 1}], got {self.n_gpus}")
+        for name in ("per_token_overhead_s", "per_handoff_overhead_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not isinstance(self.matches, Bernoulli | PerPosition | Replay):
+            raise ValueError("matches must be a Bernoulli, PerPosition or Replay")
+        if isinstance(self.matches, Replay) and self.matches.ell != self.ell:
+            raise ValueError(f"ell = {self.ell} but matches (Replay) has ell = {self.matches.ell}")
+        if isinstance(self.matches, PerPosition) and len(self.matches.p_t) < self.ell - 1:
+            raise ValueError(f"matches (PerPosition) p_t needs ell - 1 = {self.ell - 1} values")
+        if not isinstance(self.cost, UniformCost | RooflineCost | MeasuredCost):
+            raise ValueError("cost must be a UniformCost, RooflineCost or MeasuredCost")
+        if self.shape is None and isinstance(self.cost, RooflineCost):
+            self.shape = self.cost.shape
+        if self.link is not None and self.shape is None:
+            raise ValueError("shape is required with a link (it sets the hand-off bytes)")
+
+    @property
+    def spec_layers(self) -> int:
+        """Layers a sub-process runs per token: d - d_bar (or d_bar below d/2, the extension)."""
+        return min(self.d - self.d_bar, self.d_bar)
+
+    @property
+    def extension(self) -> bool:
+        """True when d_bar < d/2: outside the paper, simulated as this project's extension."""
+        return 2 * self.d_bar < self.d
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (``from_dict`` inverts it)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["matches"] = match_source_to_dict(self.matches)
+        data["cost"] = _cost_to_dict(self.cost)
+        data["link"] = None if self.link is None else asdict(self.link)
+        data["shape"] = None if self.shape is None else asdict(self.shape)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SimConfig:
+        data = dict(data)
+        if "matches" in data:
+            data["matches"] = match_source_from_dict(data["matches"])
+        if "cost" in data:
+            data["cost"] = _cost_from_dict(data["cost"])
+        if data.get("link") is not None:
+            data["link"] = Link(**data["link"])
+        if data.get("shape") is not None:
+            data["shape"] = ModelShape(**data["shape"])
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+def _cost_to_dict(cost: CostModel) -> dict:
+    if isinstance(cost, UniformCost):
+        return {"type": "uniform", "seconds_per_layer": cost.seconds_per_layer}
+    if isinstance(cost, RooflineCost):
+        return {
+            "type": "roofline",
+            "shape": asdict(cost.shape),
+            "gpu": asdict(cost.gpu),
+            "flops_efficiency": cost.flops_efficiency,
+            "bandwidth_efficiency": cost.bandwidth_efficiency,
+        }
+    return {"type": "measured", "rows": cost.df.to_dict("records")}
+
+
+def _cost_from_dict(data: dict) -> CostModel:
+    kind = data.get("type")
+    if kind == "uniform":
+        return UniformCost(data["seconds_per_layer"])
+    if kind == "roofline":
+        return RooflineCost(
+            ModelShape(**data["shape"]),
+            GPUSpec(**data["gpu"]),
+            data["flops_efficiency"],
+            data["bandwidth_efficiency"],
+        )
+    if kind == "measured":
+        return MeasuredCost(pd.DataFrame(data["rows"]))
+    raise ValueError(f"cost type must be uniform, roofline or measured, got {kind!r}")

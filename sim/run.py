@@ -1,0 +1,177 @@
+"""Running simulations: one sequence (``simulate``) or many, seeded (``monte_carlo``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from sim.config import SimConfig
+from sim.schedule import HOST, PPDSchedule
+
+EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind")
+
+
+@dataclass
+class SimResult:
+    """One simulated sequence. Times in seconds (``*_s``) and in time units (``*_units``).
+
+    A time unit is ``config.cost.unit_seconds()``: one layer at batch 1 (the mean layer
+    for measured costs), so under UniformCost() units equal the paper's.
+    """
+
+    config: SimConfig
+    """The configuration that was run."""
+    m: list[int]
+    """The realised m_t, t = 2..ell."""
+    records: list[tuple] = field(repr=False)
+    """Event records (columns ``EVENT_COLUMNS``), sorted by start, end, process, token."""
+    latency_s: float
+    """Time when main finished the last token (overheads included), seconds."""
+    makespan_s: float
+    """Time when the last block of any process ended, seconds (>= latency_s)."""
+    busy_s: list[float]
+    """Busy time per GPU, seconds (a batched block counts once)."""
+    unit_s: float
+    """Seconds per time unit."""
+
+    @property
+    def n_runs(self) -> int:
+        """N: the number of runs (greedy: every token is its own run, N = ell)."""
+        if self.config.schedule == "greedy":
+            return self.config.ell
+        return 1 + sum(1 - x for x in self.m)
+
+    @property
+    def latency_units(self) -> float:
+        return self.latency_s / self.unit_s
+
+    @property
+    def compute_s(self) -> float:
+        """Busy GPU time summed over GPUs, seconds."""
+        return float(sum(self.busy_s))
+
+    @property
+    def compute_units(self) -> float:
+        return self.compute_s / self.unit_s
+
+    @property
+    def utilisation(self) -> pd.Series:
+        """Busy time / makespan per GPU, in [0, 1]."""
+        span = self.makespan_s or 1.0
+        return pd.Series(np.asarray(self.busy_s) / span, name="utilisation").rename_axis("gpu")
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """The event log as a DataFrame (gpu -1: host or link)."""
+        return pd.DataFrame.from_records(self.records, columns=list(EVENT_COLUMNS))
+
+    def summary(self) -> dict:
+        """Headline numbers as a JSON-ready dict."""
+        return {
+            "schedule": self.config.schedule,
+            "latency_units": self.latency_units,
+            "latency_s": self.latency_s,
+            "compute_units": self.compute_units,
+            "compute_s": self.compute_s,
+            "n_runs": self.n_runs,
+            "utilisation": [float(u) for u in self.utilisation],
+            "extension_below_half": self.config.extension,
+        }
+
+
+def _sort_key(record: tuple) -> tuple:
+    process, gpu, token, _, _, start, end, _ = record
+    return (start, end, process, token, gpu == HOST)
+
+
+def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -> SimResult:
+    """Simulate one sequence; m_t come from ``config.matches`` (drawn with ``seed``) or ``m``."""
+    if m is None:
+        m = config.matches.draw(config.ell, np.random.default_rng(seed))
+    elif len(m) != config.ell - 1:
+        raise ValueError(f"m must hold ell - 1 = {config.ell - 1} values, got {len(m)}")
+    schedule = PPDSchedule(config, m, record_events=record_events).run()
+    return SimResult(
+        config=config,
+        m=schedule.m,
+        records=sorted(schedule.records, key=_sort_key),
+        latency_s=schedule.latency_s,
+        makespan_s=schedule.makespan_s,
+        busy_s=schedule.busy_s,
+        unit_s=config.cost.unit_seconds(),
+    )
+
+
+@dataclass
+class MonteCarloSummary:
+    """Statistics of latency over n seeded runs (time units); samples holds every run."""
+
+    n: int
+    mean: float
+    """Mean latency, time units."""
+    std: float
+    """Sample standard deviation of latency (ddof=1), time units."""
+    ci_low: float
+    """Lower end of the 95% normal confidence interval of the mean."""
+    ci_high: float
+    p50: float
+    p99: float
+    compute_mean: float
+    """Mean compute (busy GPU time), time units."""
+    compute_std: float
+    samples: pd.DataFrame = field(repr=False)
+    """Per run: latency_units, latency_s, compute_units, n_runs."""
+
+    def to_dict(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key != "samples"}
+
+
+def _run_one(args) -> tuple[float, float, float, int]:
+    config, seed = args
+    result = simulate(config, seed=seed, record_events=False)
+    return result.latency_units, result.latency_s, result.compute_units, result.n_runs
+
+
+def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> MonteCarloSummary:
+    """Simulate ``n`` sequences; run i uses ``SeedSequence(seed).spawn(n)[i]`` (reproducible,
+    the same with any ``processes``, which fans the runs out over a multiprocessing pool)."""
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n}")
+    if isinstance(processes, bool) or int(processes) != processes or processes < 1:
+        raise ValueError(f"processes must be a positive integer, got {processes}")
+    seeds = np.random.SeedSequence(seed).spawn(int(n))
+    jobs = [(config, s) for s in seeds]
+    if processes > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(processes) as pool:
+            rows = pool.map(_run_one, jobs, chunksize=max(1, n // (4 * processes)))
+    else:
+        rows = [_run_one(job) for job in jobs]
+    samples = pd.DataFrame(rows, columns=["latency_units", "latency_s", "compute_units", "n_runs"])
+    return summarise(samples)
+
+
+def summarise(samples: pd.DataFrame) -> MonteCarloSummary:
+    """Mean, std, 95% CI of the mean, p50 and p99 of latency; mean/std of compute."""
+    latency = samples["latency_units"].to_numpy()
+    n = len(latency)
+    mean = float(latency.mean())
+    std = float(latency.std(ddof=1)) if n > 1 else 0.0
+    half = 1.959963984540054 * std / np.sqrt(n)
+    compute = samples["compute_units"].to_numpy()
+    return MonteCarloSummary(
+        n=n,
+        mean=mean,
+        std=std,
+        ci_low=mean - half,
+        ci_high=mean + half,
+        p50=float(np.quantile(latency, 0.5)),
+        p99=float(np.quantile(latency, 0.99)),
+        compute_mean=float(compute.mean()),
+        compute_std=float(compute.std(ddof=1)) if n > 1 else 0.0,
+        samples=samples,
+    )
