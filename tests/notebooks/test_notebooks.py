@@ -1,0 +1,57 @@
+"""Execute every notebook on CPU with small parameters, and check that they are stored clean."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from tests.notebooks.nb_runner import (
+    NOTEBOOKS_DIR,
+    parameter_cell_index,
+    parameter_names,
+    run_notebook,
+)
+
+NOTEBOOKS = ("01_tradeoff_curves.ipynb",)
+
+SMALL = {
+    "01_tradeoff_curves.ipynb": {"ELL": 32, "ELLS": (2, 8), "N_P": 21},
+    "02_simulator.ipynb": {"MC_ELL": 16, "MC_N": 300, "HW_ELL": 8, "HW_N": 3},
+}
+"""Parameter overrides that keep each notebook to a few seconds on CPU."""
+
+
+@pytest.fixture
+def kernel_env(monkeypatch, tmp_path):
+    """Headless matplotlib and one thread per kernel; the kernel runs in an empty tmp dir."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_stored_without_outputs(name):
+    nb = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{name}: stored outputs in a cell"
+            assert cell.execution_count is None, f"{name}: stored execution count"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_header_then_parameter_cell(name):
+    nb = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    assert nb.cells[0].cell_type == "markdown"
+    header = nb.cells[0].source.lower()
+    assert "run time" in header and "needs" in header and "pip install" in header
+    idx = parameter_cell_index(nb)
+    assert idx == 1
+    assert "parameters" in nb.cells[idx].metadata.get("tags", [])
+    assert parameter_names(nb.cells[idx].source), "the parameter cell assigns nothing"
+
+
+def test_01_tradeoff_curves(kernel_env):
+    run_notebook("01_tradeoff_curves.ipynb", SMALL["01_tradeoff_curves.ipynb"], kernel_env)
