@@ -59,7 +59,7 @@ class SimConfig:
     schedule: str = "ppd"
     """``ppd`` (Algorithm 2) or ``greedy`` (the baseline: d layers per token on GPU 0)."""
     allow_below_half: bool = False
-    """Simulate d_bar < d/2 as this project's extension (outside Theorem 4.1) instead of refusing."""
+    """Simulate d_bar < d/2 as this project's extension (outside Theorem 4.1), not refuse it."""
     per_layer_events: bool = False
     """Log (and simulate) every layer as its own event instead of one event per block."""
 
@@ -73,7 +73,8 @@ class SimConfig:
             )
         if 2 * self.d_bar < self.d and not self.allow_below_half:
             raise ValueError(
-                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1; "
+                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1"
+                "; "
                 "pass allow_below_half=True to simulate it as an extension"
             )
         if self.n_gpus is None:

@@ -1,0 +1,167 @@
+"""``ppd simulate``: run the discrete-event simulator from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers) -> None:
+    """Add ``simulate`` to the ``ppd`` command."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate PPD (or greedy) layer schedules on modelled GPUs",
+        description="Simulate Algorithm 2's layer schedule; prints a latency/compute summary.",
+    )
+    p.add_argument("--d", type=int, default=40, help="decoder layers (default 40)")
+    p.add_argument("--d-bar", type=int, default=20, help="early-prediction layer (default 20)")
+    p.add_argument("--k", type=int, default=3, help="candidates / sub-processes (default 3)")
+    p.add_argument("--ell", type=int, default=128, help="generated tokens (default 128)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--p", type=float, default=None, help="Bernoulli match rate (default 0.5)")
+    src.add_argument("--trace", help="match-trace JSONL (sim.formats); replays its sequences")
+    src.add_argument("--per-position", help="text/CSV file of p_t values for t = 2..ell")
+    p.add_argument("--schedule", choices=("ppd", "greedy"), default="ppd")
+    p.add_argument("--gpus", type=int, default=None, help="modelled GPUs, 1..k+1 (default k+1)")
+    p.add_argument("--link", default=None, help="nvlink4 | pcie4-x16 | pcie5-x16 | loopback")
+    p.add_argument("--cost", choices=("uniform", "roofline", "measured"), default="uniform")
+    p.add_argument("--gpu-model", default="h100-sxm", help="a100-80gb | h100-sxm | h200")
+    p.add_argument("--shape", default="vicuna-13b", help="model shape preset (roofline, links)")
+    p.add_argument("--context-len", type=int, default=None, help="override the shape's context")
+    p.add_argument("--layer-times", help="per-layer times CSV (sim.formats), for --cost measured")
+    p.add_argument("--flops-efficiency", type=float, default=0.6)
+    p.add_argument("--bandwidth-efficiency", type=float, default=0.8)
+    p.add_argument("--per-token-overhead", type=float, default=0.0, help="seconds per token")
+    p.add_argument("--per-handoff-overhead", type=float, default=0.0, help="seconds per hand-off")
+    p.add_argument("--allow-below-half", action="store_true", help="simulate d_bar < d/2")
+    p.add_argument("--per-layer-events", action="store_true", help="one event per layer")
+    p.add_argument("--n", type=int, default=1, help="Monte Carlo sequences (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--events-csv", help="write the first sequence's event log here")
+    p.add_argument("--gantt", help="write a Gantt PNG of the first sequence here")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run_simulate)
+
+
+def _cost(args):
+    from sim.cost import MeasuredCost, RooflineCost, UniformCost
+    from sim.hardware import GPUSpec
+
+    if args.cost == "uniform":
+        return UniformCost()
+    if args.cost == "roofline":
+        return RooflineCost(
+            _shape(args),
+            GPUSpec.from_name(args.gpu_model),
+            args.flops_efficiency,
+            args.bandwidth_efficiency,
+        )
+    if not args.layer_times:
+        raise ValueError("--layer-times is required with --cost measured")
+    return MeasuredCost.from_csv(args.layer_times)
+
+
+def _shape(args):
+    from sim.shape import ModelShape
+
+    shape = ModelShape.from_name(args.shape)
+    return shape if args.context_len is None else shape.with_context(args.context_len)
+
+
+def _match_sources(args) -> list:
+    import numpy as np
+
+    from sim.formats import read_traces
+    from sim.matches import Bernoulli, PerPosition, Replay
+
+    if args.trace:
+        traces = read_traces(args.trace)
+        if not traces:
+            raise ValueError(f"--trace {args.trace}: no sequences")
+        return [Replay.from_trace(trace) for trace in traces]
+    if args.per_position:
+        values = np.loadtxt(args.per_position, delimiter=",", ndmin=1, dtype=float)
+        return [PerPosition(values)]
+    return [Bernoulli(0.5 if args.p is None else args.p)]
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from sim.config import SimConfig
+    from sim.hardware import Link
+    from sim.run import monte_carlo, simulate, summarise
+
+    sources = _match_sources(args)
+    common = dict(
+        d=args.d,
+        d_bar=args.d_bar,
+        k=args.k,
+        cost=_cost(args),
+        n_gpus=args.gpus,
+        link=None if args.link is None else Link.from_name(args.link),
+        shape=_shape(args) if args.link or args.cost == "roofline" else None,
+        per_token_overhead_s=args.per_token_overhead,
+        per_handoff_overhead_s=args.per_handoff_overhead,
+        schedule=args.schedule,
+        allow_below_half=args.allow_below_half,
+        per_layer_events=args.per_layer_events,
+    )
+    if args.trace:  # one run per recorded sequence, ell from each trace
+        configs = [SimConfig(ell=s.ell, matches=s, **common) for s in sources]
+        results = [simulate(c, record_events=False) for c in configs]
+        summary = summarise(_samples(results))
+        first = configs[0]
+    else:
+        first = SimConfig(ell=args.ell, matches=sources[0], **common)
+        summary = monte_carlo(first, n=args.n, seed=args.seed)
+    example = simulate(first, seed=args.seed)
+    if args.events_csv:
+        example.events.to_csv(args.events_csv, index=False)
+    if args.gantt:
+        _write_gantt(example, args.gantt)
+    report = {
+        "config": first.to_dict(),
+        "first": example.summary(),
+        "monte_carlo": summary.to_dict(),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2, default=float))
+    else:
+        _print_summary(example, summary)
+    return 0
+
+
+def _samples(results):
+    import pandas as pd
+
+    rows = [(r.latency_units, r.latency_s, r.compute_units, r.n_runs) for r in results]
+    return pd.DataFrame(rows, columns=["latency_units", "latency_s", "compute_units", "n_runs"])
+
+
+def _write_gantt(result, path) -> None:
+    import matplotlib.pyplot as plt
+
+    from sim.gantt import plot_gantt
+
+    ax = plot_gantt(result)
+    ax.figure.tight_layout()
+    ax.figure.savefig(path, dpi=120)
+    plt.close(ax.figure)
+
+
+def _print_summary(example, summary) -> None:
+    cfg = example.config
+    print(
+        f"{cfg.schedule}: d={cfg.d} d_bar={cfg.d_bar} k={cfg.k} ell={cfg.ell} "
+        f"gpus={cfg.n_gpus}" + ("  [extension: d_bar < d/2]" if cfg.extension else "")
+    )
+    print(f"sequences       {summary.n}")
+    print(
+        f"latency (units) mean {summary.mean:.4g}  std {summary.std:.4g}  "
+        f"95% CI [{summary.ci_low:.4g}, {summary.ci_high:.4g}]  "
+        f"p50 {summary.p50:.4g}  p99 {summary.p99:.4g}"
+    )
+    print(f"latency (s)     mean {summary.samples['latency_s'].mean():.6g}")
+    print(f"compute (units) mean {summary.compute_mean:.4g}  std {summary.compute_std:.4g}")
+    print(f"runs N          mean {summary.samples['n_runs'].mean():.4g}")
+    util = ", ".join(f"{u:.3f}" for u in example.utilisation)
+    print(f"utilisation     first sequence, per GPU: {util}")
