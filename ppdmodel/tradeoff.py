@@ -73,12 +73,14 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3):
     x_col, x_label = FIGURE_AXES[figure]
     fig = Figure(figsize=(6.4, 4.8), layout="constrained")
     ax = fig.subplots()
+    colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(curves["dataset"]))}
     for (dataset, trained), curve in curves.groupby(["dataset", "trained"], sort=False):
         curve = curve.sort_values("k")
         ax.plot(
             curve[x_col],
             curve["normalized_latency"],
             marker="o",
+            color=colours[dataset],
             linestyle="--" if trained else "-",
             label=curve_label(dataset, trained),
         )

@@ -1,0 +1,89 @@
+"""``ppd latency | compute | tradeoff`` through the dispatcher's ``main``."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ppdmodel.cli import main
+
+
+def test_latency_table(capsys):
+    assert main(["latency", "--d", "40", "--d-bar", "20", "--ell", "128", "--p", "0.5"]) == 0
+    out = capsys.readouterr().out
+    header, row = out.strip().splitlines()
+    assert "expected_latency" in header and "p50" in header and "p99" in header
+    assert "3850" in row
+
+
+def test_latency_json_grid_and_seconds(capsys):
+    argv = ["latency", "--ell", "16", "--p", "0", "--p", "0.5", "1", "--json"]
+    argv += ["--seconds-per-layer", "0.001", "--per-handoff-overhead-s", "0.01"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["p"] for r in rows] == [0.0, 0.5, 1.0]
+    assert rows[0]["expected_latency"] == 640.0 and rows[0]["d_bar"] == 20
+    assert rows[2]["expected_latency"] == 20 * 16 + 20
+    assert rows[1]["expected_latency_s"] == pytest.approx(0.001 * 490 + 7.5 * 0.01)
+    assert rows[1]["latency_per_token_inf"] == 30.0
+
+
+def test_compute_json(capsys):
+    assert main(["compute", "--p", "0.6837", "--k", "1", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["k"] for r in rows] == [1, 3]
+    assert round(rows[1]["compute_per_time_inf"], 2) == 3.28
+    assert rows[0]["expected_compute"] == pytest.approx(rows[0]["expected_latency"] + 20 * 128)
+
+
+def test_compute_table(capsys):
+    assert main(["compute", "--p", "0.5", "--k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "expected_compute" in out and "11530" in out
+
+
+def test_tradeoff_writes_files_and_prints_endpoints(tmp_path, capsys):
+    assert main(["tradeoff", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "0.629" in out and "0.892" in out and "1.561" in out and "4.973" in out
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.startswith("fig3") and n.endswith(".png") for n in names)
+    assert any(n.startswith("fig4") and n.endswith(".png") for n in names)
+    csv = tmp_path / "tradeoff_curves.csv"
+    assert csv.read_text().splitlines()[0].startswith("dataset,trained,k,layer,p_correct")
+    assert (tmp_path / names[0]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_tradeoff_default_out_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["tradeoff"]) == 0
+    assert (tmp_path / "ppd-out" / "tradeoff_curves.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["latency", "--p", "1.5"], "p must be a probability"),
+        (["latency", "--p", "0.5", "--d-bar", "10"], "outside Theorem 4.1's domain"),
+        (["compute", "--p", "0.5", "--k", "0"], "k must be a positive integer"),
+        (["tradeoff", "--layer", "10"], "outside Theorem 4.1's domain"),
+    ],
+)
+def test_bad_input_exits_2(argv, message, capsys, tmp_path):
+    if argv[0] == "tradeoff":
+        argv = [*argv, "--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_python_dash_m_help():
+    result = subprocess.run(
+        [sys.executable, "-m", "ppdmodel", "latency", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0 and "--d-bar" in result.stdout
