@@ -7,7 +7,9 @@ Processes and GPUs
 GPU run as one batched block (``process`` reads e.g. ``sub1+sub3``): the cost model prices the
 batch. A GPU shared by ``main`` and sub-processes (``n_gpus == 1``) is a
 ``simpy.PriorityResource``: each block (each layer with ``per_layer_events``) requests it;
-requests are served first come, first served, ``main`` first on ties.
+a request of ``main`` goes ahead of queued sub-process requests (which are served first come,
+first served), and a running block is never preempted. So on one GPU main keeps the GPU
+until it has to wait for a sub-process (a hand-off), and speculation fills that idle time.
 
 The schedule, token t = 1..ell, with D = d - d_bar and s = min(D, d_bar) (s = D in the paper)
 ------------------------------------------------------------------------------------------------
