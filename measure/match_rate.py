@@ -363,6 +363,7 @@ def _vocab_size(lsm) -> int:
     return int(lsm.model.get_output_embeddings().weight.shape[0])
 
 
+@torch.no_grad()
 def verify_greedy(model, input_ids: torch.Tensor, tokens: Sequence[int], prompt: str) -> None:
     """Check generated tokens against one teacher-forced pass of the model itself.
 

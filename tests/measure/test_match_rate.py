@@ -1,0 +1,295 @@
+"""measure.match_rate and measure.match_records on tiny random models: tokens, matches, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from measure.heads import TrainedHead
+from measure.layer_split import LayerSplitModel
+from measure.match_rate import (
+    RECORD_COLUMNS,
+    GreedyMismatchError,
+    MeasureOOMError,
+    by_position,
+    make_config,
+    match_rates,
+    measure_prompt,
+    table2,
+    to_traces,
+    verify_greedy,
+)
+from measure.match_records import read_records, run_match_rate
+from sim.formats import read_traces, write_traces
+from tests.measure.tiny_models import ARCHS, NUM_LAYERS, tiny_model
+
+torch.set_num_threads(1)
+
+PROMPTS = [[5, 6, 7, 8], [9, 10, 11, 12, 13, 14, 15], [3]]
+ELL = 8
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return tiny_model("llama")
+
+
+def greedy_reference(model, ids: list[int], n: int) -> list[int]:
+    x = torch.tensor([ids])
+    out = model.generate(
+        x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n, pad_token_id=0
+    )
+    return out[0, x.shape[1] :].tolist()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tokens_equal_model_generate(arch):
+    model = tiny_model(arch)
+    lsm = LayerSplitModel(model)
+    config = make_config(NUM_LAYERS, layers=[1, NUM_LAYERS], ks=(1,), max_new_tokens=ELL)
+    for i, ids in enumerate(PROMPTS):
+        result = measure_prompt(lsm, torch.tensor([ids]), str(i), config)  # verify=True
+        assert result.tokens == greedy_reference(model, ids, ELL)
+
+
+def test_stops_at_eos_like_generate(llama):
+    ids = PROMPTS[0]
+    free = greedy_reference(llama, ids, ELL)
+    llama.generation_config.eos_token_id = free[3]
+    try:
+        df = match_rates(llama, [ids], layers=[2], ks=(1,), max_new_tokens=ELL)
+        expected = greedy_reference(llama, ids, ELL)
+    finally:
+        llama.generation_config.eos_token_id = None
+    assert expected == free[: free.index(free[3]) + 1]
+    assert df["token"].tolist() == expected[1:]
+
+
+def test_matches_equal_hidden_state_logit_lens(llama):
+    """m_t(layer, k): token t in the top-k of layer's hidden state in the pass reading t-1."""
+    ids, ks = PROMPTS[1], (1, 3, 5)
+    df = match_rates(llama, [ids], layers=range(1, NUM_LAYERS + 1), ks=ks, max_new_tokens=ELL)
+    tokens = greedy_reference(llama, ids, ELL)
+    full = torch.tensor([ids + tokens[:-1]])
+    with torch.no_grad():
+        hidden = llama(full, output_hidden_states=True).hidden_states
+        lsm = LayerSplitModel(llama)
+        for layer in range(1, NUM_LAYERS):
+            top = lsm.logits(hidden[layer])[0].topk(max(ks)).indices  # [S + ell - 1, K]
+            for t in range(2, ELL + 1):
+                row = len(ids) + t - 2  # position of input token t-1
+                for k in ks:
+                    expected = tokens[t - 1] in top[row, :k].tolist()
+                    got = df.query("layer == @layer and k == @k and position == @t")["match"]
+                    assert got.item() == expected, (layer, k, t)
+
+
+def test_schema_final_layer_and_monotone_in_k(llama):
+    ks, layers = (1, 2, 5), [1, 2, 3, NUM_LAYERS]
+    df = match_rates(llama, PROMPTS, layers=layers, ks=ks, max_new_tokens=ELL)
+    assert tuple(df.columns) == RECORD_COLUMNS
+    assert len(df) == len(PROMPTS) * (ELL - 1) * len(layers) * len(ks)
+    assert df["match"].dtype == bool and set(df["head"]) == {"shared"}
+    assert set(df["decoding"]) == {"greedy"}
+    assert sorted(df["position"].unique()) == list(range(2, ELL + 1))
+    assert df[df["layer"] == NUM_LAYERS]["match"].all()  # the final layer's top-1 is the token
+    wide = df.pivot_table(index=["prompt", "position", "layer"], columns="k", values="match")
+    assert (wide[1] <= wide[2]).all() and (wide[2] <= wide[5]).all()
+    assert df[df["layer"] < NUM_LAYERS]["match"].mean() < 1.0  # random early layers do miss
+
+
+def test_aggregations_and_traces_round_trip(llama, tmp_path):
+    ks, layers = (1, 3), [1, 2, 3]
+    df = match_rates(llama, PROMPTS, layers=layers, ks=ks, max_new_tokens=ELL)
+    t2 = table2(df)
+    assert t2.shape == (len(ks), len(layers)) and list(t2.columns) == layers
+    assert t2.loc[("shared", 3), 2] == pytest.approx(df.query("k == 3 and layer == 2").match.mean())
+    bp = by_position(df, bin_width=2)
+    assert list(bp.columns) == ["1-2", "3-4", "5-6", "7-8", "Total"]
+    assert bp.shape[0] == len(ks) * len(layers)
+    assert bp.loc[(1, 1, "shared"), "1-2"] == pytest.approx(
+        df.query("layer == 1 and k == 1 and position == 2").match.mean()
+    )
+    traces = to_traces(df, d=NUM_LAYERS, d_bar=2, k=3)
+    assert [tr.sequence for tr in traces] == ["0", "1", "2"]
+    path = write_traces(tmp_path / "t.jsonl", traces)
+    back = read_traces(path)
+    assert back == traces
+    for tr in back:
+        assert len(tr.m) == ELL - 1 and tr.d_bar == 2 and tr.k == 3
+        rows = df.query("prompt == @tr.sequence and layer == 2 and k == 3").sort_values("position")
+        assert tr.m == rows["match"].astype(int).tolist()
+
+
+def test_sampling_variants(llama):
+    ids, layers = PROMPTS[:2], [2]
+    greedy = match_rates(llama, ids, layers=layers, ks=(1, 3), max_new_tokens=ELL)
+    top1 = match_rates(llama, ids, layers=layers, ks=(1, 3), max_new_tokens=ELL, sampling="top_k=1")
+    assert top1["token"].tolist() == greedy["token"].tolist()  # top-1 sampling is greedy
+    assert set(top1["decoding"]) == {"top_k=1"}
+    opts = dict(layers=layers, ks=(1,), max_new_tokens=ELL, sampling={"top_p": 0.9})
+    a = match_rates(llama, ids, seed=3, **opts)
+    b = match_rates(llama, ids, seed=3, **opts)
+    c = match_rates(llama, ids, seed=4, **opts)
+    pd.testing.assert_frame_equal(a, b)
+    assert a["token"].tolist() != c["token"].tolist()
+    assert a["token"].tolist() != greedy.query("k == 1")["token"].tolist()
+    both = pd.concat([greedy, a])
+    assert "decoding" in table2(both).index.names
+
+
+def test_trained_head_copy_matches_shared(llama):
+    heads = {2: TrainedHead.from_model(llama, 2)}  # a fresh head is the model's own norm + head
+    df = match_rates(llama, PROMPTS, layers=[1, 2], ks=(1, 3), heads=heads, max_new_tokens=ELL)
+    assert set(df["head"]) == {"shared", "trained"}
+    trained = df[df["head"] == "trained"].reset_index(drop=True)
+    shared = df.query("head == 'shared' and layer == 2").reset_index(drop=True)
+    assert (trained["layer"] == 2).all()
+    assert trained["match"].tolist() == shared["match"].tolist()
+    assert table2(df).shape == (4, 2)  # (shared, trained) x (k=1, 3) by layers 1, 2
+
+
+def test_bad_arguments(llama):
+    with pytest.raises(ValueError, match="layers"):
+        match_rates(llama, PROMPTS, layers=[0])
+    with pytest.raises(ValueError, match="layers"):
+        match_rates(llama, PROMPTS, layers=[NUM_LAYERS + 1])
+    with pytest.raises(ValueError, match="ks"):
+        match_rates(llama, PROMPTS, ks=(0,))
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        match_rates(llama, PROMPTS, max_new_tokens=0)
+    with pytest.raises(ValueError, match="sampling"):
+        match_rates(llama, PROMPTS, sampling={"top_p": 1.5})
+    with pytest.raises(ValueError, match="tokenizer"):
+        match_rates(llama, ["some text"])
+
+
+def test_verify_greedy_catches_wrong_tokens(llama):
+    ids = torch.tensor([PROMPTS[0]])
+    tokens = greedy_reference(llama, PROMPTS[0], 4)
+    verify_greedy(llama, ids, tokens, "p")
+    tokens[2] = (tokens[2] + 1) % 128
+    with pytest.raises(GreedyMismatchError, match="token 3"):
+        verify_greedy(llama, ids, tokens, "p")
+
+
+def test_out_of_memory_names_sizes(llama, monkeypatch):
+    def boom(self, i, h, kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(LayerSplitModel, "run_layer", boom)
+    with pytest.raises(MeasureOOMError) as info:
+        match_rates(llama, PROMPTS[1:], layers=[2], max_new_tokens=ELL)
+    message = str(info.value)
+    for part in ("prompt_tokens=7", "batch=1", f"max_new_tokens={ELL}", "dtype=torch.float32"):
+        assert part in message
+
+
+# ---- long runs: output files, resume, sharding ----------------------------------------------
+
+
+class CharTokenizer:
+    """Maps characters to ids 1..127, enough to feed text prompts to the tiny models."""
+
+    def __call__(self, text, return_tensors="pt"):
+        ids = torch.tensor([[1 + ord(c) % 127 for c in text]])
+        return type("Encoding", (), {"input_ids": ids})()
+
+
+def write_prompts(path, n: int = 5):
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"q{i}", "prompt": f"prompt number {i}" + "x" * i}) + "\n")
+    return path
+
+
+def run(llama, prompts, out, **kwargs):
+    options = dict(tokenizer=CharTokenizer(), layers=[1, 2, 3], ks=(1, 3), max_new_tokens=6)
+    return run_match_rate(llama, prompts, out, progress=False, **{**options, **kwargs})
+
+
+def test_run_writes_records_sidecar_traces(llama, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl")
+    result = run(llama, prompts, tmp_path / "out", records_format="parquet")
+    df = read_records(result.records)
+    assert result.n_done == result.n_prompts == 5
+    assert len(df) == 5 * 5 * 3 * 2 and tuple(df.columns) == RECORD_COLUMNS
+    meta = json.loads(result.sidecar.read_text())
+    for key in ("model_type", "d", "dtype", "device", "versions", "prompts_sha256", "seed", "ks"):
+        assert key in meta
+    assert meta["d"] == NUM_LAYERS and meta["ks"] == [1, 3] and meta["layers"] == [1, 2, 3]
+    assert set(meta["versions"]) >= {"torch", "transformers", "numpy"}
+    traces = read_traces(result.traces)
+    assert len(traces) == 5 * 3 * 2 and all(len(t.m) == 5 and len(t.tokens) == 6 for t in traces)
+    assert to_traces(df, NUM_LAYERS, 2, 3)[0].m == next(
+        t.m for t in traces if t.d_bar == 2 and t.k == 3 and t.sequence == "q0"
+    )
+
+
+def test_resume_after_interrupt_loses_and_duplicates_nothing(llama, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl")
+    reference = read_records(run(llama, prompts, tmp_path / "ref").records)
+
+    class Interrupt(Exception):
+        pass
+
+    seen = []
+
+    def stop_after_two(pid):
+        seen.append(pid)
+        if len(seen) == 2:
+            raise Interrupt
+
+    out = tmp_path / "out"
+    with pytest.raises(Interrupt):
+        run(llama, prompts, out, on_prompt_done=stop_after_two)
+    part = next((out / "parts").glob("part-*.jsonl"))
+    with part.open("a") as fh:  # a prompt torn mid-write
+        fh.write('{"prompt": "q2", "tokens": [1, 2')
+    with pytest.raises(ValueError, match="resume"):
+        run(llama, prompts, out)
+    seen.clear()
+    result = run(llama, prompts, out, resume=True, on_prompt_done=seen.append)
+    assert seen == ["q2", "q3", "q4"]
+    pd.testing.assert_frame_equal(read_records(result.records), reference)
+    with pytest.raises(ValueError, match="different"):
+        run(llama, prompts, out, resume=True, ks=(1, 2))
+
+
+def test_sharded_ranks_merge_to_the_unsharded_run(llama, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl")
+    reference = read_records(run(llama, prompts, tmp_path / "ref").records)
+    out = tmp_path / "sharded"
+    first = run(llama, prompts, out, rank=1, world_size=2)
+    assert first.records is None and first.n_done == 2
+    second = run(llama, prompts, out, rank=0, world_size=2)
+    assert second.n_done == 5
+    assert len(list((out / "parts").glob("part-*-of-00002.jsonl"))) == 2
+    pd.testing.assert_frame_equal(read_records(second.records), reference)
+    with pytest.raises(ValueError, match="rank"):
+        run(llama, prompts, out, rank=2, world_size=2)
+
+
+def test_table2_by_position_on_sample_sizes():
+    rng = np.random.default_rng(0)
+    n = 2 * 15 * 2 * 3
+    df = pd.DataFrame(
+        {
+            "prompt": np.repeat(["a", "b"], n // 2),
+            "position": np.tile(np.arange(2, 17), n // 15),
+            "layer": np.tile(np.repeat([10, 20], 15), n // 30),
+            "k": np.tile(np.repeat([1, 3, 5], 30), 2),
+            "head": "shared",
+            "decoding": "greedy",
+            "match": rng.random(n) < 0.5,
+            "token": 0,
+        }
+    )
+    bp = by_position(df)  # default: eight bins over 16 positions, like the paper's Table 6
+    assert list(bp.columns)[:2] == ["1-2", "3-4"] and list(bp.columns)[-1] == "Total"
+    assert bp.shape == (6, 9)
+    assert table2(df.assign(dataset="squad")).index.names == ["dataset", "head", "k"]
