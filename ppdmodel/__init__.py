@@ -50,3 +50,8 @@ def __getattr__(name: str):
     module_name, attr = _LAZY[name]
     module = importlib.import_module(module_name)
     return module if attr is None else getattr(module, attr)
+
+
+def __dir__():
+    """List the lazily loaded names too."""
+    return sorted(set(globals()) | set(_LAZY))

@@ -116,9 +116,7 @@ def check_nonnegative(name: str, value) -> ArrayLike:
 def check_positive(name: str, value) -> ArrayLike:
     """Check that ``value`` is a finite real > 0 (scalar or array); return it."""
     check_nonnegative(name, value)
-    if (isinstance(value, Real) and value == 0) or (
-        not isinstance(value, Real) and np.size(value) and not np.min(value) > 0
-    ):
+    if not bool(np.all(np.asarray(value) > 0)):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return value
 
