@@ -1,0 +1,58 @@
+"""``ppd simulate`` through the ppd dispatcher."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from ppdmodel.cli import main
+from sim.formats import MatchTrace, write_traces
+
+SMALL = ["simulate", "--d", "4", "--d-bar", "2", "--k", "1", "--ell", "5"]
+
+
+def test_simulate_writes_events_and_gantt(tmp_path, capsys):
+    events, gantt = tmp_path / "events.csv", tmp_path / "gantt.png"
+    argv = SMALL + ["--p", "0.5", "--n", "20", "--seed", "3"]
+    assert main(argv + ["--events-csv", str(events), "--gantt", str(gantt)]) == 0
+    out = capsys.readouterr().out
+    assert "latency (units)" in out and "p99" in out
+    log = pd.read_csv(events)
+    assert list(log.columns) == [
+        "process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind",
+    ]  # fmt: skip
+    assert gantt.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulate_json_with_trace_and_greedy(tmp_path, capsys):
+    path = write_traces(
+        tmp_path / "t.jsonl",
+        [MatchTrace("a", 4, 2, 1, [1, 1, 1, 1]), MatchTrace("b", 4, 2, 1, [0, 0, 0, 0])],
+    )
+    assert main(SMALL + ["--trace", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["monte_carlo"]["n"] == 2
+    assert report["monte_carlo"]["mean"] == ((2 * 5 + 2 * 1) + (4 * 5)) / 2
+    assert main(SMALL + ["--schedule", "greedy", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["first"]["latency_units"] == 20
+
+
+def test_simulate_roofline_link_and_per_position(tmp_path, capsys):
+    p_t = tmp_path / "p.csv"
+    p_t.write_text("0.1,0.5,0.9,0.4\n")
+    argv = SMALL + ["--per-position", str(p_t), "--cost", "roofline", "--gpu-model", "a100-80gb",
+                    "--link", "pcie4-x16", "--gpus", "2", "--n", "5", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)["first"]
+    assert first["latency_s"] > 0 and len(first["utilisation"]) == 2
+
+
+@pytest.mark.parametrize(
+    "extra, name",
+    [(["--d-bar", "1", "--d", "4"], "d_bar"), (["--gpus", "9"], "n_gpus"),
+     (["--cost", "measured"], "layer-times"), (["--link", "wifi"], "link name")],
+)  # fmt: skip
+def test_simulate_bad_input_is_a_clean_error(extra, name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(SMALL + extra)
+    assert exc.value.code == 2 and name in capsys.readouterr().err
