@@ -92,6 +92,25 @@ def check_ppd_args(d: int, d_bar: int, k: int, vocab_size: int, max_new_tokens: 
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens}")
 
 
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def resolve_torch_dtype(name) -> torch.dtype:
+    """A dtype name (``float32``, ``bf16``, ...) or torch.dtype as a torch.dtype."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
+    return DTYPES[name]
+
+
 def as_prompt_ids(input_ids, device) -> torch.Tensor:
     """A prompt as a [1, P] int64 tensor on `device` (accepts a list, [P] or [1, P])."""
     ids = torch.as_tensor(input_ids, dtype=torch.long)
@@ -120,8 +139,10 @@ def synchronize(device: torch.device) -> None:
 class Recorder:
     """Timed events of one run: host clock on CPU, CUDA events on a GPU (resolved at the end)."""
 
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
+    def __init__(self, device: torch.device, host_clock: bool = False):
+        self.device = device
+        self.sync = host_clock and device.type == "cuda"
+        self.cuda = device.type == "cuda" and not host_clock
         self.records: list[tuple] = []
         self.origin = self.mark()
         self.origin_host = time.perf_counter()
@@ -129,6 +150,8 @@ class Recorder:
     def mark(self, stream=None):
         """A time marker now (on `stream` for CUDA)."""
         if not self.cuda:
+            if self.sync:
+                torch.cuda.synchronize(self.device)
             return time.perf_counter()
         event = torch.cuda.Event(enable_timing=True)
         event.record(stream)
@@ -199,7 +222,7 @@ class LocalCandidates:
         self.rows = rows
         self.rec.add(CANDIDATES, token, 0, self.e, "layers", start, self.rec.mark(self.stream))
 
-    def accept(self, j: int, token: int) -> torch.Tensor:
+    def accept(self, j: int, token_id: int, position: int, token: int) -> torch.Tensor:
         """Hand row j to main: append its KV for layers [0, e); return h [1, 1, H] at layer e."""
         start = self.rec.mark()
         if self.stream is not None:
@@ -215,12 +238,12 @@ class LocalCandidates:
         self.h = self.rows = None
         return h
 
-    def reject(self, token: int, position: int) -> None:
+    def reject(self, token_id: int, position: int, token: int) -> None:
         """No candidate matched: drop the rows (main recomputes the token from layer 0)."""
         self.h = self.rows = None
 
 
-def run_main(lsm, ids, *, d_bar, k, max_new_tokens, eos, candidates_factory):
+def run_main(lsm, ids, *, d_bar, k, max_new_tokens, eos, candidates_factory, host_clock=False):
     """The main process of PPD (shared by both backends); returns (result fields, cache).
 
     ``candidates_factory(cache, e, recorder)`` gives the candidate executor: ``start``,
@@ -235,7 +258,7 @@ def run_main(lsm, ids, *, d_bar, k, max_new_tokens, eos, candidates_factory):
         lsm.prefill(ids[:, :-1], cache)  # positions 0..P-2
     synchronize(device)
     prefill_s = time.perf_counter() - t0
-    rec = Recorder(device)
+    rec = Recorder(device, host_clock=host_clock)
     cand = candidates_factory(cache, e, rec)
     token, position = ids[:, -1:], ids.shape[1] - 1  # token: [1, 1]
     handed = None  # h [1, 1, H] at layer e after a hand-off
@@ -268,16 +291,16 @@ def run_main(lsm, ids, *, d_bar, k, max_new_tokens, eos, candidates_factory):
             break
         hits = (cands[0] == nxt).nonzero()
         if len(hits):
-            handed = cand.accept(int(hits[0, 0]), t + 1)
+            handed = cand.accept(int(hits[0, 0]), nxt, position + 1, t + 1)
         else:
             handed = None
-            cand.reject(nxt, position + 1)
+            cand.reject(nxt, position + 1, t + 1)
         token = torch.full((1, 1), nxt, dtype=torch.long, device=device)
         position += 1
+    synchronize(device)
+    wall_s = rec.host_seconds()  # the last token is known; collecting peer events is not timed
     if hasattr(cand, "finish"):
         cand.finish()
-    synchronize(device)
-    wall_s = rec.host_seconds()
     return dict(
         tokens=tokens,
         m=m,
@@ -427,7 +450,7 @@ def ppd_generate(
             sequence=sequence,
         )
     if backend == "dist":
-        from measure.ppd_dist import ppd_dist_many
+        from measure.ppd_launch import ppd_dist_many
 
         results = ppd_dist_many(
             model,

@@ -1,0 +1,257 @@
+"""PPD across torch.distributed ranks: rank 0 is the main process, ranks 1.. run candidates.
+
+Launch: ``ppd_dist_many`` spawns ``world_size`` monitored processes (free port from the OS),
+or ``torchrun --nproc-per-node W -m measure.ppd_dist --model DIR --prompts FILE --out DIR``
+(reads RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT). Backend gloo on CPU, NCCL on GPUs.
+Every rank loads the same model. The k candidates of a pass are split round-robin over the
+W - 1 candidate ranks (W = 2: one rank runs all k as one batch, the default).
+
+Protocol (rank 0 <-> rank r, point-to-point, in order). A header is an int64 tensor of
+length 4 + k: ``[kind, a, b, c, cand_0 .. cand_{k-1}]`` (unused slots -1).
+
+========  =========================  ===================================================
+kind      a, b, c                    then
+========  =========================  ===================================================
+PROMPT 1  P, -, -                    int64 [P] prompt ids; r prefills layers [0, e)
+CANDS 2   position, n_r, pass t      r runs its n_r candidates (one batch) on [0, e)
+VERDICT 3 row j or -1, token, pos    j >= 0: r sends HANDOFF and keeps row j;
+                                     j = -1: r runs `token` at `pos` on [0, e) itself
+END 4     -, -, -                    r sends EVENTS (its timed blocks), waits for PROMPT
+PING 5    n (float32 elements)       float32 [n]; r echoes it back (link probe)
+STOP 6    -, -, -                    r leaves
+========  =========================  ===================================================
+
+HANDOFF (r -> 0): one flat tensor in the model dtype: hidden state at layer e ``[H]`` then,
+for each layer i < e, K and V of the new position ``[kv_heads, Dh]`` (``kv_ops.pack``).
+EVENTS (r -> 0): int64 [1] count n, then float64 [n, 6]: token, layer_start, layer_end,
+start, end (host perf_counter seconds; one clock per host), kind code (0 layers, 1 handoff).
+
+Each candidate rank keeps a copy of main's KV for layers [0, e): hand-offs keep the accepted
+row; on a mismatch it recomputes the new token over [0, e) while main runs [0, d_bar), the
+same batch-1 computation as main, so the copies stay identical.
+
+Failures: a rank that raises reports its traceback; a rank that hangs trips the process
+group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress);
+the parent then kills every rank and raises ``RuntimeError`` naming the rank.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+PROMPT, CANDS, VERDICT, END, PING, STOP = 1, 2, 3, 4, 5, 6
+KIND_CODES = {"layers": 0, "handoff": 1}
+LINK_PROBE_BYTES = (256, 4096, 65536, 524288)
+"""Message sizes of the link probe (bytes), each sent ``LINK_PROBE_REPEATS`` times."""
+LINK_PROBE_REPEATS = 5
+
+
+@dataclass
+class DistTask:
+    """One model and its prompts, decoded with fixed PPD parameters."""
+
+    model_dir: str
+    """Local model directory every rank loads."""
+    prompts: list[list[int]]
+    """Prompt token ids."""
+    d_bar: int
+    """Early-prediction layer."""
+    k: int
+    """Number of candidates."""
+    max_new_tokens: int
+    """Tokens to generate per prompt."""
+    eos_token_id: list[int] = field(default_factory=list)
+    """Token ids that end a sequence."""
+    head_dir: str | None = None
+    """Directory of a trained early head (``TrainedHead.save``), loaded on rank 0 only."""
+    sequences: list[str] | None = None
+    """Names of the prompts in the traces (default "0", "1", ...)."""
+
+
+@dataclass
+class DistJob:
+    """Everything the ranks need: tasks, world size, dtype, device and the failure hooks."""
+
+    tasks: list[DistTask]
+    """Models and prompts, run in order by the same ranks."""
+    world_size: int = 2
+    """Ranks: 1 main + world_size - 1 candidate ranks (2..k+1)."""
+    dtype: str = "float32"
+    """Model dtype on every rank."""
+    device: str = "cpu"
+    """``cpu`` (gloo) or ``cuda`` (NCCL; rank r uses cuda:r)."""
+    attn_implementation: str | None = None
+    """Attention kernel (None: the model directory's default)."""
+    timeout_s: float = 120.0
+    """Seconds a rank may wait for a peer, and the watchdog's limit without progress."""
+    startup_s: float = 120.0
+    """Extra seconds allowed for start-up (imports, model loading) before the first progress."""
+    num_threads: int = 1
+    """torch intra-op threads per rank."""
+    link_probe: bool = True
+    """Time point-to-point messages of several sizes once (link calibration)."""
+    fail: str | None = None
+    """Test hook: ``crash`` or ``hang`` makes ``fail_rank`` fail at its first candidates."""
+    fail_rank: int = 1
+    """Rank that fails when ``fail`` is set."""
+    master_addr: str = "127.0.0.1"
+    """Rendezvous address (spawned ranks)."""
+    master_port: int = 0
+    """Rendezvous port (0: pick a free one)."""
+
+
+def free_port() -> int:
+    """A TCP port the OS reports free on localhost."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Comm:
+    """Point-to-point messages of the protocol on the communication device."""
+
+    def __init__(self, k: int, device: torch.device):
+        self.width, self.device, self.pending = 4 + k, device, []
+
+    def send_header(self, dst: int, kind: int, a=-1, b=-1, c=-1, cands=()) -> None:
+        header = torch.full((self.width,), -1, dtype=torch.long)
+        header[:4] = torch.tensor([kind, a, b, c])
+        header[4 : 4 + len(cands)] = torch.as_tensor(list(cands), dtype=torch.long)
+        self.send(header.to(self.device), dst)
+
+    def recv_header(self, src: int = 0) -> list[int]:
+        header = torch.empty(self.width, dtype=torch.long, device=self.device)
+        dist.recv(header, src)
+        return header.tolist()
+
+    def send(self, tensor: torch.Tensor, dst: int) -> None:
+        """Non-blocking send; buffers are kept until ``flush``."""
+        self.pending.append((dist.isend(tensor.contiguous(), dst), tensor))
+        if len(self.pending) > 64:
+            self.flush()
+
+    def recv(self, shape, dtype, src: int) -> torch.Tensor:
+        out = torch.empty(shape, dtype=dtype, device=self.device)
+        dist.recv(out, src)
+        return out
+
+    def flush(self) -> None:
+        for work, _ in self.pending:
+            work.wait()
+        self.pending = []
+
+
+def owner(j: int, world_size: int) -> tuple[int, int]:
+    """Rank holding candidate j and its row there (round-robin over ranks 1..W-1)."""
+    return 1 + j % (world_size - 1), j // (world_size - 1)
+
+
+class RemoteCandidates:
+    """Main-side proxy of the candidate ranks (the ``start/accept/reject`` of ppd_decode)."""
+
+    def __init__(self, lsm, cache, e, rec, comm: Comm, world_size: int):
+        self.lsm, self.cache, self.e, self.rec = lsm, cache, e, rec
+        self.comm, self.world = comm, world_size
+
+    def start(self, cands: torch.Tensor, position: int, token: int) -> None:
+        flat = cands[0].tolist()
+        for r in range(1, self.world):
+            share = flat[r - 1 :: self.world - 1]
+            self.comm.send_header(r, CANDS, position, len(share), token, share)
+
+    def accept(self, j: int, token_id: int, position: int, token: int) -> torch.Tensor:
+        from measure.kv_ops import append_entries, unpack
+
+        start = self.rec.mark()
+        rank, row = owner(j, self.world)
+        for r in range(1, self.world):
+            self.comm.send_header(r, VERDICT, row if r == rank else -1, token_id, position)
+        hidden_size = self.lsm.model.config.get_text_config().hidden_size
+        shapes = [self.cache.layers[i].keys[:, :, -1:].shape for i in range(self.e)]
+        n = hidden_size + 2 * sum(int(torch.Size(s).numel()) for s in shapes)
+        flat = self.comm.recv((n,), self.cache.layers[0].keys.dtype, rank)
+        hidden, entries = unpack(flat.to(self.lsm.device), (1, 1, hidden_size), shapes)
+        append_entries(self.cache, range(self.e), entries)
+        self.rec.add(0, token, self.e, self.e, "handoff", start, self.rec.mark())
+        return hidden
+
+    def reject(self, token_id: int, position: int, token: int) -> None:
+        for r in range(1, self.world):
+            self.comm.send_header(r, VERDICT, -1, token_id, position)
+
+    def finish(self) -> None:
+        for r in range(1, self.world):
+            self.comm.send_header(r, END)
+        for r in range(1, self.world):
+            n = int(self.comm.recv((1,), torch.long, r)[0])
+            rows = self.comm.recv((n, 6), torch.float64, r).cpu().tolist()
+            kinds = {v: key for key, v in KIND_CODES.items()}
+            for token, a, b, s, e, code in rows:
+                self.rec.add(r, int(token), int(a), int(b), kinds[int(code)], s, e)
+        self.comm.flush()
+
+
+class CandidateWorker:
+    """A candidate rank: mirrors main's KV for layers [0, e) and runs candidate batches."""
+
+    def __init__(self, lsm, comm: Comm, rank: int, d_bar: int):
+        self.lsm, self.comm, self.rank = lsm, comm, rank
+        self.e = lsm.num_layers - d_bar
+        self.cache = self.h = self.rows = None
+        self.events: list[list[float]] = []
+
+    def _block(self, token, a, b, kind, start) -> None:
+        if self.lsm.device.type == "cuda":
+            torch.cuda.synchronize(self.lsm.device)
+        self.events.append([token, a, b, start, time.perf_counter(), KIND_CODES[kind]])
+
+    def prompt(self, ids: torch.Tensor) -> None:
+        """Same prefill as main, then the last prompt token over [0, e) (main's first pass)."""
+        self.cache, self.events = self.lsm.new_cache(), []
+        if ids.shape[1] > 1:
+            self.lsm.prefill(ids[:, :-1], self.cache)
+        self._step(ids[:, -1:], ids.shape[1] - 1)
+
+    def _step(self, token: torch.Tensor, position: int) -> None:
+        pos = torch.full((1, 1), position, dtype=torch.long, device=self.lsm.device)
+        self.lsm.run_layers(self.lsm.embed(token, pos), 0, self.e, self.cache, pos)
+
+    def candidates(self, position: int, cands: list[int], token: int) -> None:
+        from measure.kv_ops import share_prefix
+
+        start = time.perf_counter()
+        n = len(cands)
+        self.rows = self.lsm.new_cache()
+        share_prefix(self.cache, self.rows, range(self.e), n)
+        ids = torch.tensor(cands, dtype=torch.long, device=self.lsm.device)[:, None]  # [n, 1]
+        pos = torch.full((n, 1), position, dtype=torch.long, device=self.lsm.device)
+        self.h = self.lsm.run_layers(self.lsm.embed(ids, pos), 0, self.e, self.rows, pos)
+        self._block(token, 0, self.e, "layers", start)
+
+    def verdict(self, row: int, token_id: int, position: int, token: int) -> None:
+        from measure.kv_ops import append_entries, last_entries, pack
+
+        start = time.perf_counter()
+        if row >= 0:
+            entries = last_entries(self.rows, range(self.e), row)
+            self.comm.send(pack(self.h[row], entries).to(self.comm.device), 0)
+            append_entries(self.cache, range(self.e), entries)
+            self._block(token, self.e, self.e, "handoff", start)
+        else:
+            ids = torch.full((1, 1), token_id, dtype=torch.long, device=self.lsm.device)
+            self._step(ids, position)
+            self._block(token, 0, self.e, "layers", start)
+        self.h = self.rows = None
+
+    def send_events(self) -> None:
+        self.comm.send(
+            torch.tensor([len(self.events)], dtype=torch.long, device=self.comm.device), 0
+        )
+        rows = torch.tensor(self.events, dtype=torch.float64).reshape(-1, 6)
+        self.comm.send(rows.to(self.comm.device), 0)
+        self.comm.flush()

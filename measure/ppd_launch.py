@@ -1,0 +1,405 @@
+"""Start, run and watch the ranks of distributed PPD (spawned here, or by ``torchrun``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue as queue_mod
+import tempfile
+import time
+import traceback
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from measure.ppd_dist import (
+    CANDS,
+    END,
+    LINK_PROBE_BYTES,
+    LINK_PROBE_REPEATS,
+    PING,
+    PROMPT,
+    STOP,
+    VERDICT,
+    CandidateWorker,
+    Comm,
+    DistJob,
+    DistTask,
+    RemoteCandidates,
+    free_port,
+)
+
+
+def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
+    """Load the model directory on this rank (local files only, no remote code)."""
+    from transformers import AutoModelForCausalLM
+
+    from measure.ppd_decode import resolve_torch_dtype
+
+    kwargs = {"attn_implementation": job.attn_implementation} if job.attn_implementation else {}
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir,
+        local_files_only=True,
+        trust_remote_code=False,
+        dtype=resolve_torch_dtype(job.dtype),
+        **kwargs,
+    )
+    return model.to(device).eval()
+
+
+def _maybe_fail(job: DistJob, rank: int) -> None:
+    if job.fail is None or rank != job.fail_rank:
+        return
+    if job.fail == "crash":
+        raise RuntimeError(f"injected failure on rank {rank} (DistJob.fail='crash')")
+    if job.fail == "hang":
+        time.sleep(10**6)
+    raise ValueError(f"fail must be 'crash', 'hang' or None, got {job.fail!r}")
+
+
+def probe_link(comm: Comm, world_size: int) -> list[tuple[int, float]]:
+    """Rank 0: ping-pong float32 messages with rank 1; (bytes, one-way seconds) samples."""
+    samples = []
+    for nbytes in LINK_PROBE_BYTES:
+        n = nbytes // 4
+        payload = torch.zeros(n, dtype=torch.float32, device=comm.device)
+        for _ in range(LINK_PROBE_REPEATS + 1):
+            start = time.perf_counter()
+            comm.send_header(1, PING, n)
+            comm.send(payload, 1)
+            comm.recv((n,), torch.float32, 1)
+            comm.flush()
+            samples.append((nbytes, (time.perf_counter() - start) / 2))
+        samples.pop(-LINK_PROBE_REPEATS - 1)  # the first of each size warms up
+    return samples
+
+
+def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
+    from measure.ppd_decode import build_result, check_ppd_args, eos_set, handoff_nbytes, run_main
+
+    d = lsm.num_layers
+    check_ppd_args(
+        d, task.d_bar, task.k, lsm.model.config.get_text_config().vocab_size, task.max_new_tokens
+    )
+    results = []
+    for i, prompt in enumerate(task.prompts):
+        ids = torch.tensor([prompt], dtype=torch.long)
+        for r in range(1, job.world_size):
+            comm.send_header(r, PROMPT, ids.shape[1])
+            comm.send(ids.to(comm.device), r)
+        fields, cache = run_main(
+            lsm,
+            ids.to(lsm.device),
+            d_bar=task.d_bar,
+            k=task.k,
+            max_new_tokens=task.max_new_tokens,
+            eos=eos_set(task.eos_token_id),
+            candidates_factory=lambda c, e, rec: RemoteCandidates(
+                lsm, c, e, rec, comm, job.world_size
+            ),
+            host_clock=True,
+        )
+        name = task.sequences[i] if task.sequences else str(i)
+        results.append(
+            build_result(
+                fields,
+                d=d,
+                d_bar=task.d_bar,
+                k=task.k,
+                sequence=name,
+                backend="dist",
+                head_name="trained" if lsm.head is not None else "shared",
+                nbytes=handoff_nbytes(lsm, cache, d - task.d_bar),
+                link=link,
+            )
+        )
+        progress(i)
+    for r in range(1, job.world_size):
+        comm.send_header(r, STOP)
+    comm.flush()
+    return results
+
+
+def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> None:
+    worker = CandidateWorker(lsm, comm, rank, task.d_bar)
+    token = 0
+    while True:
+        kind, a, b, c, *cands = comm.recv_header(0)
+        if kind == PROMPT:
+            worker.prompt(comm.recv((1, a), torch.long, 0).to(lsm.device))
+        elif kind == CANDS:
+            _maybe_fail(job, rank)
+            token = c
+            if b > 0:
+                worker.candidates(a, cands[:b], token)
+        elif kind == VERDICT:
+            worker.verdict(a, b, c, token)
+        elif kind == END:
+            worker.send_events()
+        elif kind == PING:
+            comm.send(comm.recv((a,), torch.float32, 0), 0)
+            comm.flush()
+        elif kind == STOP:
+            comm.flush()
+            return
+        else:
+            raise RuntimeError(f"rank {rank}: unknown message kind {kind}")
+
+
+def run_rank(rank: int, job: DistJob, progress=lambda i: None):
+    """Run every task of `job` as `rank` (process group from the env); rank 0 returns results."""
+    from measure.layer_split import LayerSplitModel
+
+    torch.set_num_threads(job.num_threads)
+    cuda = job.device == "cuda"
+    device = torch.device(f"cuda:{rank}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(
+            "nccl" if cuda else "gloo",
+            rank=rank,
+            world_size=job.world_size,
+            timeout=timedelta(seconds=job.timeout_s),
+        )
+    try:
+        out, link, loaded = [], [], {}
+        for task in job.tasks:
+            if task.model_dir not in loaded:
+                loaded = {task.model_dir: load_rank_model(task.model_dir, job, device)}
+            head = None
+            if rank == 0 and task.head_dir:
+                from measure.heads import TrainedHead
+
+                head = TrainedHead.load(task.head_dir).to(device)
+            lsm = LayerSplitModel(loaded[task.model_dir], head=head)
+            comm = Comm(task.k, device)
+            progress(-1)
+            if rank == 0:
+                if job.link_probe and not link:
+                    link = probe_link(comm, job.world_size)
+                out.append(_main_task(lsm, task, comm, job, link, progress))
+            else:
+                _worker_task(lsm, task, comm, job, rank)
+        return out if rank == 0 else None
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn_entry(rank: int, job: DistJob, queue) -> None:
+    os.environ.update(
+        MASTER_ADDR=job.master_addr,
+        MASTER_PORT=str(job.master_port),
+        RANK=str(rank),
+        WORLD_SIZE=str(job.world_size),
+    )
+    try:
+        with torch.no_grad():
+            out = run_rank(rank, job, progress=lambda i: queue.put(("progress", rank, i)))
+        if rank == 0:
+            queue.put(("result", 0, out))
+        queue.put(("done", rank, None))
+    except BaseException as exc:  # report every failure, then exit non-zero
+        queue.put(("error", rank, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        raise SystemExit(1) from None
+
+
+def run_job(job: DistJob) -> list[list]:
+    """Spawn the ranks of `job`, watch them, return rank 0's results (one list per task).
+
+    Raises RuntimeError naming the failing rank if a rank raises, dies, or makes no
+    progress for ``job.timeout_s`` (``job.startup_s`` more before the first progress).
+    """
+    if job.world_size < 2:
+        raise ValueError(f"world_size must be >= 2, got {job.world_size}")
+    for task in job.tasks:
+        if job.world_size > task.k + 1:
+            raise ValueError(
+                f"world_size must be in [2, k + 1 = {task.k + 1}], got {job.world_size}"
+            )
+    if job.master_port == 0:
+        job = replace(job, master_port=free_port())
+    ctx = torch.multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_spawn_entry, args=(r, job, queue), daemon=True)
+        for r in range(job.world_size)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        return _watch(job, procs, queue)
+    finally:
+        for proc in procs:
+            proc.join(timeout=2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5.0)
+
+
+def _watch(job: DistJob, procs, queue) -> list[list]:
+    deadline = time.monotonic() + job.startup_s + job.timeout_s
+    result, done, errors = None, set(), {}
+    while True:
+        try:
+            kind, rank, payload = queue.get(timeout=0.2)
+        except queue_mod.Empty:
+            kind = None
+        now = time.monotonic()
+        if kind == "progress":
+            deadline = now + job.timeout_s
+        elif kind == "result":
+            result = payload
+        elif kind == "done":
+            done.add(rank)
+        elif kind == "error":
+            errors[rank] = payload
+            _drain(queue, errors, grace_s=1.0)
+            raise RuntimeError(_failure_message(errors))
+        if result is not None and len(done) == job.world_size:
+            return result
+        dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+        if dead:
+            _drain(queue, errors, grace_s=1.0)
+            errors.update(
+                {r: f"exited with code {procs[r].exitcode}" for r in dead if r not in errors}
+            )
+            raise RuntimeError(_failure_message(errors))
+        if now > deadline:
+            alive = [r for r, p in enumerate(procs) if p.is_alive()]
+            raise RuntimeError(
+                f"PPD dist run made no progress for {job.timeout_s:g} s; ranks "
+                f"still running: {alive}; killed them"
+            )
+
+
+def _drain(queue, errors: dict, grace_s: float) -> None:
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end:
+        try:
+            kind, rank, payload = queue.get(timeout=0.1)
+        except queue_mod.Empty:
+            continue
+        if kind == "error":
+            errors.setdefault(rank, payload)
+
+
+def _failure_message(errors: dict) -> str:
+    def is_peer_error(text: str) -> bool:
+        return any(
+            s in text
+            for s in ("Connection closed", "Connection reset", "timed out", "Timed out", "peer")
+        )
+
+    first = sorted(errors, key=lambda r: (is_peer_error(errors[r]), r))[0]
+    lines = [f"PPD dist run failed: rank {first}: {errors[first].splitlines()[0]}"]
+    lines += [f"rank {r}: {errors[r].splitlines()[0]}" for r in sorted(errors) if r != first]
+    return "\n".join(lines + ["", errors[first]])
+
+
+def ppd_dist_many(
+    model,
+    prompts,
+    *,
+    d_bar,
+    k,
+    max_new_tokens,
+    eos_token_id=None,
+    world_size=2,
+    timeout_s=120.0,
+    head=None,
+    sequences=None,
+    **job_kwargs,
+):
+    """Distributed PPD of several prompts in one spawned job; a list of PPDResult.
+
+    model: a local model directory or a loaded model (saved to a temporary directory so
+    every rank loads identical weights).
+    """
+    from measure.ppd_decode import as_prompt_ids, eos_set
+
+    with tempfile.TemporaryDirectory(prefix="ppd-dist-") as tmp:
+        task = DistTask(
+            model_dir=_model_dir(model, tmp),
+            prompts=[as_prompt_ids(p, "cpu")[0].tolist() for p in prompts],
+            d_bar=d_bar,
+            k=k,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=sorted(eos_set(eos_token_id)),
+            sequences=sequences,
+            head_dir=_head_dir(head, tmp),
+        )
+        job = DistJob(
+            tasks=[task],
+            world_size=world_size,
+            timeout_s=timeout_s,
+            **_model_job_kwargs(model),
+            **job_kwargs,
+        )
+        return run_job(job)[0]
+
+
+def _model_dir(model, tmp: str) -> str:
+    if isinstance(model, str | Path):
+        return str(model)
+    path = Path(tmp) / "model"
+    model.save_pretrained(path)
+    return str(path)
+
+
+def _head_dir(head, tmp: str) -> str | None:
+    if head is None:
+        return None
+    if not hasattr(head, "save"):
+        raise ValueError("head must be a measure.heads.TrainedHead (with .save) for backend='dist'")
+    path = Path(tmp) / "head"
+    head.save(path)
+    return str(path)
+
+
+def _model_job_kwargs(model) -> dict:
+    if isinstance(model, str | Path):
+        return {}
+    return dict(
+        dtype=str(model.dtype).removeprefix("torch."),
+        device="cuda" if model.device.type == "cuda" else "cpu",
+        attn_implementation=model.config._attn_implementation,
+    )
+
+
+def main(argv=None) -> int:
+    """``torchrun --nproc-per-node W -m measure.ppd_launch --model DIR --prompt-ids FILE``."""
+    parser = argparse.ArgumentParser(prog="python -m measure.ppd_launch")
+    parser.add_argument("--model", required=True, help="local model directory")
+    parser.add_argument("--prompt-ids", required=True, help="JSON file: list of token-id lists")
+    parser.add_argument("--d-bar", type=int, required=True)
+    parser.add_argument("--k", type=int, default=1)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--out", required=True, help="directory for traces.jsonl (rank 0)")
+    args = parser.parse_args(argv)
+    prompts = json.loads(Path(args.prompt_ids).read_text(encoding="utf-8"))
+    task = DistTask(args.model, prompts, args.d_bar, args.k, args.max_new_tokens)
+    job = DistJob(
+        [task],
+        world_size=int(os.environ["WORLD_SIZE"]),
+        dtype=args.dtype,
+        device=args.device,
+        timeout_s=args.timeout_s,
+    )
+    out = run_rank(int(os.environ["RANK"]), job)
+    if out is not None:
+        from sim.formats import write_traces
+
+        write_traces(Path(args.out) / "traces.jsonl", [r.trace for r in out[0]])
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
