@@ -12,11 +12,17 @@ from tests.notebooks.nb_runner import (
     run_notebook,
 )
 
-NOTEBOOKS = ("01_tradeoff_curves.ipynb",)
+NOTEBOOKS = ("01_tradeoff_curves.ipynb", "02_simulator.ipynb")
 
 SMALL = {
     "01_tradeoff_curves.ipynb": {"ELL": 32, "ELLS": (2, 8), "N_P": 21},
-    "02_simulator.ipynb": {"MC_ELL": 16, "MC_N": 300, "HW_ELL": 8, "HW_N": 3},
+    "02_simulator.ipynb": {
+        "MC_ELL": 16,
+        "MC_N": 300,
+        "HW_ELL": 8,
+        "HW_N": 3,
+        "HANDOFF_OVERHEADS_US": (0, 1000),
+    },
 }
 """Parameter overrides that keep each notebook to a few seconds on CPU."""
 
@@ -55,3 +61,7 @@ def test_header_then_parameter_cell(name):
 
 def test_01_tradeoff_curves(kernel_env):
     run_notebook("01_tradeoff_curves.ipynb", SMALL["01_tradeoff_curves.ipynb"], kernel_env)
+
+
+def test_02_simulator(kernel_env):
+    run_notebook("02_simulator.ipynb", SMALL["02_simulator.ipynb"], kernel_env)
