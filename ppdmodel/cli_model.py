@@ -19,7 +19,14 @@ def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
         "--d-bar", type=float, default=None, help="early-prediction layer (default d/2)", **many
     )
     parser.add_argument("--ell", type=int, default=None, help="tokens (default 128)", **many)
-    parser.add_argument("--p", type=float, required=True, help="match rate p_correct", **many)
+    parser.add_argument("--p", type=float, default=None, help="match rate p_correct", **many)
+    parser.add_argument(
+        "--paper-positions",
+        metavar="DATASET:K:TRAINED:LAYER",
+        default=None,
+        help="use the paper's per-position p_t (Tables 6-8) instead of --p, e.g. squad:3:Y:20; "
+        "ell and d_bar default to the table's (16 or 128, the layer)",
+    )
     if with_k:
         parser.add_argument("--k", type=int, default=None, help="candidates (default 1)", **many)
     parser.add_argument("--json", action="store_true", help="print JSON records, not a table")
@@ -53,31 +60,60 @@ def register(subparsers) -> None:
     tradeoff.set_defaults(func=run_tradeoff)
 
 
+def _paper_positions(spec: str):
+    """'squad:3:Y:20' -> (label, per-position p_t, ell, layer) from the paper's Tables 6-8."""
+    from ppdmodel import paper
+
+    parts = spec.split(":")
+    if len(parts) != 4 or parts[2].upper() not in ("Y", "N") or not parts[1].isdigit():
+        raise ValueError(f"--paper-positions must look like squad:3:Y:20, got {spec!r}")
+    if not parts[3].isdigit():
+        raise ValueError(f"--paper-positions layer must be one of {paper.LAYERS}, got {spec!r}")
+    dataset, k, trained, layer = parts[0], int(parts[1]), parts[2].upper() == "Y", int(parts[3])
+    p_t = paper.per_position_p(dataset=dataset, k=k, trained=trained, layer=layer)
+    return f"Tables 6-8 {spec}", p_t, p_t.size + 1, layer
+
+
 def _grid(args, with_k: bool):
     """All parameter combinations given on the command line, as keyword dicts."""
     ds = args.d or [40]
     d_bars = args.d_bar or [None]
     ells = args.ell or [128]
     ks = (args.k or [1]) if with_k else [None]
-    for d, d_bar, ell, p, k in itertools.product(ds, d_bars, ells, args.p, ks):
+    p_values = args.p
+    if args.paper_positions:
+        label, p_t, ell, layer = _paper_positions(args.paper_positions)
+        p_values, ells, d_bars = [(label, p_t)], [ell], args.d_bar or [layer]
+    elif not p_values:
+        raise ValueError("give --p (one or more match rates) or --paper-positions")
+    for d, d_bar, ell, p, k in itertools.product(ds, d_bars, ells, p_values, ks):
         d_bar = d / 2 if d_bar is None else d_bar
         d_bar = int(d_bar) if float(d_bar).is_integer() else d_bar
         yield {"d": d, "d_bar": d_bar, "ell": ell, "p": p, **({"k": k} if with_k else {})}
+
+
+def _describe_p(row: dict, params: dict) -> dict:
+    """Replace a per-position (label, p_t) by its label and the mean p_t, for printing."""
+    if isinstance(params["p"], tuple):
+        row["p"], p_t = params["p"]
+        row["p_mean"] = float(p_t.mean())
+        params["p"] = p_t
+    return row
 
 
 def latency_row(params: dict, seconds: dict | None) -> dict:
     """One output row of ``ppd latency``."""
     import ppdmodel
 
+    row = _describe_p(dict(params), params)
     law = ppdmodel.latency_distribution(**params)
-    row = dict(params)
     row["expected_latency"] = ppdmodel.expected_latency(**params)
     row["normalized_latency"] = row["expected_latency"] / (params["d"] * params["ell"])
     row["std"] = law.std
     row["p50"] = law.p50
     row["p99"] = law.p99
     row["latency_per_token_inf"] = ppdmodel.latency_per_token(
-        d=params["d"], d_bar=params["d_bar"], p=params["p"]
+        d=params["d"], d_bar=params["d_bar"], p=row.get("p_mean", params["p"])
     )
     if seconds is not None:
         row["expected_latency_s"] = ppdmodel.expected_latency_seconds(**params, **seconds)
@@ -88,9 +124,10 @@ def compute_row(params: dict) -> dict:
     """One output row of ``ppd compute``."""
     import ppdmodel
 
+    row = _describe_p(dict(params), params)
     theorem = {key: params[key] for key in ("d", "d_bar", "ell", "p")}
-    limit = {key: params[key] for key in ("d", "d_bar", "p", "k")}
-    row = dict(params)
+    limit = {key: params[key] for key in ("d", "d_bar", "k")}
+    limit["p"] = row.get("p_mean", params["p"])
     row["expected_latency"] = ppdmodel.expected_latency(**theorem)
     row["expected_compute"] = ppdmodel.expected_compute(**params)
     row["compute_ratio"] = row["expected_compute"] / row["expected_latency"]

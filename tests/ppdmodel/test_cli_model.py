@@ -43,6 +43,16 @@ def test_compute_table(capsys):
     assert "expected_compute" in out and "11530" in out
 
 
+def test_latency_with_paper_positions(capsys):
+    assert main(["latency", "--paper-positions", "squad:3:Y:20", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["ell"], row["d_bar"], row["p"]) == (16, 20, "Tables 6-8 squad:3:Y:20")
+    # 40*16 - 20 * sum of p_t over t = 2..16 (bins 1-2 .. 15-16 of Table 6)
+    bins = [0.5110, 0.7295, 0.7239, 0.7182, 0.7124, 0.6980, 0.6860, 0.6906]
+    p_sum = bins[0] + 2 * sum(bins[1:])
+    assert row["expected_latency"] == pytest.approx(640 - 20 * p_sum)
+
+
 def test_tradeoff_writes_files_and_prints_endpoints(tmp_path, capsys):
     assert main(["tradeoff", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -68,6 +78,8 @@ def test_tradeoff_default_out_dir(tmp_path, monkeypatch, capsys):
         (["latency", "--p", "0.5", "--d-bar", "10"], "outside Theorem 4.1's domain"),
         (["compute", "--p", "0.5", "--k", "0"], "k must be a positive integer"),
         (["tradeoff", "--layer", "10"], "outside Theorem 4.1's domain"),
+        (["latency"], "give --p"),
+        (["latency", "--paper-positions", "squad:x:Y:20"], "must look like squad:3:Y:20"),
     ],
 )
 def test_bad_input_exits_2(argv, message, capsys, tmp_path):
