@@ -1,0 +1,179 @@
+"""``ppd measure``: match rates and per-layer times of real models (plus train-head etc.)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+PROMPT_FORMATS = ("auto", "squad", "wmt", "cnndm", "jsonl")
+
+
+def register(subparsers) -> None:
+    """Add ``measure`` with sub-commands match-rate, timing, train-head, reference-model."""
+    parser = subparsers.add_parser(
+        "measure",
+        help="measure real Hugging Face models: match rates, per-layer times, heads",
+        description="Measure a local Hugging Face causal LM (nothing is downloaded).",
+    )
+    parser.set_defaults(func=lambda args: _usage(parser))
+    measure_subparsers = parser.add_subparsers(dest="measure_command", metavar="SUBCOMMAND")
+    _add_match_rate(measure_subparsers)
+    _add_timing(measure_subparsers)
+    try:
+        cli_train = importlib.import_module("measure.cli_train")
+    except ModuleNotFoundError as exc:  # train-head / reference-model not in this build
+        if exc.name != "measure.cli_train":
+            raise
+    else:
+        cli_train.register_measure(measure_subparsers)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
+    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
+    p.add_argument(
+        "--device", default="cpu", help="cpu | cuda | cuda:N (torchrun: cuda:LOCAL_RANK)"
+    )
+
+
+def _add_match_rate(subparsers) -> None:
+    p = subparsers.add_parser(
+        "match-rate",
+        help="p_correct: is the final token among the early top-k? (paper Table 2)",
+        description="One generation per prompt records, for every probed layer and k, whether "
+        "the generated token was among the early head's top-k (positions t = 2..ell). Writes "
+        "records (CSV/Parquet), a run.json sidecar and traces.jsonl for `ppd simulate --trace`. "
+        "Resumable (--resume); under torchrun each rank takes every WORLD_SIZE-th prompt.",
+    )
+    _add_model_args(p)
+    p.add_argument("--prompts", required=True, metavar="FILE", help="prompts file")
+    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    p.add_argument(
+        "--layers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="1-based layers to probe (default: all 1..d-1)",
+    )
+    p.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5], help="k values (default 1 3 5)")
+    p.add_argument("--max-new-tokens", type=int, default=16, help="ell per prompt (default 16)")
+    p.add_argument("--head-dir", default=None, help="trained head dir (or a dir of them)")
+    p.add_argument("--sampling", default=None, help="top_k=50 | top_p=0.9 (default greedy)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--records-format", default="csv", choices=("csv", "parquet"))
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the per-prompt check against the model's own forward pass",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_match_rate)
+
+
+def _add_timing(subparsers) -> None:
+    p = subparsers.add_parser(
+        "timing",
+        help="per-layer decode times and greedy latency, as the CSV the simulator reads",
+        description="Times embedding, every decoder layer and the head per decode step (CUDA "
+        "events on GPU, perf_counter on CPU; warm-up excluded), plus whole greedy steps.",
+    )
+    _add_model_args(p)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompts", metavar="FILE", help="prompts file (its first prompt)")
+    source.add_argument("--prompt-text", help="the prompt text itself")
+    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
+    p.add_argument("--n-tokens", type=int, default=16, help="timed decode steps (default 16)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed warm-up steps (default 2)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], help="rows per step")
+    p.add_argument("--out", required=True, metavar="CSV", help="per-layer times CSV to write")
+    p.set_defaults(func=_timing)
+
+
+def _match_rate(args) -> int:
+    from measure.match_rate import MeasureOOMError, table2
+    from measure.match_records import read_records, run_match_rate
+
+    created = _init_distributed(args.device)
+    try:
+        result = run_match_rate(
+            args.model, args.prompts, args.out, fmt=args.format, limit=args.limit,
+            layers=args.layers, ks=args.ks, max_new_tokens=args.max_new_tokens,
+            head_dir=args.head_dir, sampling=args.sampling, seed=args.seed, dtype=args.dtype,
+            device=_rank_device(args.device), records_format=args.records_format,
+            resume=args.resume, verify=not args.no_verify, progress=not args.no_progress,
+        )  # fmt: skip
+    except MeasureOOMError as exc:
+        print(f"ppd measure match-rate: error: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        _destroy_distributed(created)
+    if result.records is None:
+        print(f"{result.n_done}/{result.n_prompts} prompts done; records are merged in "
+              f"{result.out_dir} once every shard has finished")  # fmt: skip
+        return 0
+    print(table2(read_records(result.records)).to_string(float_format="{:.4f}".format))
+    print(f"records: {result.records}\ntraces: {result.traces}\nmetadata: {result.sidecar}")
+    return 0
+
+
+def _timing(args) -> int:
+    import pandas as pd
+
+    from measure.loading import load_model
+    from measure.timing import time_greedy, time_layers
+    from sim.formats import write_layer_times
+
+    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    if tokenizer is None:
+        raise ValueError(f"--model {args.model} has no tokenizer files; timing needs one")
+    text = args.prompt_text
+    if text is None:
+        from measure.datasets import load_prompts
+
+        text = load_prompts(args.prompts, args.format, limit=1)[0].text
+    input_ids = tokenizer(text, return_tensors="pt").input_ids.to(next(model.parameters()).device)
+    layers = time_layers(model, input_ids, n_tokens=args.n_tokens, warmup=args.warmup,
+                         batch_sizes=tuple(args.batch_sizes))  # fmt: skip
+    greedy = time_greedy(model, input_ids, n_tokens=args.n_tokens, warmup=args.warmup)
+    path = write_layer_times(args.out, pd.concat([layers, greedy], ignore_index=True))
+    one = layers[(layers["component"] == "layer") & (layers["batch"] == layers["batch"].min())]
+    token = greedy["seconds"].mean()
+    print(f"prompt tokens: {input_ids.shape[1]}; sum of layer times {one['seconds'].sum():.6g} s, "
+          f"greedy step {token:.6g} s; wrote {path}")  # fmt: skip
+    return 0
+
+
+def _init_distributed(device: str) -> bool:
+    """Join the torchrun process group (gloo on CPU, NCCL on CUDA) when WORLD_SIZE > 1."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return False
+    dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return True
+
+
+def _rank_device(device: str) -> str:
+    """Under torchrun, plain ``cuda`` means this rank's GPU ``cuda:LOCAL_RANK``."""
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        return f"cuda:{int(os.environ['LOCAL_RANK'])}"
+    return device
+
+
+def _destroy_distributed(created: bool) -> None:
+    if created:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()

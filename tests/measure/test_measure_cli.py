@@ -1,0 +1,99 @@
+"""``ppd measure match-rate | timing`` end to end on a tiny model saved to a directory."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from measure.datasets import load_prompts, sample_path
+from measure.match_rate import match_rates
+from measure.match_records import read_records
+from ppdmodel.cli import build_parser, main
+from sim.formats import read_layer_times, read_traces
+from tests.measure.tiny_models import NUM_LAYERS, tiny_model
+
+torch.set_num_threads(1)
+
+
+def char_tokenizer():
+    """A character-level fast tokenizer (ids < 128) built offline, savable with the model."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [chr(i) for i in range(32, 127)] + ["\n", "\t"]
+    vocab = {"<unk>": 0, **{c: i + 1 for i, c in enumerate(chars)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model("llama").save_pretrained(path)
+    char_tokenizer().save_pretrained(path)
+    return path
+
+
+def match_rate_args(model_dir, out, *extra):
+    return [
+        "measure", "match-rate", "--model", str(model_dir), "--prompts",
+        str(sample_path("jsonl")), "--limit", "3", "--layers", "1", "2", str(NUM_LAYERS),
+        "--ks", "1", "3", "--max-new-tokens", "5", "--out", str(out), "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def test_match_rate_end_to_end(model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(match_rate_args(model_dir, out)) == 0
+    printed = capsys.readouterr().out
+    assert "records:" in printed and "shared" in printed
+    df = read_records(out / "records.csv")
+    prompts = load_prompts(sample_path("jsonl"), limit=3)
+    expected = match_rates(
+        tiny_model("llama"), prompts, tokenizer=char_tokenizer(), layers=[1, 2, NUM_LAYERS],
+        ks=(1, 3), max_new_tokens=5,
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(df, expected)
+    assert df.query(f"layer == {NUM_LAYERS}")["match"].all()
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["model_type"] == "llama" and meta["prompts_sha256"]
+    traces = read_traces(out / "traces.jsonl")
+    assert {t.d_bar for t in traces} == {1, 2} and all(len(t.m) == 4 for t in traces)
+    with pytest.raises(SystemExit) as info:  # a second run needs --resume
+        main(match_rate_args(model_dir, out))
+    assert info.value.code == 2
+    assert main(match_rate_args(model_dir, out, "--resume")) == 0
+    pd.testing.assert_frame_equal(read_records(out / "records.csv"), df)
+
+
+def test_match_rate_sampling_and_parquet(model_dir, tmp_path):
+    out = tmp_path / "sampled"
+    args = match_rate_args(model_dir, out, "--sampling", "top_k=1", "--records-format", "parquet")
+    assert main(args) == 0
+    df = read_records(out / "records.parquet")
+    assert set(df["decoding"]) == {"top_k=1"}
+    assert df.query(f"layer == {NUM_LAYERS} and k == 1")["match"].all()  # top-1 sampling = argmax
+    with pytest.raises(SystemExit):
+        main(match_rate_args(model_dir, tmp_path / "bad", "--sampling", "top_q=3"))
+
+
+def test_timing_writes_layer_times(model_dir, tmp_path):
+    out = tmp_path / "times.csv"
+    args = ["measure", "timing", "--model", str(model_dir), "--prompt-text", "def f(x):",
+            "--n-tokens", "3", "--warmup", "1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    times = read_layer_times(out)
+    assert sorted(times.query("component == 'layer'")["layer"]) == list(range(NUM_LAYERS))
+    assert (times["component"] == "token").sum() >= 1
+
+
+def test_measure_help_and_subcommands(capsys):
+    assert main(["measure"]) == 2
+    parser = build_parser()
+    measure = parser._subparsers._group_actions[0].choices["measure"]
+    names = set(measure._subparsers._group_actions[0].choices)
+    assert {"match-rate", "timing"} <= names
