@@ -82,7 +82,7 @@ def bench_monte_carlo(repeats: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats (best is kept)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed repeats (best is kept)")
     args = parser.parse_args()
     bench_closed_form(args.repeats)
     bench_monte_carlo(args.repeats)

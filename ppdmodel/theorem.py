@@ -76,10 +76,26 @@ def expected_latency(*, d, d_bar, ell, p, per_position: bool | None = None):
     a per-position ``p`` is recognised (``per_position`` forces the choice).
     """
     validate_theorem_args(d, d_bar, ell, p)
-    saved = np.multiply(
-        np.subtract(d, d_bar), expected_matches(ell=ell, p=p, per_position=per_position)
+    gap = np.subtract(d, d_bar)
+    if _is_per_position(ell, p, per_position):
+        saved = np.multiply(gap, np.sum(p, axis=-1))
+    else:  # scalar factors first: one full-size pass when only p is an array
+        saved = np.multiply(np.multiply(gap, np.subtract(ell, 1)), p)
+    greedy = np.multiply(d, ell)
+    if _writable_float_result(saved, greedy):
+        return np.subtract(greedy, saved, out=saved)  # reuse the temporary: no allocation
+    return _as_result(greedy - saved)
+
+
+def _writable_float_result(saved, greedy) -> bool:
+    """True if ``greedy - saved`` can be written into the temporary ``saved``."""
+    return (
+        isinstance(saved, np.ndarray)
+        and saved.ndim > 0
+        and saved.dtype.kind == "f"
+        and np.ndim(greedy) <= saved.ndim
+        and np.broadcast_shapes(np.shape(greedy), saved.shape) == saved.shape
     )
-    return _as_result(np.multiply(d, ell) - saved)
 
 
 def expected_compute(*, d, d_bar, ell, p, k, per_position: bool | None = None):

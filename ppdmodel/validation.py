@@ -89,15 +89,16 @@ def check_d_bar(d, d_bar) -> None:
     d_bar_arr = _as_array("d_bar", d_bar)
     if d_bar_arr.size == 0:
         return
-    if d_bar_arr.dtype.kind == "f" and not bool(np.isfinite(d_bar_arr.min())):
+    ratio = np.true_divide(d_bar_arr, d)  # d > 0 is checked first; one pass, two reductions
+    lo, hi = ratio.min(), ratio.max()
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError("d_bar must be a finite number in [d/2, d), got NaN or inf")
-    gap = np.subtract(d, d_bar_arr)  # d - d_bar: > 0 and <= d_bar
-    if gap.size and not bool(np.min(d_bar_arr - gap) >= 0):
+    if lo < 0.5:
         raise ValueError(
             "d_bar is below d/2 for some element: outside Theorem 4.1's domain "
             "(d/2 <= d_bar < d); the closed form does not cover it"
         )
-    if gap.size and not bool(gap.min() > 0):
+    if hi >= 1:
         raise ValueError("d_bar must satisfy d/2 <= d_bar < d; got d_bar >= d for some element")
 
 
