@@ -12,7 +12,7 @@ from tests.notebooks.nb_runner import (
     run_notebook,
 )
 
-NOTEBOOKS = ("01_tradeoff_curves.ipynb", "02_simulator.ipynb")
+NOTEBOOKS = ("01_tradeoff_curves.ipynb", "02_simulator.ipynb", "03_measure_p_correct.ipynb")
 
 SMALL = {
     "01_tradeoff_curves.ipynb": {"ELL": 32, "ELLS": (2, 8), "N_P": 21},
@@ -23,8 +23,26 @@ SMALL = {
         "HW_N": 3,
         "HANDOFF_OVERHEADS_US": (0, 1000),
     },
+    "03_measure_p_correct.ipynb": {
+        "N_PROMPTS": 3,
+        "PROMPT_CHARS": 60,
+        "MAX_NEW_TOKENS": 8,
+        "HEAD_TRAIN_BYTES": 4000,
+        "HEAD_SEQ_LEN": 32,
+        "HEAD_BATCH": 4,
+    },
 }
-"""Parameter overrides that keep each notebook to a few seconds on CPU."""
+"""Parameter overrides that keep each notebook to a few seconds on CPU (model dirs added below)."""
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random Llama + tokenizer directory, built once for the measure notebooks."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.notebooks.tiny_model_dir import build_tiny_model_dir
+
+    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture
@@ -65,3 +83,9 @@ def test_01_tradeoff_curves(kernel_env):
 
 def test_02_simulator(kernel_env):
     run_notebook("02_simulator.ipynb", SMALL["02_simulator.ipynb"], kernel_env)
+
+
+def test_03_measure_p_correct(kernel_env, tiny_model_dir):
+    overrides = {**SMALL["03_measure_p_correct.ipynb"], "MODEL_DIR": str(tiny_model_dir)}
+    run_notebook("03_measure_p_correct.ipynb", overrides, kernel_env)
+    assert not (kernel_env / "ppd-out").exists(), "a given MODEL_DIR must not train the reference"
