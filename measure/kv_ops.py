@@ -79,6 +79,9 @@ def pack(hidden: torch.Tensor, entries: Sequence[tuple]) -> torch.Tensor:
 def unpack(flat: torch.Tensor, hidden_shape: tuple, entry_shapes: Sequence[tuple]):
     """Inverse of ``pack``: returns (hidden, [(K, V), ...]) with the given shapes."""
     n_hidden = int(torch.Size(hidden_shape).numel())
+    expected = n_hidden + 2 * sum(int(torch.Size(shape).numel()) for shape in entry_shapes)
+    if flat.numel() != expected:
+        raise ValueError(f"packed hand-off has {flat.numel()} elements, expected {expected}")
     hidden = flat[:n_hidden].reshape(hidden_shape)
     offset, entries = n_hidden, []
     for shape in entry_shapes:
@@ -87,6 +90,4 @@ def unpack(flat: torch.Tensor, hidden_shape: tuple, entry_shapes: Sequence[tuple
         values = flat[offset + n : offset + 2 * n].reshape(shape)
         entries.append((keys, values))
         offset += 2 * n
-    if offset != flat.numel():
-        raise ValueError(f"packed hand-off has {flat.numel()} elements, expected {offset}")
     return hidden, entries
