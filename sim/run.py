@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import itemgetter
 
 import numpy as np
 import pandas as pd
 
 from sim.config import SimConfig
-from sim.schedule import HOST, PPDSchedule
+from sim.schedule import PPDSchedule
 
 EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind")
 
@@ -26,8 +27,8 @@ class SimResult:
     """The configuration that was run."""
     m: list[int]
     """The realised m_t, t = 2..ell."""
-    records: list[tuple] = field(repr=False)
-    """Event records (columns ``EVENT_COLUMNS``), sorted by start, end, process, token."""
+    raw_records: list[tuple] = field(repr=False)
+    """Event records (columns ``EVENT_COLUMNS``) in the order they were logged."""
     latency_s: float
     """Time when main finished the last token (overheads included), seconds."""
     makespan_s: float
@@ -64,6 +65,11 @@ class SimResult:
         return pd.Series(np.asarray(self.busy_s) / span, name="utilisation").rename_axis("gpu")
 
     @cached_property
+    def records(self) -> list[tuple]:
+        """Event records sorted by start, end, process, token, layer_start."""
+        return sorted(self.raw_records, key=_sort_key)
+
+    @cached_property
     def events(self) -> pd.DataFrame:
         """The event log as a DataFrame (gpu -1: host or link)."""
         return pd.DataFrame.from_records(self.records, columns=list(EVENT_COLUMNS))
@@ -82,9 +88,7 @@ class SimResult:
         }
 
 
-def _sort_key(record: tuple) -> tuple:
-    process, gpu, token, _, _, start, end, _ = record
-    return (start, end, process, token, gpu == HOST)
+_sort_key = itemgetter(5, 6, 0, 2, 3)  # start, end, process, token, layer_start
 
 
 def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -> SimResult:
@@ -97,7 +101,7 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
     return SimResult(
         config=config,
         m=schedule.m,
-        records=sorted(schedule.records, key=_sort_key),
+        raw_records=schedule.records,
         latency_s=schedule.latency_s,
         makespan_s=schedule.makespan_s,
         busy_s=schedule.busy_s,

@@ -83,6 +83,7 @@ class PPDSchedule:
         self.shared = config.n_gpus == 1
         self.fine = config.per_layer_events
         self.groups = _groups(config)
+        self._layer_cache: dict[int, list[float]] = {}
         cost = config.cost
         d, d_bar, s = config.d, config.d_bar, config.spec_layers
         self.prefix_s = {  # keyed by the first layer of the prefix
@@ -117,10 +118,15 @@ class PPDSchedule:
             self.env.process(self.greedy_main())
         elif self.shared or self.fine:
             self.gpu_res = [simpy.PriorityResource(self.env, 1) for _ in range(cfg.n_gpus)]
-            self.inbox = [simpy.Store(self.env) for _ in self.groups]
+            # Groups of equal batch on dedicated GPUs behave identically: one SimPy process
+            # drives them in lockstep and logs every one of them.
+            lockstep = not self.shared and len({len(g[2]) for g in self.groups}) == 1
+            n = len(self.groups)
+            lanes = [list(range(n))] if lockstep else [[i] for i in range(n)]
+            self.inbox = [simpy.Store(self.env) for _ in lanes]
             self.spec_done: dict[int, simpy.Event] = {}
-            for index in range(len(self.groups)):
-                self.env.process(self.speculating_group(index))
+            for inbox, lane in zip(self.inbox, lanes, strict=True):
+                self.env.process(self.speculating_group(inbox, lane))
             self.env.process(self.ppd_main())
         else:
             self.gpu_free_at = [0.0] * len(self.groups)
@@ -169,33 +175,68 @@ class PPDSchedule:
             self._log("main", 0, t, d_bar, d_bar, start, end, "head")
 
     # -- general path: processes holding GPU resources ---------------------------------------
-    def run_layers(self, process, gpu, token, a, b, batch, kind, embed=False, head=False):
-        """Run layers a..b (plus embedding / LM head) on ``gpu``: one block or one per layer."""
+    def run_layers(self, process, gpu, token, a, b, batch, kind, embed=False, head=False, also=()):
+        """Run layers a..b (plus embedding / LM head) on ``gpu``: one block or one per layer.
+
+        ``also``: (process, gpu) pairs running the same block in lockstep on other GPUs."""
         cost = self.config.cost
+        extra_first = cost.embed_seconds(batch) if embed else 0.0
+        extra_last = cost.head_seconds(batch) if head else 0.0
         if a > b:  # no layers: only the LM head, if it costs anything
-            pieces = [(b, b, cost.head_seconds(batch) if head else 0.0, "head")]
-            pieces = [p for p in pieces if p[2] > 0]
-        elif self.fine:
-            pieces = [(i, i, cost.block_seconds(i, i, batch), kind) for i in range(a, b + 1)]
-        else:
-            pieces = [(a, b, cost.block_seconds(a, b, batch), kind)]
-        if a <= b and embed:
-            first = pieces[0]
-            pieces[0] = first[:2] + (first[2] + cost.embed_seconds(batch),) + first[3:]
-        if a <= b and head:
-            last = pieces[-1]
-            pieces[-1] = last[:2] + (last[2] + cost.head_seconds(batch),) + last[3:]
-        priority = 0 if process == "main" else 1
-        for la, lb, seconds, piece_kind in pieces:
-            if self.shared:
-                with self.gpu_res[gpu].request(priority=priority) as request:
-                    yield request
-                    start = self.env.now
-                    yield self.env.timeout(seconds)
-            else:
+            if extra_last > 0:
+                yield from self._hold(process, gpu, token, b, b, extra_last, "head", also)
+            return
+        if not self.fine:
+            seconds = extra_first + cost.block_seconds(a, b, batch) + extra_last
+            yield from self._hold(process, gpu, token, a, b, seconds, kind, also)
+            return
+        per_layer = self._per_layer_seconds(batch)
+        if self.shared or extra_first or extra_last:
+            for layer in range(a, b + 1):
+                seconds = per_layer[layer]
+                seconds += (extra_first if layer == a else 0.0) + (
+                    extra_last if layer == b else 0.0
+                )
+                yield from self._hold(process, gpu, token, layer, layer, seconds, kind, also)
+            return
+        # Hot loop: a dedicated GPU, one timeout per layer and back to back, so each layer
+        # ends at start + seconds (the same float sum SimPy's clock makes).
+        env, append, log = self.env, self.records.append, self.record_events
+        start = block_start = env.now
+        lanes = [(process, gpu), *also]
+        for layer in range(a, b + 1):
+            seconds = per_layer[layer]
+            yield env.timeout(seconds)
+            end = start + seconds
+            if log:
+                for lane_process, lane_gpu in lanes:
+                    append((lane_process, lane_gpu, token, layer, layer, start, end, kind))
+            start = end
+        for _, lane_gpu in lanes:
+            self.busy_s[lane_gpu] += start - block_start
+
+    def _per_layer_seconds(self, batch: int) -> list[float]:
+        """Seconds of each layer 1..d at ``batch`` (index 0 unused), cached per batch."""
+        cached = self._layer_cache.get(batch)
+        if cached is None:
+            cost = self.config.cost
+            cached = [0.0] + [cost.block_seconds(i, i, batch) for i in range(1, self.config.d + 1)]
+            self._layer_cache[batch] = cached
+        return cached
+
+    def _hold(self, process, gpu, token, a, b, seconds, kind, also=()):
+        """Occupy ``gpu`` for ``seconds`` (queueing for it when it is shared) and log it."""
+        if self.shared:
+            priority = 0 if process == "main" else 1
+            with self.gpu_res[gpu].request(priority=priority) as request:
+                yield request
                 start = self.env.now
                 yield self.env.timeout(seconds)
-            self._log(process, gpu, token, la, lb, start, self.env.now, piece_kind)
+        else:
+            start = self.env.now
+            yield self.env.timeout(seconds)
+        for lane_process, lane_gpu in [(process, gpu), *also]:
+            self._log(lane_process, lane_gpu, token, a, b, start, self.env.now, kind)
 
     def ppd_main(self):
         """Main process (PID 0), Algorithm 2 lines 8-24, one token per loop."""
@@ -223,19 +264,23 @@ class PPDSchedule:
                 first = s + 1
         self.latency_s = env.now
 
-    def speculating_group(self, index):
-        """Sub-processes sharing one GPU (batched): layers 1..s of each dispatched candidate."""
+    def speculating_group(self, inbox, lane):
+        """Sub-processes sharing one GPU (batched): layers 1..s of each dispatched candidate.
+
+        ``lane`` lists groups run in lockstep (identical GPUs and batch): the first is
+        simulated, the others are logged with the same times on their own GPUs."""
         cfg, env = self.config, self.env
-        label, gpu, subs = self.groups[index]
+        label, gpu, subs = self.groups[lane[0]]
+        also = [self.groups[i][:2] for i in lane[1:]]
         while True:
-            token, sent_at = yield self.inbox[index].get()
-            arrival = sent_at + self.dispatch_s[index]
+            token, sent_at = yield inbox.get()
+            arrival = sent_at + self.dispatch_s[lane[0]]
             if arrival > env.now:
                 yield env.timeout(arrival - env.now)
             yield from self.run_layers(
-                label, gpu, token, 1, cfg.spec_layers, len(subs), "speculate", embed=True
+                label, gpu, token, 1, cfg.spec_layers, len(subs), "speculate", True, False, also
             )
-            if index == 0:
+            if lane[0] == 0:
                 self.spec_done[token].succeed()
             if token == cfg.ell + 1:
                 return
