@@ -2,8 +2,10 @@
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_sim.py``. Prints:
 
-* layer events/s with ``per_layer_events`` (one SimPy timeout per layer and process), as a
-  ratio of a bare SimPy loop of timeouts in one trivial process (target >= 50%);
+* layer events/s with ``per_layer_events`` (one SimPy timeout per layer; the k identical
+  sub-processes on their own GPUs share one lockstep SimPy process, so 100 logged layer
+  events per token cost 60 timeouts), as a ratio of a bare SimPy loop of timeouts in one
+  trivial process (target >= 50%);
 * sequences/s for d=40, d_bar=20, k=3, ell=128, p=0.5, one GPU per process, default
   (block) engine, event log on and off (target >= 500/s), and on one shared GPU.
 """
