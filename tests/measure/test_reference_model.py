@@ -107,3 +107,34 @@ def test_config_checks(tmp_path):
         read_corpus(ReferenceModelConfig(corpus_dir=str(tmp_path / "missing")))
     with pytest.raises(ValueError, match="has no non-empty"):
         read_corpus(ReferenceModelConfig(corpus_dir=str(tmp_path)))
+
+
+def test_cli_reference_model_then_train_head(tmp_path, capsys):
+    from measure.datasets import sample_path
+    from measure.heads import TrainedHead
+    from ppdmodel.cli import main
+
+    corpus = _write_corpus(tmp_path / "corpus")
+    model_dir, head_dir = tmp_path / "model", tmp_path / "heads"
+    sizes = "--vocab-size 300 --hidden-size 32 --layers 3 --heads 2 --intermediate-size 64"
+    run = "--seq-len 32 --batch-size 4 --steps 5 --no-progress"
+    argv = ["measure", "reference-model", "--out", str(model_dir), "--corpus", str(corpus)]
+    assert main(argv + sizes.split() + run.split()) == 0
+    assert "5 steps (steps)" in capsys.readouterr().out
+    meta = json.loads((model_dir / METADATA_NAME).read_text())
+    assert meta["config"]["num_layers"] == 3 and meta["config"]["warmup_steps"] == 1
+
+    argv = ["measure", "train-head", "--model", str(model_dir), "--prompts"]
+    argv += [str(sample_path("jsonl")), "--layer", "1", "2", "--epochs", "2", "--lr", "1e-3"]
+    argv += ["--loss", "kl", "--max-seq-len", "16", "--out", str(head_dir), "--no-progress"]
+    assert main(argv) == 0
+    for layer in (1, 2):
+        head = TrainedHead.load(head_dir / f"layer_{layer}")
+        assert (head.config.layer, head.config.loss, head.config.lr) == (layer, "kl", 1e-3)
+        assert head.config.epochs == 2 and head.config.warmup_ratio == 0.04
+        assert len(head.train_losses) == 2
+
+    with pytest.raises(SystemExit) as exc:  # layer d is the model's own head
+        main(argv[:-3] + ["--layer", "3", "--out", str(tmp_path / "bad"), "--no-progress"])
+    assert exc.value.code == 2
+    assert "layer must be in [0, 3)" in capsys.readouterr().err
