@@ -115,8 +115,8 @@ def free_port() -> int:
 class Comm:
     """Point-to-point messages of the protocol on the communication device."""
 
-    def __init__(self, k: int, device: torch.device):
-        self.width, self.device, self.pending = 4 + k, device, []
+    def __init__(self, k: int, device: torch.device, group=None):
+        self.width, self.device, self.group, self.pending = 4 + k, device, group, []
 
     def send_header(self, dst: int, kind: int, a=-1, b=-1, c=-1, cands=()) -> None:
         header = torch.full((self.width,), -1, dtype=torch.long)
@@ -126,19 +126,26 @@ class Comm:
 
     def recv_header(self, src: int = 0) -> list[int]:
         header = torch.empty(self.width, dtype=torch.long, device=self.device)
-        dist.recv(header, src)
+        self._recv(header, src)
         return header.tolist()
 
     def send(self, tensor: torch.Tensor, dst: int) -> None:
         """Non-blocking send; buffers are kept until ``flush``."""
-        self.pending.append((dist.isend(tensor.contiguous(), dst), tensor))
+        tensor = tensor.contiguous()
+        self.pending.append((dist.isend(tensor, dst, group=self.group), tensor))
         if len(self.pending) > 64:
             self.flush()
 
     def recv(self, shape, dtype, src: int) -> torch.Tensor:
         out = torch.empty(shape, dtype=dtype, device=self.device)
-        dist.recv(out, src)
+        self._recv(out, src)
         return out
+
+    def _recv(self, out: torch.Tensor, src: int) -> None:
+        try:
+            dist.recv(out, src, group=self.group)
+        except RuntimeError as exc:  # say which peer went silent or away
+            raise RuntimeError(f"waiting for a message from rank {src} failed: {exc}") from exc
 
     def flush(self) -> None:
         for work, _ in self.pending:

@@ -33,6 +33,9 @@ from measure.ppd_dist import (
     free_port,
 )
 
+WATCHDOG_GRACE_S = 5.0
+"""Seconds the parent waits beyond ``timeout_s`` so a rank's own timeout error arrives first."""
+
 
 def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
     """Load the model directory on this rank (local files only, no remote code)."""
@@ -160,13 +163,16 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
     if cuda:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group(
+        dist.init_process_group(  # rendezvous and model loading may be slow: startup_s more
             "nccl" if cuda else "gloo",
             rank=rank,
             world_size=job.world_size,
-            timeout=timedelta(seconds=job.timeout_s),
+            timeout=timedelta(seconds=job.startup_s + job.timeout_s),
         )
-    try:
+    try:  # decode messages go through a group with the short timeout
+        group = dist.new_group(
+            list(range(job.world_size)), timeout=timedelta(seconds=job.timeout_s)
+        )
         out, link, loaded = [], [], {}
         for task in job.tasks:
             if task.model_dir not in loaded:
@@ -177,7 +183,8 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
 
                 head = TrainedHead.load(task.head_dir).to(device)
             lsm = LayerSplitModel(loaded[task.model_dir], head=head)
-            comm = Comm(task.k, device)
+            comm = Comm(task.k, device, group)
+            dist.barrier()  # every rank has loaded the model (default group, long timeout)
             progress(-1)
             if rank == 0:
                 if job.link_probe and not link:
@@ -250,8 +257,8 @@ def _watch(job: DistJob, procs, queue) -> list[list]:
         except queue_mod.Empty:
             kind = None
         now = time.monotonic()
-        if kind == "progress":
-            deadline = now + job.timeout_s
+        if kind == "progress":  # a rank's own peer timeout (naming the peer) should come first
+            deadline = now + job.timeout_s + WATCHDOG_GRACE_S
         elif kind == "result":
             result = payload
         elif kind == "done":
@@ -259,7 +266,7 @@ def _watch(job: DistJob, procs, queue) -> list[list]:
         elif kind == "error":
             errors[rank] = payload
             _drain(queue, errors, grace_s=1.0)
-            raise RuntimeError(_failure_message(errors))
+            raise RuntimeError(_failure_message(errors, _alive(procs)))
         if result is not None and len(done) == job.world_size:
             return result
         dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
@@ -268,12 +275,11 @@ def _watch(job: DistJob, procs, queue) -> list[list]:
             errors.update(
                 {r: f"exited with code {procs[r].exitcode}" for r in dead if r not in errors}
             )
-            raise RuntimeError(_failure_message(errors))
+            raise RuntimeError(_failure_message(errors, _alive(procs)))
         if now > deadline:
-            alive = [r for r, p in enumerate(procs) if p.is_alive()]
             raise RuntimeError(
                 f"PPD dist run made no progress for {job.timeout_s:g} s; ranks "
-                f"still running: {alive}; killed them"
+                f"still running: {_alive(procs)}; killed them"
             )
 
 
@@ -288,7 +294,11 @@ def _drain(queue, errors: dict, grace_s: float) -> None:
             errors.setdefault(rank, payload)
 
 
-def _failure_message(errors: dict) -> str:
+def _alive(procs) -> list[int]:
+    return [r for r, p in enumerate(procs) if p.is_alive()]
+
+
+def _failure_message(errors: dict, alive: list[int]) -> str:
     def is_peer_error(text: str) -> bool:
         return any(
             s in text
@@ -298,6 +308,7 @@ def _failure_message(errors: dict) -> str:
     first = sorted(errors, key=lambda r: (is_peer_error(errors[r]), r))[0]
     lines = [f"PPD dist run failed: rank {first}: {errors[first].splitlines()[0]}"]
     lines += [f"rank {r}: {errors[r].splitlines()[0]}" for r in sorted(errors) if r != first]
+    lines.append(f"ranks still running (killed): {alive}")
     return "\n".join(lines + ["", errors[first]])
 
 

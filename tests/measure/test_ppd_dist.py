@@ -1,0 +1,115 @@
+"""Distributed PPD on gloo: exact on every arch with 2 and 3 ranks; failures end with an error."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from measure.ppd_decode import greedy_generate, ppd_generate, ppd_single  # noqa: E402
+from measure.ppd_dist import DistJob, DistTask  # noqa: E402
+from measure.ppd_launch import ppd_dist_many, run_job  # noqa: E402
+from tests.measure.test_ppd_decode import NEW_TOKENS, prompts  # noqa: E402
+from tests.measure.tiny_models import ARCHS, tiny_model  # noqa: E402
+
+CONFIG = {2: (2, 1), 3: (3, 3)}
+"""(d_bar, k) per world size: 2 ranks run k = 1; 3 ranks split k = 3 candidates 2 + 1."""
+
+
+@pytest.fixture(scope="module")
+def saved_models(tmp_path_factory):
+    """Every tiny arch saved once; the ranks load the same weights."""
+    root = tmp_path_factory.mktemp("ppd-dist-models")
+    models = {}
+    for arch in ARCHS:
+        model = tiny_model(arch, seed=2)
+        model.save_pretrained(root / arch)
+        models[arch] = (model, str(root / arch))
+    return models
+
+
+@pytest.fixture(scope="module")
+def references(saved_models):
+    """Greedy tokens of every arch on the 50 prompts (computed once)."""
+    torch.set_num_threads(1)
+    return {
+        arch: [greedy_generate(model, p, max_new_tokens=NEW_TOKENS).tokens for p in prompts()]
+        for arch, (model, _) in saved_models.items()
+    }
+
+
+@pytest.mark.parametrize(("world_size", "n_prompts"), [(2, 50), (3, 10)])
+def test_gloo_equals_greedy_every_arch(saved_models, references, world_size, n_prompts):
+    """2 ranks: 50 prompts per arch; 3 ranks (candidates split 2 + 1): 10 per arch."""
+    d_bar, k = CONFIG[world_size]
+    prompt_ids = prompts()[:n_prompts]
+    tasks = [
+        DistTask(path, prompt_ids, d_bar=d_bar, k=k, max_new_tokens=NEW_TOKENS)
+        for _, path in saved_models.values()
+    ]
+    job = DistJob(tasks, world_size=world_size, attn_implementation="eager", timeout_s=60)
+    results = run_job(job)
+    assert len(results) == len(ARCHS)
+    for arch, per_task in zip(ARCHS, results, strict=True):
+        model = saved_models[arch][0]
+        assert [r.tokens for r in per_task] == references[arch][:n_prompts], arch
+        for i in (0, 7):  # same states on every rank: the same m as one process
+            single = ppd_single(model, prompt_ids[i], d_bar=d_bar, k=k, max_new_tokens=NEW_TOKENS)
+            assert per_task[i].m == single.m, (arch, i)
+        assert sum(sum(r.m) for r in per_task) > 0, arch
+        for got in per_task:
+            assert {ev["process"] for ev in got.trace.events} == set(range(world_size))
+            assert sum(
+                ev["kind"] == "handoff" and ev["process"] == 0 for ev in got.trace.events
+            ) == sum(got.m)
+    link = results[0][0].link_samples
+    assert link and all(nbytes > 0 and seconds > 0 for nbytes, seconds in link)
+
+
+def test_ppd_generate_dispatches_to_dist(monkeypatch):
+    import measure.ppd_launch as launch
+
+    calls = []
+    monkeypatch.setattr(launch, "ppd_dist_many", lambda *a, **kw: calls.append(kw) or ["ok"])
+    assert (
+        ppd_generate(None, [1], d_bar=2, k=1, max_new_tokens=3, backend="dist", world_size=2)
+        == "ok"
+    )
+    assert calls[0]["world_size"] == 2 and calls[0]["d_bar"] == 2
+
+
+@pytest.mark.parametrize("fail", ["crash", "hang"])
+def test_failing_rank_ends_with_clear_error_within_timeout(fail):
+    """Through ppd_dist_many with a loaded model (saved to a temporary directory)."""
+    model = tiny_model("gpt2", seed=4)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="PPD dist run") as info:
+        ppd_dist_many(
+            model,
+            prompts(3),
+            d_bar=2,
+            k=1,
+            max_new_tokens=6,
+            world_size=2,
+            timeout_s=5,
+            startup_s=60,
+            fail=fail,
+            fail_rank=1,
+            link_probe=False,
+        )
+    assert time.monotonic() - start < 45
+    message = str(info.value)
+    if fail == "crash":
+        assert "rank 1" in message and "injected failure" in message
+    else:  # rank 0 times out waiting for rank 1, which is killed
+        assert "rank 0" in message and "from rank 1" in message and "Timed out" in message
+
+
+def test_world_size_out_of_range_is_refused(saved_models):
+    task = DistTask(saved_models["llama"][1], [[1, 2]], d_bar=2, k=1, max_new_tokens=2)
+    with pytest.raises(ValueError, match="world_size"):
+        run_job(DistJob([task], world_size=3))
+    with pytest.raises(ValueError, match="world_size"):
+        run_job(DistJob([task], world_size=1))
