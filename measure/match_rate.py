@@ -260,9 +260,9 @@ def measure_prompt(
     """
     try:
         with torch.inference_mode():
-            result = _generate(lsm, input_ids, prompt, config, heads or {}, set(eos_ids))
+            result, cache = _generate(lsm, input_ids, prompt, config, heads or {}, set(eos_ids))
             if config.verify and config.sampling is None:
-                verify_greedy(lsm.model, input_ids, result.tokens, prompt)
+                verify_greedy(lsm.model, input_ids, result.tokens, prompt, cache)
         return result
     except Exception as exc:
         if not is_oom(exc):
@@ -276,7 +276,7 @@ def measure_prompt(
         ) from exc
 
 
-def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> PromptResult:
+def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptResult, object]:
     # input_ids: [1, S]
     if input_ids.dim() != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] < 1:
         raise ValueError(f"prompt {prompt!r}: input_ids must have shape [1, S>=1]")
@@ -317,7 +317,8 @@ def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> PromptResult:
     if trained:
         ranks["trained"] = (trained, _stack(trained_ranks, len(trained)))
     ids = torch.cat(tokens, dim=1)[0].tolist()
-    return PromptResult(prompt, int(input_ids.shape[1]), ids, config.decoding, max_k, ranks)
+    result = PromptResult(prompt, int(input_ids.shape[1]), ids, config.decoding, max_k, ranks)
+    return result, cache
 
 
 def _ranks(logits: torch.Tensor, token: torch.Tensor, max_k: int) -> torch.Tensor:
@@ -364,25 +365,51 @@ def _vocab_size(lsm) -> int:
 
 
 @torch.no_grad()
-def verify_greedy(model, input_ids: torch.Tensor, tokens: Sequence[int], prompt: str) -> None:
-    """Check generated tokens against one teacher-forced pass of the model itself.
+def verify_greedy(
+    model, input_ids: torch.Tensor, tokens: Sequence[int], prompt: str, cache=None
+) -> None:
+    """Check generated tokens against the model's own forward pass (teacher forcing).
 
+    Without ``cache``: one pass over prompt + tokens[:-1], checking tokens 1..ell. With the
+    generation's KV ``cache`` (cropped back to the prompt here, so it is spent): one pass over
+    tokens[:-1] only, checking tokens 2..ell (token 1 is the model's own prefill output).
     Raises GreedyMismatchError unless each token is the model's argmax, up to near ties (a logit
-    gap below 1e-3 in fp32, 0.1 in 16-bit formats).
+    gap above 1e-3 in fp32, 0.1 in 16-bit formats).
     """
-    ids = torch.as_tensor(tokens, device=input_ids.device).view(1, -1)
-    full = torch.cat([input_ids, ids[:, :-1]], dim=1)  # [1, S + ell - 1]
-    logits = model(input_ids=full, use_cache=False).logits[0, input_ids.shape[1] - 1 :].float()
+    ids = torch.as_tensor(tokens, device=input_ids.device).view(1, -1)  # [1, ell]
+    start, first = input_ids.shape[1], 1
+    if cache is not None and not _crop(cache, start):
+        cache = None  # e.g. a sliding-window cache past its window: use the full pass
+    if cache is None:
+        feed = torch.cat([input_ids, ids[:, :-1]], dim=1)  # [1, S + ell - 1]
+        logits = model(input_ids=feed, use_cache=False).logits[0, start - 1 :]  # [ell, V]
+    else:
+        if ids.shape[1] < 2:
+            return
+        logits = model(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True).logits[0]
+        first = 2  # rows predict tokens 2..ell
+    logits, target = logits.float(), ids[0, first - 1 :]
     own = logits.argmax(dim=-1)
-    gap = logits.gather(-1, own[:, None]) - logits.gather(-1, ids.view(-1, 1))  # [ell, 1]
-    tol = 1e-3 if logits.dtype == torch.float32 and model.dtype == torch.float32 else 0.1
-    bad = (gap[:, 0] > tol).nonzero()
+    gap = (logits.gather(-1, own[:, None]) - logits.gather(-1, target[:, None]))[:, 0]
+    tol = 1e-3 if model.dtype == torch.float32 else 0.1
+    bad = (gap > tol).nonzero()
     if len(bad):
-        t = int(bad[0]) + 1
+        j = int(bad[0])
         raise GreedyMismatchError(
-            f"prompt {prompt!r}: generated token {t} is {tokens[t - 1]} but the model's own "
-            f"greedy token is {int(own[t - 1])} (logit gap {float(gap[t - 1]):.3g})"
+            f"prompt {prompt!r}: generated token {j + first} is {int(target[j])} but the model's "
+            f"own greedy token is {int(own[j])} (logit gap {float(gap[j]):.3g})"
         )
+
+
+def _crop(cache, length: int) -> bool:
+    """Cut ``cache`` back to its first ``length`` positions; False where it cannot."""
+    try:
+        extra = cache.get_seq_length() - length
+        if extra > 0:
+            cache.crop(-extra)
+    except (ValueError, RuntimeError):
+        return False
+    return cache.get_seq_length() == length
 
 
 def eos_token_ids(model) -> list[int]:

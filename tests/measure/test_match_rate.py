@@ -168,13 +168,26 @@ def test_bad_arguments(llama):
         match_rates(llama, ["some text"])
 
 
-def test_verify_greedy_catches_wrong_tokens(llama):
-    ids = torch.tensor([PROMPTS[0]])
-    tokens = greedy_reference(llama, PROMPTS[0], 4)
-    verify_greedy(llama, ids, tokens, "p")
+@pytest.mark.parametrize("arch", ["llama", "opt"])
+def test_verify_greedy_catches_wrong_tokens(arch):
+    model = tiny_model(arch)
+    ids = torch.tensor([PROMPTS[1]])
+    tokens = greedy_reference(model, PROMPTS[1], 5)
+
+    def prefilled_cache():
+        lsm = LayerSplitModel(model)
+        cache = lsm.new_cache()
+        lsm.prefill(ids, cache)
+        lsm.decode_step(torch.tensor([[tokens[0]]]), cache, ids.shape[1])  # spent cache: cropped
+        return cache
+
+    verify_greedy(model, ids, tokens, "p")
+    verify_greedy(model, ids, tokens, "p", prefilled_cache())
     tokens[2] = (tokens[2] + 1) % 128
     with pytest.raises(GreedyMismatchError, match="token 3"):
-        verify_greedy(llama, ids, tokens, "p")
+        verify_greedy(model, ids, tokens, "p")
+    with pytest.raises(GreedyMismatchError, match="token 3"):
+        verify_greedy(model, ids, tokens, "p", prefilled_cache())
 
 
 def test_out_of_memory_names_sizes(llama, monkeypatch):
@@ -293,3 +306,25 @@ def test_table2_by_position_on_sample_sizes():
     assert list(bp.columns)[:2] == ["1-2", "3-4"] and list(bp.columns)[-1] == "Total"
     assert bp.shape == (6, 9)
     assert table2(df.assign(dataset="squad")).index.names == ["dataset", "head", "k"]
+
+
+def _gloo_rank(rank, world_size, init_file, prompts, out):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    url = f"file://{init_file}"
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world_size)
+    try:
+        run(tiny_model("llama"), prompts, out)  # rank and world size from torch.distributed
+    finally:
+        dist.destroy_process_group()
+
+
+def test_torch_distributed_two_gloo_ranks(llama, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl")
+    reference = read_records(run(llama, prompts, tmp_path / "ref").records)
+    out = tmp_path / "dist"
+    args = (2, str(tmp_path / "init"), str(prompts), str(out))
+    torch.multiprocessing.spawn(_gloo_rank, args=args, nprocs=2, join=True)
+    assert len(list((out / "parts").glob("part-*-of-00002.jsonl"))) == 2
+    pd.testing.assert_frame_equal(read_records(out / "records.csv"), reference)
