@@ -1,0 +1,164 @@
+"""``ppd run`` (real, exact PPD with a Table-3-like report) and ``ppd validate`` (three-way)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+PROMPT_FORMATS = ("auto", "squad", "wmt", "cnndm", "jsonl")
+
+
+def register(subparsers) -> None:
+    """Add ``run`` and ``validate``."""
+    run = subparsers.add_parser(
+        "run",
+        help="real PPD decoding (exact greedy output) with a Table-3-like report",
+        description="Decode the prompts with greedy, PPD at each k and HF assistant_early_exit; "
+        "check every method against greedy; print tokens/s, latency for 128 tokens and the "
+        "measured p-hat; write report.csv and traces.jsonl (the simulator's replay format).",
+    )
+    _add_common(run)
+    run.add_argument("--k", type=int, nargs="+", default=[1, 3], help="candidates (default 1 3)")
+    run.add_argument("--no-assistant", action="store_true", help="skip the HF early-exit rows")
+    run.set_defaults(func=_run)
+    validate = subparsers.add_parser(
+        "validate",
+        help="closed form vs simulator vs measured PPD latency, side by side",
+        description="Measure greedy and PPD on the prompts and per-layer times; fit the "
+        "simulator's overheads on half of the prompts; compare the closed form (measured "
+        "p-hat), the simulator (trace replay) and the measurement on the other half. Writes "
+        "validation.csv, summary.csv, calibration.json, layer_times.csv, traces.jsonl and "
+        "validation.png.",
+    )
+    _add_common(validate)
+    validate.add_argument("--k", type=int, default=1, help="candidates (default 1)")
+    validate.set_defaults(func=_validate)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeatable)")
+    src.add_argument("--prompts", metavar="FILE", help="prompts file (measure.datasets formats)")
+    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    p.add_argument("--d-bar", type=int, default=None, help="early layer (default ceil(d/2))")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="ell (default 128)")
+    p.add_argument("--backend", default="single", choices=("single", "dist"))
+    p.add_argument("--world-size", type=int, default=2, help="dist ranks (default 2)")
+    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
+    p.add_argument("--device", default="cpu", help="cpu | cuda")
+    p.add_argument("--timeout-s", type=float, default=600.0, help="dist watchdog (default 600)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads in this process")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+
+
+def _load(args):
+    """(model, prompt ids, names, d_bar, eos) from the CLI arguments."""
+    import torch
+
+    from measure.loading import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    if args.prompt:
+        texts, names = args.prompt, [str(i) for i in range(len(args.prompt))]
+    else:
+        from measure.datasets import load_prompts
+
+        loaded = load_prompts(args.prompts, args.format, limit=args.limit)
+        texts, names = [p.text for p in loaded], [p.id for p in loaded]
+    if tokenizer is None:
+        raise ValueError(f"--model {args.model} has no tokenizer to encode the prompts")
+    ids = [tokenizer(t)["input_ids"] for t in texts]
+    if any(len(x) == 0 for x in ids):
+        raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
+    d = model.config.get_text_config().num_hidden_layers
+    d_bar = args.d_bar if args.d_bar is not None else (d + 1) // 2
+    return model, ids, names, d_bar, tokenizer.eos_token_id
+
+
+def _run(args) -> int:
+    from measure.ppd_report import format_table, table3
+    from sim.formats import write_traces
+
+    model, ids, names, d_bar, eos = _load(args)
+    report = table3(
+        model,
+        ids,
+        d_bar=d_bar,
+        ks=args.k,
+        max_new_tokens=args.max_new_tokens,
+        backend=args.backend,
+        world_size=args.world_size,
+        eos_token_id=eos,
+        assistant=not args.no_assistant,
+        timeout_s=args.timeout_s,
+        sequences=names,
+        model_dir=args.model if args.backend == "dist" else None,
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report.table.to_csv(out / "report.csv", index=False)
+    write_traces(out / "traces.jsonl", [r.trace for runs in report.ppd.values() for r in runs])
+    print(
+        f"d = {model.config.get_text_config().num_hidden_layers}, d_bar = {d_bar}, "
+        f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}"
+    )
+    print(format_table(report.table))
+    print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")
+    inexact = report.table[report.table["exact"] == False]  # noqa: E712 (None = not run)
+    return 1 if len(inexact) else 0
+
+
+def _validate(args) -> int:
+    from measure.ppd_report import run_greedy, run_ppd
+    from measure.timing import time_layers
+    from measure.validate import model_shape, plot_validation, validate_results
+    from sim.formats import write_layer_times, write_traces
+
+    model, ids, names, d_bar, eos = _load(args)
+    greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
+    ppd = run_ppd(
+        model,
+        ids,
+        d_bar=d_bar,
+        k=args.k,
+        max_new_tokens=args.max_new_tokens,
+        backend=args.backend,
+        world_size=args.world_size,
+        eos_token_id=eos,
+        timeout_s=args.timeout_s,
+        sequences=names,
+        model_dir=args.model if args.backend == "dist" else None,
+    )
+    if [r.tokens for r in ppd] != [g.tokens for g in greedy]:
+        raise ValueError("PPD output differs from greedy: refusing to validate timings")
+    batches = (1,) if args.k == 1 else (1, args.k)
+    layer_times = time_layers(model, ids[0], n_tokens=16, batch_sizes=batches)
+    n_gpus = min(args.world_size, args.k + 1) if args.backend == "dist" else 2
+    context = max(map(len, ids)) + args.max_new_tokens
+    report = validate_results(ppd, greedy, layer_times, model_shape(model.config, context), n_gpus)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report.table.to_csv(out / "validation.csv", index=False)
+    report.summary.to_csv(out / "summary.csv", index=False)
+    write_layer_times(out / "layer_times.csv", layer_times)
+    write_traces(out / "traces.jsonl", [r.trace for r in ppd])
+    (out / "calibration.json").write_text(
+        json.dumps(
+            {**report.calibration.to_dict(), "held_out": report.held_out}, indent=2, default=str
+        ),
+        encoding="utf-8",
+    )
+    plot_validation(report.summary, out / "validation.png")
+    print(
+        f"calibrated on {'one half' if report.held_out else 'all'} of the prompts, "
+        f"compared on {'the other half' if report.held_out else 'the same prompts'}"
+    )
+    print(json.dumps(report.calibration.to_dict(), indent=1, default=str))
+    print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(f"wrote {out}/validation.csv, summary.csv, calibration.json, validation.png")
+    return 0
