@@ -12,7 +12,12 @@ from tests.notebooks.nb_runner import (
     run_notebook,
 )
 
-NOTEBOOKS = ("01_tradeoff_curves.ipynb", "02_simulator.ipynb", "03_measure_p_correct.ipynb")
+NOTEBOOKS = (
+    "01_tradeoff_curves.ipynb",
+    "02_simulator.ipynb",
+    "03_measure_p_correct.ipynb",
+    "04_validation.ipynb",
+)
 
 TINY_REFERENCE = {
     "corpus_max_bytes": 20_000,
@@ -44,6 +49,12 @@ SMALL = {
         "HEAD_TRAIN_BYTES": 4000,
         "HEAD_SEQ_LEN": 32,
         "HEAD_BATCH": 4,
+    },
+    "04_validation.ipynb": {
+        "N_PROMPTS": 2,
+        "PROMPT_CHARS": 60,
+        "MAX_NEW_TOKENS": 8,
+        "TIMING_TOKENS": 4,
     },
 }
 """Parameter overrides that keep each notebook to a few seconds on CPU (model dirs added below)."""
@@ -105,3 +116,13 @@ def test_03_measure_p_correct(kernel_env):
     run_notebook("03_measure_p_correct.ipynb", SMALL["03_measure_p_correct.ipynb"], kernel_env)
     # MODEL_DIR = None: the reference model was trained under the kernel's working directory
     assert (kernel_env / "ppd-out" / "reference-model" / "config.json").exists()
+
+
+def test_04_validation(kernel_env, tiny_model_dir):
+    overrides = {**SMALL["04_validation.ipynb"], "MODEL_DIR": str(tiny_model_dir)}
+    nb = run_notebook("04_validation.ipynb", overrides, kernel_env)
+    text = "".join(
+        out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
+    )
+    assert "PPD output == greedy output" in text
+    assert not (kernel_env / "ppd-out").exists(), "a given MODEL_DIR must not train the reference"
