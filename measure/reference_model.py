@@ -22,7 +22,11 @@ from pathlib import Path
 
 METADATA_NAME = "reference_model.json"
 EOS_TOKEN = "<|endoftext|>"
-DEFAULT_EXCLUDE = ("site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__")
+DEFAULT_EXCLUDE = (
+    "site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__",
+    "encodings", "pydoc_data",
+)  # fmt: skip
+"""Third-party code, test suites, and generated tables (codec maps, pydoc topics)."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +38,10 @@ class ReferenceModelConfig:
     corpus_glob: str = "*.py"
     """File-name pattern of the files to read, anywhere under ``corpus_dir`` (fnmatch)."""
     corpus_max_bytes: int = 4_000_000
-    """Cap on corpus bytes read, in sorted file order (the last file is cut)."""
+    """Cap on corpus bytes: every n-th file in sorted order, n = ceil(total / cap), so the
+    sample spans the whole tree; reading stops at the cap (the last file is cut)."""
     exclude_dirs: tuple[str, ...] = DEFAULT_EXCLUDE
-    """Directory names skipped anywhere under ``corpus_dir`` (third-party code, test suites)."""
+    """Directory names skipped anywhere under ``corpus_dir`` (see `DEFAULT_EXCLUDE`)."""
     holdout_fraction: float = 0.02
     """Tail fraction of the token stream kept out of training for the validation loss."""
     vocab_size: int = 2048
@@ -115,6 +120,8 @@ class Corpus:
     documents: list[str]
     n_bytes: int
     sha256: str
+    stride: int
+    """Every ``stride``-th matching file (sorted) was read."""
 
 
 def default_corpus_dir() -> Path:
@@ -132,13 +139,15 @@ def corpus_files(root: Path, pattern: str, exclude_dirs: tuple[str, ...]) -> lis
 
 
 def read_corpus(config: ReferenceModelConfig) -> Corpus:
-    """Read the corpus files in sorted order up to ``corpus_max_bytes``, hashing what was read."""
+    """Read every n-th corpus file (sorted) up to ``corpus_max_bytes``, hashing what was read."""
     root = Path(config.corpus_dir) if config.corpus_dir else default_corpus_dir()
     if not root.is_dir():
         raise FileNotFoundError(f"corpus directory not found: {root}")
     paths = corpus_files(root, config.corpus_glob, config.exclude_dirs)
+    total = sum(path.stat().st_size for path in paths)
+    stride = max(1, math.ceil(total / config.corpus_max_bytes))
     digest, documents, n_bytes = hashlib.sha256(), [], 0
-    for path in paths:
+    for path in paths[::stride]:
         data = path.read_bytes()[: config.corpus_max_bytes - n_bytes]
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + data + b"\0")
         documents.append(data.decode("utf-8", errors="replace"))
@@ -147,7 +156,7 @@ def read_corpus(config: ReferenceModelConfig) -> Corpus:
             break
     if n_bytes == 0:
         raise ValueError(f"corpus_dir {root} has no non-empty {config.corpus_glob!r} files")
-    return Corpus(root=root, documents=documents, n_bytes=n_bytes, sha256=digest.hexdigest())
+    return Corpus(root, documents, n_bytes, digest.hexdigest(), stride)
 
 
 def train_tokenizer(documents: list[str], vocab_size: int):
@@ -306,6 +315,7 @@ def train_reference_model(
             "files": len(corpus.documents),
             "bytes": corpus.n_bytes,
             "sha256": corpus.sha256,
+            "stride": corpus.stride,
             "tokens": int(stream.numel()),
             "holdout_tokens": int(holdout.numel()),
         },

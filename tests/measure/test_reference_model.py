@@ -94,6 +94,17 @@ def test_default_corpus_is_the_stdlib_source():
     assert corpus.sha256 == read_corpus(ReferenceModelConfig(corpus_max_bytes=5000)).sha256
 
 
+def test_corpus_sample_spans_the_tree(tmp_path):
+    for i in range(10):
+        (tmp_path / f"f{i}.py").write_text(f"x = {i}\n" * 10)  # 60 bytes each
+    (tmp_path / "encodings").mkdir()
+    (tmp_path / "encodings" / "cp1.py").write_text("table = 1\n")
+    corpus = read_corpus(ReferenceModelConfig(corpus_dir=str(tmp_path), corpus_max_bytes=200))
+    assert corpus.stride == 3
+    assert [doc[4] for doc in corpus.documents] == ["0", "3", "6", "9"][: len(corpus.documents)]
+    assert corpus.n_bytes == 200 and len(corpus.documents) == 4  # the last file is cut
+
+
 def test_config_checks(tmp_path):
     config = ReferenceModelConfig()
     assert ReferenceModelConfig.from_dict(config.to_dict()) == config
