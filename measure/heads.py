@@ -280,14 +280,47 @@ def _lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
     return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
 
+class _StopForward(Exception):
+    """Raised by a forward hook to skip the layers after the one a head reads."""
+
+
+def hidden_at_layer(model, ids: torch.Tensor, layer: int) -> torch.Tensor:
+    """``hidden_states[layer]`` of ``model(ids)`` without running layers ``layer``..d-1.
+
+    ids: [b, S] -> h: [b, S, H]. A forward hook on decoder layer ``layer - 1`` captures its
+    output and stops the forward pass, so a head at d/2 costs half a forward.
+    """
+    if layer == 0:
+        with torch.no_grad():
+            return model(input_ids=ids, output_hidden_states=True).hidden_states[0]
+    captured = []
+
+    def hook(_module, _inputs, output):
+        captured.append(output[0] if isinstance(output, tuple) else output)
+        raise _StopForward
+
+    block = get_module(model, arch_spec(model).layers)[layer - 1]
+    handle = block.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, use_cache=False)
+    except _StopForward:
+        pass
+    finally:
+        handle.remove()
+    return captured[0]
+
+
 def _head_loss(head, model, ids: torch.Tensor, config: HeadConfig) -> torch.Tensor:
     """Summed loss over the next-token positions of ``ids`` [b, S]."""
-    with torch.no_grad():
-        out = model(input_ids=ids, output_hidden_states=True)
-    h = out.hidden_states[config.layer][:, :-1]  # h: [b, S-1, H]
-    log_q = F.log_softmax(head(h).float(), dim=-1).flatten(0, 1)  # [b*(S-1), V]
-    if config.loss == "ce":
+    if config.loss == "ce":  # only layers 0..layer-1 are needed
+        h = hidden_at_layer(model, ids, config.layer)[:, :-1]  # h: [b, S-1, H]
+        log_q = F.log_softmax(head(h).float(), dim=-1).flatten(0, 1)  # [b*(S-1), V]
         return F.nll_loss(log_q, ids[:, 1:].reshape(-1), reduction="sum")
+    with torch.no_grad():
+        out = model(input_ids=ids, output_hidden_states=True, use_cache=False)
+    h = out.hidden_states[config.layer][:, :-1]
+    log_q = F.log_softmax(head(h).float(), dim=-1).flatten(0, 1)
     log_p = F.log_softmax(out.logits[:, :-1].float(), dim=-1).flatten(0, 1)
     return F.kl_div(log_q, log_p, log_target=True, reduction="sum")
 

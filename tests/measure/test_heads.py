@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from measure.arch import arch_spec, get_module
-from measure.heads import HeadConfig, TrainedHead, token_blocks, train_head
+from measure.heads import HeadConfig, TrainedHead, hidden_at_layer, token_blocks, train_head
 from tests.measure.tiny_models import ARCHS, tiny_model
 
 torch.set_num_threads(1)
@@ -35,6 +35,8 @@ def test_from_model_reproduces_the_shared_head(arch):
         h = out.hidden_states[2]
         torch.testing.assert_close(head(h), _final_head_logits(model, h), atol=1e-5, rtol=1e-5)
     assert head.config.model_type == arch
+    for layer in range(4):  # the early-stopped forward gives the same hidden states
+        torch.testing.assert_close(hidden_at_layer(model, ids, layer), out.hidden_states[layer])
     assert (head.project_out is not None) == (arch == "opt")
     # the head holds copies: changing it leaves the model alone
     before = get_module(model, arch_spec(model).lm_head).weight.clone()
