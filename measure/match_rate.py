@@ -301,12 +301,11 @@ def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptRes
             h = lsm.run_layer(i, h, kwargs)  # = run_layers(h, i, i + 1, ...)
             if i + 1 in wanted:
                 saved[i + 1] = h
-        # one LM-head matmul for the probed layers and the final layer: [1, L + 1, H] -> [L + 1, V]
-        stacked = torch.cat([saved[layer] for layer in config.layers] + [h], dim=1)
-        logits = lsm.logits(stacked)[0]
-        token = _next_token(logits[-1:], config.sampling, generator)
+        final = lsm.logits(h)[:, -1]  # [1, V], exactly the model's own greedy step
+        token = _next_token(final, config.sampling, generator)
         if config.layers:
-            shared_ranks.append(_ranks(logits[:-1], token, max_k))
+            early = shared_logits(lsm, [saved[layer] for layer in config.layers])  # [L, V]
+            shared_ranks.append(_ranks(early, token, max_k))
         if trained:
             early = torch.cat([heads[layer](saved[layer])[0] for layer in trained])  # [Lt, V]
             trained_ranks.append(_ranks(early, token, max_k))
@@ -319,6 +318,17 @@ def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptRes
     ids = torch.cat(tokens, dim=1)[0].tolist()
     result = PromptResult(prompt, int(input_ids.shape[1]), ids, config.decoding, max_k, ranks)
     return result, cache
+
+
+def shared_logits(lsm, hs: list[torch.Tensor]) -> torch.Tensor:
+    """The shared head on L hidden states [1, 1, H] -> [L, V], as one stacked matmul.
+
+    CPU BLAS runs 2-3 stacked rows slower than the same rows one by one, so there they go
+    one by one; 4 or more rows, and any GPU, use the single stacked matmul.
+    """
+    if len(hs) >= 4 or hs[0].device.type != "cpu":
+        return lsm.logits(torch.cat(hs, dim=1))[0]
+    return torch.cat([lsm.logits(h)[0] for h in hs])
 
 
 def _ranks(logits: torch.Tensor, token: torch.Tensor, max_k: int) -> torch.Tensor:
