@@ -60,32 +60,33 @@ def _add_reference_model(subparsers) -> None:
         "local corpus (default: this Python's standard library source), deterministically, "
         "and saves an ordinary Hugging Face directory plus reference_model.json. The default "
         "run is sized for at most 10 minutes on 2 CPU cores.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    p.add_argument("--corpus", default=None, metavar="DIR", help="corpus dir (default: stdlib)")
-    p.add_argument("--glob", default=d.corpus_glob, help=f"file pattern (default {d.corpus_glob})")
-    p.add_argument("--corpus-max-bytes", type=int, default=d.corpus_max_bytes)
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size)
-    p.add_argument("--hidden-size", type=int, default=d.hidden_size)
+    p.add_argument("--corpus", default=None, metavar="DIR", help="corpus dir (None: stdlib)")
+    p.add_argument("--glob", default=d.corpus_glob, help="file-name pattern of corpus files")
+    p.add_argument("--corpus-max-bytes", type=int, default=d.corpus_max_bytes, help="bytes read")
+    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="BPE vocabulary")
+    p.add_argument("--hidden-size", type=int, default=d.hidden_size, help="model width")
     p.add_argument("--layers", type=int, default=d.num_layers, help="decoder layers")
     p.add_argument("--heads", type=int, default=d.num_heads, help="attention heads")
-    p.add_argument("--intermediate-size", type=int, default=d.intermediate_size)
-    p.add_argument("--seq-len", type=int, default=d.seq_len)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--steps", type=int, default=d.steps)
-    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--intermediate-size", type=int, default=d.intermediate_size, help="MLP")
+    p.add_argument("--seq-len", type=int, default=d.seq_len, help="training window")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="windows per step")
+    p.add_argument("--steps", type=int, default=d.steps, help="optimizer steps")
+    p.add_argument("--lr", type=float, default=d.lr, help="peak AdamW learning rate")
     p.add_argument(
         "--warmup-steps",
         type=int,
         default=None,
-        help=f"default min({d.warmup_steps}, steps/10)",
+        help=f"linear warm-up steps (None: min({d.warmup_steps}, steps/10))",
     )
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seed", type=int, default=d.seed, help="init and sampling seed")
     p.add_argument(
         "--max-minutes",
         type=float,
         default=d.max_minutes,
-        help=f"wall-clock cap on training, 0 = none (default {d.max_minutes})",
+        help="wall-clock cap on the training loop, 0 = none",
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
