@@ -40,10 +40,28 @@ def model_dir(tmp_path_factory):
 
 def match_rate_args(model_dir, out, *extra):
     return [
-        "measure", "match-rate", "--model", str(model_dir), "--prompts",
-        str(sample_path("jsonl")), "--limit", "3", "--layers", "1", "2", str(NUM_LAYERS),
-        "--ks", "1", "3", "--max-new-tokens", "5", "--out", str(out), "--no-progress", *extra,
-    ]  # fmt: skip
+        "measure",
+        "match-rate",
+        "--model",
+        str(model_dir),
+        "--prompts",
+        str(sample_path("jsonl")),
+        "--limit",
+        "3",
+        "--layers",
+        "1",
+        "2",
+        str(NUM_LAYERS),
+        "--ks",
+        "1",
+        "3",
+        "--max-new-tokens",
+        "5",
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
 
 
 def test_match_rate_end_to_end(model_dir, tmp_path, capsys):
@@ -54,9 +72,13 @@ def test_match_rate_end_to_end(model_dir, tmp_path, capsys):
     df = read_records(out / "records.csv")
     prompts = load_prompts(sample_path("jsonl"), limit=3)
     expected = match_rates(
-        tiny_model("llama"), prompts, tokenizer=char_tokenizer(), layers=[1, 2, NUM_LAYERS],
-        ks=(1, 3), max_new_tokens=5,
-    )  # fmt: skip
+        tiny_model("llama"),
+        prompts,
+        tokenizer=char_tokenizer(),
+        layers=[1, 2, NUM_LAYERS],
+        ks=(1, 3),
+        max_new_tokens=5,
+    )
     pd.testing.assert_frame_equal(df, expected)
     assert df.query(f"layer == {NUM_LAYERS}")["match"].all()
     meta = json.loads((out / "run.json").read_text())
@@ -81,10 +103,35 @@ def test_match_rate_sampling_and_parquet(model_dir, tmp_path):
         main(match_rate_args(model_dir, tmp_path / "bad", "--sampling", "top_q=3"))
 
 
+def test_match_rate_with_trained_head_dir(model_dir, tmp_path):
+    from measure.heads import TrainedHead
+
+    TrainedHead.from_model(tiny_model("llama"), 2).save(tmp_path / "heads" / "layer-2")
+    out = tmp_path / "trained"
+    assert main(match_rate_args(model_dir, out, "--head-dir", str(tmp_path / "heads"))) == 0
+    df = read_records(out / "records.csv")
+    trained = df[df["head"] == "trained"].reset_index(drop=True)
+    shared = df.query("head == 'shared' and layer == 2").reset_index(drop=True)
+    assert len(trained) and trained["match"].tolist() == shared["match"].tolist()
+    assert json.loads((out / "run.json").read_text())["heads"] == {"2": "trained"}
+
+
 def test_timing_writes_layer_times(model_dir, tmp_path):
     out = tmp_path / "times.csv"
-    args = ["measure", "timing", "--model", str(model_dir), "--prompt-text", "def f(x):",
-            "--n-tokens", "3", "--warmup", "1", "--out", str(out)]  # fmt: skip
+    args = [
+        "measure",
+        "timing",
+        "--model",
+        str(model_dir),
+        "--prompt-text",
+        "def f(x):",
+        "--n-tokens",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     times = read_layer_times(out)
     assert sorted(times.query("component == 'layer'")["layer"]) == list(range(NUM_LAYERS))
