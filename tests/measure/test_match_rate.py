@@ -273,6 +273,26 @@ def test_resume_after_interrupt_loses_and_duplicates_nothing(llama, tmp_path):
         run(llama, prompts, out, resume=True, ks=(1, 2))
 
 
+def test_out_of_memory_keeps_finished_prompts(llama, tmp_path, monkeypatch):
+    prompts = write_prompts(tmp_path / "p.jsonl")
+    reference = read_records(run(llama, prompts, tmp_path / "ref").records)
+    real, calls = LayerSplitModel.run_layer, []
+
+    def run_layer(self, i, h, kwargs):  # 5 decode steps x 4 layers per prompt: OOM in prompt 3
+        calls.append(i)
+        if len(calls) == 45:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real(self, i, h, kwargs)
+
+    monkeypatch.setattr(LayerSplitModel, "run_layer", run_layer)
+    out = tmp_path / "out"
+    with pytest.raises(MeasureOOMError, match="prompt 'q2'.*max_new_tokens=6"):
+        run(llama, prompts, out)
+    assert len((out / "parts" / "part-00000-of-00001.jsonl").read_text().splitlines()) == 2
+    result = run(llama, prompts, out, resume=True)
+    pd.testing.assert_frame_equal(read_records(result.records), reference)
+
+
 def test_sharded_ranks_merge_to_the_unsharded_run(llama, tmp_path):
     prompts = write_prompts(tmp_path / "p.jsonl")
     reference = read_records(run(llama, prompts, tmp_path / "ref").records)
