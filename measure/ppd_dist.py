@@ -7,28 +7,31 @@ Every rank loads the same model. The k candidates of a pass are split round-robi
 W - 1 candidate ranks (W = 2: one rank runs all k as one batch, the default).
 
 Protocol (rank 0 <-> rank r, point-to-point, in order). A header is an int64 tensor of
-length 4 + k: ``[kind, a, b, c, cand_0 .. cand_{k-1}]`` (unused slots -1).
+length 6 + k: ``[kind, a, b, c, heads, dh, cand_0 .. cand_{k-1}]`` (unused slots -1).
 
-========  =========================  ===================================================
-kind      a, b, c                    then
-========  =========================  ===================================================
-PROMPT 1  P, -, -                    int64 [P] prompt ids; r prefills layers [0, e)
-CANDS 2   position, n_r, pass t      r runs its n_r candidates (one batch) on [0, e)
-VERDICT 3 row j or -1, token, pos    j >= 0: r sends HANDOFF and keeps row j;
-                                     j = -1: r runs `token` at `pos` on [0, e) itself
-END 4     -, -, -                    r sends EVENTS (its timed blocks), waits for PROMPT
-PING 5    n (float32 elements)       float32 [n]; r echoes it back (link probe)
-STOP 6    -, -, -                    r leaves
-========  =========================  ===================================================
+=========  ==========================  ==================================================
+kind       a, b, c, heads, dh          then
+=========  ==========================  ==================================================
+PROMPT 1   P                           int64 [P] prompt ids; r prefills all but the last
+CANDS 2    position, n_r, pass t,      if heads > 0, SYNC: main's K and V of the current
+           heads, dh                   token for layers [0, e) (flat ``[e, 2, heads, dh]``,
+                                       model dtype), appended to r's cache; then r runs
+                                       its n_r candidates as one batch over [0, e)
+VERDICT 3  row j or -1, token, pos     j >= 0: r sends HANDOFF and keeps row j's KV;
+                                       j = -1: r drops its rows
+END 4      -                           r sends EVENTS (its timed blocks), waits for PROMPT
+PING 5     n (float32 elements)        float32 [n]; r echoes it back (link probe)
+STOP 6     -                           r leaves the task
+=========  ==========================  ==================================================
 
 HANDOFF (r -> 0): one flat tensor in the model dtype: hidden state at layer e ``[H]`` then,
 for each layer i < e, K and V of the new position ``[kv_heads, Dh]`` (``kv_ops.pack``).
 EVENTS (r -> 0): int64 [1] count n, then float64 [n, 6]: token, layer_start, layer_end,
 start, end (host perf_counter seconds; one clock per host), kind code (0 layers, 1 handoff).
 
-Each candidate rank keeps a copy of main's KV for layers [0, e): hand-offs keep the accepted
-row; on a mismatch it recomputes the new token over [0, e) while main runs [0, d_bar), the
-same batch-1 computation as main, so the copies stay identical.
+Each candidate rank keeps a copy of main's KV for layers [0, e): it keeps the accepted row
+of its own hand-off, and otherwise receives main's entries (SYNC) with the next candidates,
+so the copies are bit-identical to main's and the candidate rank never recomputes a token.
 
 Failures: a rank that raises reports its traceback; a rank that hangs trips the process
 group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress);
@@ -116,12 +119,12 @@ class Comm:
     """Point-to-point messages of the protocol on the communication device."""
 
     def __init__(self, k: int, device: torch.device, group=None):
-        self.width, self.device, self.group, self.pending = 4 + k, device, group, []
+        self.width, self.device, self.group, self.pending = 6 + k, device, group, []
 
-    def send_header(self, dst: int, kind: int, a=-1, b=-1, c=-1, cands=()) -> None:
+    def send_header(self, dst: int, kind: int, a=-1, b=-1, c=-1, heads=0, dh=0, cands=()):
         header = torch.full((self.width,), -1, dtype=torch.long)
-        header[:4] = torch.tensor([kind, a, b, c])
-        header[4 : 4 + len(cands)] = torch.as_tensor(list(cands), dtype=torch.long)
+        header[:6] = torch.tensor([kind, a, b, c, heads, dh])
+        header[6 : 6 + len(cands)] = torch.as_tensor(list(cands), dtype=torch.long)
         self.send(header.to(self.device), dst)
 
     def recv_header(self, src: int = 0) -> list[int]:
@@ -164,12 +167,25 @@ class RemoteCandidates:
     def __init__(self, lsm, cache, e, rec, comm: Comm, world_size: int):
         self.lsm, self.cache, self.e, self.rec = lsm, cache, e, rec
         self.comm, self.world = comm, world_size
+        self.holder = None  # the rank that handed over the current token (it has its KV)
 
     def start(self, cands: torch.Tensor, position: int, token: int) -> None:
+        from measure.kv_ops import last_entries, pack
+
         flat = cands[0].tolist()
+        entries = last_entries(self.cache, range(self.e), 0)  # the current token, [0, e)
+        _, heads, _, dh = entries[0][0].shape
+        kv = None
         for r in range(1, self.world):
             share = flat[r - 1 :: self.world - 1]
-            self.comm.send_header(r, CANDS, position, len(share), token, share)
+            if r == self.holder:
+                self.comm.send_header(r, CANDS, position, len(share), token, cands=share)
+                continue
+            self.comm.send_header(r, CANDS, position, len(share), token, heads, dh, share)
+            if kv is None:
+                kv = pack(entries[0][0][:0], entries).to(self.comm.device)
+            self.comm.send(kv, r)
+        self.holder = None
 
     def accept(self, j: int, token_id: int, position: int, token: int) -> torch.Tensor:
         from measure.kv_ops import append_entries, unpack
@@ -184,6 +200,7 @@ class RemoteCandidates:
         flat = self.comm.recv((n,), self.cache.layers[0].keys.dtype, rank)
         hidden, entries = unpack(flat.to(self.lsm.device), (1, 1, hidden_size), shapes)
         append_entries(self.cache, range(self.e), entries)
+        self.holder = rank
         self.rec.add(0, token, self.e, self.e, "handoff", start, self.rec.mark())
         return hidden
 
@@ -218,15 +235,17 @@ class CandidateWorker:
         self.events.append([token, a, b, start, time.perf_counter(), KIND_CODES[kind]])
 
     def prompt(self, ids: torch.Tensor) -> None:
-        """Same prefill as main, then the last prompt token over [0, e) (main's first pass)."""
+        """The same prefill as main (all but the last prompt token)."""
         self.cache, self.events = self.lsm.new_cache(), []
         if ids.shape[1] > 1:
             self.lsm.prefill(ids[:, :-1], self.cache)
-        self._step(ids[:, -1:], ids.shape[1] - 1)
 
-    def _step(self, token: torch.Tensor, position: int) -> None:
-        pos = torch.full((1, 1), position, dtype=torch.long, device=self.lsm.device)
-        self.lsm.run_layers(self.lsm.embed(token, pos), 0, self.e, self.cache, pos)
+    def sync(self, flat: torch.Tensor, heads: int, dh: int) -> None:
+        """Append main's KV of the current token for layers [0, e) (a packed SYNC message)."""
+        from measure.kv_ops import append_entries, unpack
+
+        _, entries = unpack(flat.to(self.lsm.device), (0,), [(1, heads, 1, dh)] * self.e)
+        append_entries(self.cache, range(self.e), entries)
 
     def candidates(self, position: int, cands: list[int], token: int) -> None:
         from measure.kv_ops import share_prefix
@@ -249,11 +268,7 @@ class CandidateWorker:
             self.comm.send(pack(self.h[row], entries).to(self.comm.device), 0)
             append_entries(self.cache, range(self.e), entries)
             self._block(token, self.e, self.e, "handoff", start)
-        else:
-            ids = torch.full((1, 1), token_id, dtype=torch.long, device=self.lsm.device)
-            self._step(ids, position)
-            self._block(token, 0, self.e, "layers", start)
-        self.h = self.rows = None
+        self.h = self.rows = None  # rejected rows are dropped; main sends the KV it computes
 
     def send_events(self) -> None:
         self.comm.send(

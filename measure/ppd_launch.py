@@ -131,12 +131,15 @@ def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> No
     worker = CandidateWorker(lsm, comm, rank, task.d_bar)
     token = 0
     while True:
-        kind, a, b, c, *cands = comm.recv_header(0)
+        kind, a, b, c, heads, dh, *cands = comm.recv_header(0)
         if kind == PROMPT:
             worker.prompt(comm.recv((1, a), torch.long, 0).to(lsm.device))
         elif kind == CANDS:
             _maybe_fail(job, rank)
             token = c
+            if heads > 0:  # main's KV of the current token follows
+                n = 2 * worker.e * heads * dh
+                worker.sync(comm.recv((n,), lsm.model.dtype, 0), heads, dh)
             if b > 0:
                 worker.candidates(a, cands[:b], token)
         elif kind == VERDICT:
