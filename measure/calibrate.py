@@ -60,14 +60,16 @@ class Calibration:
 def fit_link(samples) -> tuple[float, float]:
     """(latency_s, bandwidth_bytes_per_s) from (bytes, seconds) samples by least squares.
 
-    Fewer than two distinct sizes: latency = mean time, bandwidth = inf.
+    The fit uses the median time of each message size (one descheduled probe on a busy host
+    must not set the latency). Fewer than two distinct sizes: latency = median, bandwidth = inf.
     """
     if not samples:
         return 0.0, math.inf
-    nbytes = np.array([s[0] for s in samples], dtype=float)
-    seconds = np.array([s[1] for s in samples], dtype=float)
-    if len(set(nbytes)) < 2:
-        return float(seconds.mean()), math.inf
+    sizes = sorted({float(s[0]) for s in samples})
+    nbytes = np.array(sizes)
+    seconds = np.array([np.median([s[1] for s in samples if s[0] == b]) for b in sizes])
+    if len(sizes) < 2:
+        return float(seconds[0]), math.inf
     design = np.stack([np.ones_like(nbytes), nbytes], axis=1)
     (latency, per_byte), _ = nnls(design, seconds)
     return float(latency), (1.0 / per_byte if per_byte > 0 else math.inf)
