@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -323,6 +324,10 @@ def ppd_generate(
     (``world_size`` ranks: main + world_size - 1 candidate ranks, ``timeout_s`` per run).
     """
     if backend == "single":
+        if isinstance(model, str | Path):  # a local model directory
+            from measure.loading import load_model
+
+            model = load_model(model)[0]
         return ppd_single(
             model,
             input_ids,

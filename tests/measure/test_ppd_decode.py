@@ -222,3 +222,9 @@ def test_cuda_streams_equal_greedy(dtype):
         ref = greedy_generate(model, prompt, max_new_tokens=NEW_TOKENS).tokens
         got = ppd_single(model, prompt, d_bar=2, k=1, max_new_tokens=NEW_TOKENS)
         assert got.tokens == ref
+
+
+def test_ppd_generate_loads_a_model_directory(models, tmp_path):
+    models["gpt2"].save_pretrained(tmp_path)
+    got = ppd_generate(str(tmp_path), [3, 4], d_bar=2, k=2, max_new_tokens=5)
+    assert got.tokens == greedy_generate(models["gpt2"], [3, 4], max_new_tokens=5).tokens
