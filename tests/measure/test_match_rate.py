@@ -345,6 +345,7 @@ def test_torch_distributed_two_gloo_ranks(llama, tmp_path):
     reference = read_records(run(llama, prompts, tmp_path / "ref").records)
     out = tmp_path / "dist"
     args = (2, str(tmp_path / "init"), str(prompts), str(out))
-    torch.multiprocessing.spawn(_gloo_rank, args=args, nprocs=2, join=True)
+    # fork: the children reuse the imported torch/transformers (torch threads are set to 1)
+    torch.multiprocessing.start_processes(_gloo_rank, args=args, nprocs=2, start_method="fork")
     assert len(list((out / "parts").glob("part-*-of-00002.jsonl"))) == 2
     pd.testing.assert_frame_equal(read_records(out / "records.csv"), reference)
