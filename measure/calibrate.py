@@ -72,7 +72,7 @@ def fit_link(samples) -> tuple[float, float]:
         return float(seconds[0]), math.inf
     design = np.stack([np.ones_like(nbytes), nbytes], axis=1)
     (latency, per_byte), _ = nnls(design, seconds)
-    return float(latency), (1.0 / per_byte if per_byte > 0 else math.inf)
+    return float(latency), (float(1.0 / per_byte) if per_byte > 0 else math.inf)
 
 
 def transfer_seconds(latency_s: float, bandwidth: float, nbytes: float) -> float:

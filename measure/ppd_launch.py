@@ -334,8 +334,10 @@ def ppd_dist_many(
     model: a local model directory or a loaded model (saved to a temporary directory so
     every rank loads identical weights).
     """
-    from measure.ppd_decode import as_prompt_ids, eos_set
+    from measure.ppd_decode import as_prompt_ids, check_ppd_args, eos_set
 
+    config = _config(model)
+    check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
     with tempfile.TemporaryDirectory(prefix="ppd-dist-") as tmp:
         task = DistTask(
             model_dir=_model_dir(model, tmp),
@@ -355,6 +357,18 @@ def ppd_dist_many(
             **job_kwargs,
         )
         return run_job(job)[0]
+
+
+def _config(model):
+    """The text config of a loaded model or of a local model directory (bad input refused)."""
+    if not isinstance(model, str | Path):
+        return model.config.get_text_config()
+    from transformers import AutoConfig
+
+    if not (Path(model) / "config.json").is_file():
+        raise FileNotFoundError(f"model directory {model} has no config.json")
+    config = AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=False)
+    return config.get_text_config()
 
 
 def _model_dir(model, tmp: str) -> str:

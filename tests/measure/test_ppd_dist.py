@@ -107,6 +107,11 @@ def test_failing_rank_ends_with_clear_error_within_timeout(fail):
         assert "rank 0" in message and "from rank 1" in message and "Timed out" in message
 
 
+def test_dist_refuses_bad_d_bar_before_spawning(saved_models):
+    with pytest.raises(ValueError, match="d_bar"):
+        ppd_dist_many(saved_models["opt"][1], [[1, 2]], d_bar=1, k=1, max_new_tokens=2)
+
+
 def test_world_size_out_of_range_is_refused(saved_models):
     task = DistTask(saved_models["llama"][1], [[1, 2]], d_bar=2, k=1, max_new_tokens=2)
     with pytest.raises(ValueError, match="world_size"):
