@@ -86,7 +86,7 @@ def _add_reference_model(subparsers) -> None:
         "--max-minutes",
         type=float,
         default=d.max_minutes,
-        help="wall-clock cap on the training loop, 0 = none",
+        help="wall-clock cap on the training loop (breaks determinism if hit)",
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
