@@ -113,15 +113,14 @@ def _head_overrides(args) -> dict:
 
 
 def _train_head(args: argparse.Namespace) -> int:
-    from measure.heads import HeadConfig, train_head
+    from measure.heads import HeadConfig, encode_texts, train_head
     from measure.loading import load_model
 
     texts = _training_texts(args)
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if tokenizer is None:
         raise ValueError(f"model directory {args.model} has no tokenizer to encode the text")
-    eos = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
-    ids = [tokenizer(text)["input_ids"] + eos for text in texts]
+    ids = encode_texts(texts, tokenizer)
     out = Path(args.out)
     for layer in args.layer:
         config = HeadConfig.for_model(model, layer, **_head_overrides(args))

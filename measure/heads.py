@@ -256,6 +256,16 @@ def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+def encode_texts(data, tokenizer) -> torch.Tensor | Sequence[Sequence[int]]:
+    """``data`` unchanged, or its texts encoded with ``tokenizer`` (EOS appended to each)."""
+    if isinstance(data, torch.Tensor) or not any(isinstance(item, str) for item in data):
+        return data
+    if tokenizer is None:
+        raise ValueError("tokenizer is required when data holds texts")
+    eos = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
+    return [tokenizer(text)["input_ids"] + eos for text in data]
+
+
 def token_blocks(data, max_seq_len: int) -> torch.Tensor:
     """Training blocks [N, S]: a 2-D id tensor as is, or 1-D sequences packed end to end.
 
@@ -328,16 +338,19 @@ def _head_loss(head, model, ids: torch.Tensor, config: HeadConfig) -> torch.Tens
 def train_head(
     model,
     layer: int,
-    data: torch.Tensor | Sequence[Sequence[int]],
+    data: torch.Tensor | Sequence[Sequence[int]] | Sequence[str],
     config: HeadConfig | None = None,
     *,
+    tokenizer=None,
     progress: bool = False,
 ) -> TrainedHead:
-    """Train a head for ``layer`` on ``data`` (ids [N, S] or token sequences), model frozen.
+    """Train a head for ``layer`` on ``data``, model frozen.
 
-    The model only runs forward under ``no_grad``; its weights are never touched. Returns the
-    head (fp32, on the model's device) with ``train_losses`` holding each step's mean loss.
+    data: ids [N, S], token id sequences, or texts (encoded with ``tokenizer``, EOS after
+    each). The model only runs forward under ``no_grad``; its weights are never touched.
+    Returns the head (fp32, on the model's device); ``train_losses`` holds each step's mean.
     """
+    data = encode_texts(data, tokenizer)
     config = config or HeadConfig.for_model(model, layer)
     if config.layer != layer:
         raise ValueError(f"config.layer={config.layer} differs from layer={layer}")

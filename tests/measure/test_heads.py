@@ -136,5 +136,7 @@ def test_save_load_round_trip(tmp_path):
     h = torch.randn(2, 5, 32)
     with torch.no_grad():
         assert torch.equal(loaded(h), head(h))
+    with pytest.raises(ValueError, match="tokenizer is required"):
+        train_head(model, 1, ["some text"], config)
     with pytest.raises(FileNotFoundError, match="no head_config.json"):
         TrainedHead.load(tmp_path)
