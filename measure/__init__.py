@@ -21,6 +21,10 @@ _EXPORTS = {
     "train_head": "measure.heads",
     "train_reference_model": "measure.reference_model",
     "ppd_generate": "measure.ppd_decode",
+    "PPDResult": "measure.ppd_decode",
+    "greedy_generate": "measure.ppd_decode",
+    "table3": "measure.ppd_report",
+    "validate_results": "measure.validate",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -28,8 +32,13 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'measure' has no attribute {name!r}")
+    if module is None:  # a submodule, e.g. ``measure.datasets``
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'measure' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -248,12 +248,10 @@ def validate_results(ppd_results, greedy_results, layer_times: pd.DataFrame, sha
 
 def plot_validation(summary: pd.DataFrame, path) -> None:
     """Bar chart of measured vs closed-form vs simulated seconds per method (PNG)."""
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
     x = np.arange(len(summary))
     for i, (column, label) in enumerate(
         [
@@ -268,4 +266,3 @@ def plot_validation(summary: pd.DataFrame, path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

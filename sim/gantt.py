@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 KIND_COLOURS = {
     "prefix": "#4c72b0",

@@ -1,0 +1,47 @@
+"""The README's quickstart blocks run as written (the measure one on a tiny local model)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_readme_has_core_and_measure_quickstarts():
+    blocks = python_blocks()
+    assert len(blocks) == 2
+    assert "import ppdmodel, sim" in blocks[0]
+    assert "import measure" in blocks[1]
+
+
+def test_core_quickstart_runs_and_its_comments_are_true():
+    namespace: dict = {}
+    exec(compile(python_blocks()[0], "README.md", "exec"), namespace)
+    ppdmodel = namespace["ppdmodel"]
+    assert ppdmodel.expected_latency(d=40, d_bar=20, ell=128, p=0.6837) == pytest.approx(3383.4)
+    assert ppdmodel.latency_per_token(d=40, p=0.6837) / 40 == pytest.approx(0.658, abs=5e-4)
+    assert ppdmodel.compute_per_time(d=40, p=0.6837, k=3) == pytest.approx(3.279, abs=5e-4)
+    assert namespace["summary"].n == 1000
+
+
+def test_measure_quickstart_runs_on_a_local_model(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from measure.ppd_decode import greedy_generate
+    from tests.notebooks.tiny_model_dir import build_tiny_model_dir
+
+    model_dir = build_tiny_model_dir(tmp_path / "tiny")
+    code = python_blocks()[1].replace("path/to/local/hf-model", str(model_dir))
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    out, model, input_ids = namespace["out"], namespace["model"], namespace["input_ids"]
+    greedy = greedy_generate(model, input_ids, max_new_tokens=16)
+    assert out.tokens == greedy.tokens
+    assert set(namespace["df"]["k"]) == {1, 3}
