@@ -53,6 +53,14 @@ def load_model(path, *, dtype="float32", device="cpu", attn_implementation: str 
     Only local files are read (``local_files_only``), ``trust_remote_code`` is off, and
     safetensors weights are required whenever the directory has any.
     """
+    model = load_causal_lm(
+        path, dtype=dtype, device=device, attn_implementation=attn_implementation
+    )
+    return model, load_tokenizer(path)
+
+
+def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: str | None = None):
+    """The model alone (no tokenizer), loaded as `load_model` does."""
     from transformers import AutoModelForCausalLM
 
     root = _model_dir(path)
@@ -67,8 +75,7 @@ def load_model(path, *, dtype="float32", device="cpu", attn_implementation: str 
         use_safetensors=any(root.glob("*.safetensors")) or None,
         **kwargs,
     )
-    model = model.to(torch_device).eval()
-    return model, load_tokenizer(root)
+    return model.to(torch_device).eval()
 
 
 def load_tokenizer(path):

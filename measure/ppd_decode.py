@@ -90,25 +90,6 @@ def check_ppd_args(d: int, d_bar: int, k: int, vocab_size: int, max_new_tokens: 
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens}")
 
 
-DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
-
-
-def resolve_torch_dtype(name) -> torch.dtype:
-    """A dtype name (``float32``, ``bf16``, ...) or torch.dtype as a torch.dtype."""
-    if isinstance(name, torch.dtype):
-        return name
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
-    return DTYPES[name]
-
-
 def as_prompt_ids(input_ids, device) -> torch.Tensor:
     """A prompt as a [1, P] int64 tensor on `device` (accepts a list, [P] or [1, P])."""
     ids = torch.as_tensor(input_ids, dtype=torch.long)

@@ -39,19 +39,11 @@ WATCHDOG_GRACE_S = 5.0
 
 def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
     """Load the model directory on this rank (local files only, no remote code)."""
-    from transformers import AutoModelForCausalLM
+    from measure.loading import load_causal_lm
 
-    from measure.ppd_decode import resolve_torch_dtype
-
-    kwargs = {"attn_implementation": job.attn_implementation} if job.attn_implementation else {}
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir,
-        local_files_only=True,
-        trust_remote_code=False,
-        dtype=resolve_torch_dtype(job.dtype),
-        **kwargs,
+    return load_causal_lm(
+        model_dir, dtype=job.dtype, device=device, attn_implementation=job.attn_implementation
     )
-    return model.to(device).eval()
 
 
 def _maybe_fail(job: DistJob, rank: int) -> None:
