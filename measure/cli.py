@@ -106,20 +106,32 @@ def _match_rate(args) -> int:
     created = _init_distributed(args.device)
     try:
         result = run_match_rate(
-            args.model, args.prompts, args.out, fmt=args.format, limit=args.limit,
-            layers=args.layers, ks=args.ks, max_new_tokens=args.max_new_tokens,
-            head_dir=args.head_dir, sampling=args.sampling, seed=args.seed, dtype=args.dtype,
-            device=_rank_device(args.device), records_format=args.records_format,
-            resume=args.resume, verify=not args.no_verify, progress=not args.no_progress,
-        )  # fmt: skip
+            args.model,
+            args.prompts,
+            args.out,
+            fmt=args.format,
+            limit=args.limit,
+            layers=args.layers,
+            ks=args.ks,
+            max_new_tokens=args.max_new_tokens,
+            head_dir=args.head_dir,
+            sampling=args.sampling,
+            seed=args.seed,
+            dtype=args.dtype,
+            device=_rank_device(args.device),
+            records_format=args.records_format,
+            resume=args.resume,
+            verify=not args.no_verify,
+            progress=not args.no_progress,
+        )
     except MeasureOOMError as exc:
         print(f"ppd measure match-rate: error: {exc}", file=sys.stderr)
         return 3
     finally:
         _destroy_distributed(created)
     if result.records is None:
-        print(f"{result.n_done}/{result.n_prompts} prompts done; records are merged in "
-              f"{result.out_dir} once every shard has finished")  # fmt: skip
+        when = "by rank 0" if result.n_done == result.n_prompts else "once every shard is done"
+        print(f"{result.n_done}/{result.n_prompts} prompts done; {result.out_dir} is merged {when}")
         return 0
     print(table2(read_records(result.records)).to_string(float_format="{:.4f}".format))
     print(f"records: {result.records}\ntraces: {result.traces}\nmetadata: {result.sidecar}")
@@ -142,14 +154,21 @@ def _timing(args) -> int:
 
         text = load_prompts(args.prompts, args.format, limit=1)[0].text
     input_ids = tokenizer(text, return_tensors="pt").input_ids.to(next(model.parameters()).device)
-    layers = time_layers(model, input_ids, n_tokens=args.n_tokens, warmup=args.warmup,
-                         batch_sizes=tuple(args.batch_sizes))  # fmt: skip
+    layers = time_layers(
+        model,
+        input_ids,
+        n_tokens=args.n_tokens,
+        warmup=args.warmup,
+        batch_sizes=tuple(args.batch_sizes),
+    )
     greedy = time_greedy(model, input_ids, n_tokens=args.n_tokens, warmup=args.warmup)
     path = write_layer_times(args.out, pd.concat([layers, greedy], ignore_index=True))
     one = layers[(layers["component"] == "layer") & (layers["batch"] == layers["batch"].min())]
     token = greedy["seconds"].mean()
-    print(f"prompt tokens: {input_ids.shape[1]}; sum of layer times {one['seconds'].sum():.6g} s, "
-          f"greedy step {token:.6g} s; wrote {path}")  # fmt: skip
+    print(
+        f"prompt tokens: {input_ids.shape[1]}; sum of layer times {one['seconds'].sum():.6g} s, "
+        f"greedy step {token:.6g} s; wrote {path}"
+    )
     return 0
 
 
