@@ -45,3 +45,14 @@ def test_measure_quickstart_runs_on_a_local_model(tmp_path):
     greedy = greedy_generate(model, input_ids, max_new_tokens=16)
     assert out.tokens == greedy.tokens
     assert set(namespace["df"]["k"]) == {1, 3}
+
+
+def test_measure_exports_resolve_lazily():
+    pytest.importorskip("torch")
+    import measure
+
+    for name in measure.__all__:
+        assert getattr(measure, name) is not None, name
+    assert measure.datasets.sample_path("squad").is_file()  # submodules resolve too
+    with pytest.raises(AttributeError, match="no_such_name"):
+        measure.no_such_name  # noqa: B018
