@@ -10,6 +10,10 @@ batch. A GPU shared by ``main`` and sub-processes (``n_gpus == 1``) is a
 a request of ``main`` goes ahead of queued sub-process requests (which are served first come,
 first served), and a running block is never preempted. So on one GPU main keeps the GPU
 until it has to wait for a sub-process (a hand-off), and speculation fills that idle time.
+A queued speculation whose candidate main has already rejected (m_{t+1} = 0 known, or
+t = ell) is dropped when it would get the GPU: Algorithm 2 disregards those sub-processes,
+so their work never delays a later, useful one (with per-layer events a running one stops
+at the next layer boundary).
 
 The schedule, token t = 1..ell, with D = d - d_bar and s = min(D, d_bar) (s = D in the paper)
 ------------------------------------------------------------------------------------------------
@@ -125,6 +129,7 @@ class PPDSchedule:
             lanes = [list(range(n))] if lockstep else [[i] for i in range(n)]
             self.inbox = [simpy.Store(self.env) for _ in lanes]
             self.spec_done: dict[int, simpy.Event] = {}
+            self.rejected: set[int] = set()  # tokens whose speculation main has rejected
             for inbox, lane in zip(self.inbox, lanes, strict=True):
                 self.env.process(self.speculating_group(inbox, lane))
             self.env.process(self.ppd_main())
@@ -230,6 +235,8 @@ class PPDSchedule:
             priority = 0 if process == "main" else 1
             with self.gpu_res[gpu].request(priority=priority) as request:
                 yield request
+                if kind == "speculate" and token in self.rejected:
+                    return  # main already rejected this candidate: drop, do not run it
                 start = self.env.now
                 yield self.env.timeout(seconds)
         else:
@@ -251,6 +258,8 @@ class PPDSchedule:
             for inbox in self.inbox:
                 inbox.put((t + 1, env.now))
             yield from self.run_layers("main", 0, t, d_bar + 1, d, 1, "suffix", head=True)
+            if t == ell or not m[t - 1]:  # token t+1 is known now: its candidates are rejected
+                self.rejected.add(t + 1)
             if cfg.per_token_overhead_s:
                 start = env.now
                 yield env.timeout(cfg.per_token_overhead_s)

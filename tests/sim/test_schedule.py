@@ -104,7 +104,7 @@ def test_exact_trace_with_dbar_above_half():
 def test_one_gpu_contends_per_block():
     # All processes on GPU 0; main's requests go ahead of queued sub-process requests, a
     # running block is never preempted: sub1 waits for main's suffix, then main waits for
-    # sub1's layers 1..2 before the hand-off.
+    # sub1's layers 1..2 before the hand-off. Token 4's candidate (t = ell) is never needed.
     result = sim.simulate(small([1, 1], n_gpus=1))
     assert result.records == [
         ("main", 0, 1, 1, 2, 0, 2, "prefix"),
@@ -115,14 +115,36 @@ def test_one_gpu_contends_per_block():
         ("sub1", 0, 3, 1, 2, 8, 10, "speculate"),
         ("sub1", -1, 3, 2, 2, 10, 10, "handoff"),
         ("main", 0, 3, 3, 4, 10, 12, "suffix"),
-        ("sub1", 0, 4, 1, 2, 12, 14, "speculate"),
     ]
-    assert result.latency_units == 12 and result.makespan_s == 14
-    assert result.compute_units == 14 and result.utilisation.tolist() == [1.0]
+    assert result.latency_units == 12 and result.makespan_s == 12
+    assert result.compute_units == 12 and result.utilisation.tolist() == [1.0]
     miss = sim.simulate(small([0, 0], n_gpus=1))
-    # main never waits, so it keeps the GPU: greedy latency; the speculation runs afterwards
-    assert miss.latency_units == 12 and miss.makespan_s == 18 and miss.compute_units == 18
-    assert [r[5] for r in miss.records if r[0] == "sub1"] == [12, 14, 16]
+    # main never waits, so it keeps the GPU; every candidate is rejected before it would run
+    assert miss.latency_units == 12 and miss.makespan_s == 12 and miss.compute_units == 12
+    assert not [r for r in miss.records if r[0] == "sub1"]
+
+
+def test_one_gpu_drops_speculation_of_rejected_candidates():
+    # m_2 = 0, m_3 = 1 on one GPU: the queued speculation of token 2 was rejected at t = 4
+    # (Algorithm 2 disregards it), so the hand-off of token 3 waits only for token 3's own
+    # layers 1..2 (8-10), not for stale work first; T = 12, never worse than greedy's 12.
+    result = sim.simulate(small([0, 1], n_gpus=1))
+    assert result.records == [
+        ("main", 0, 1, 1, 2, 0, 2, "prefix"),
+        ("main", 0, 1, 3, 4, 2, 4, "suffix"),
+        ("main", 0, 2, 1, 2, 4, 6, "prefix"),
+        ("main", 0, 2, 3, 4, 6, 8, "suffix"),
+        ("sub1", 0, 3, 1, 2, 8, 10, "speculate"),
+        ("sub1", -1, 3, 2, 2, 10, 10, "handoff"),
+        ("main", 0, 3, 3, 4, 10, 12, "suffix"),
+    ]
+    fine = sim.simulate(small([0, 1], n_gpus=1, per_layer_events=True))
+    assert fine.latency_units == 12 and fine.compute_units == 12
+    rng = np.random.default_rng(3)
+    for _ in range(20):  # uniform cost, one GPU: PPD never takes longer than greedy's d*ell
+        m = rng.integers(0, 2, 9)
+        config = sim.SimConfig(d=6, d_bar=3, k=2, ell=10, matches=sim.Replay(m), n_gpus=1)
+        assert sim.simulate(config).latency_units == 6 * 10
 
 
 def test_subprocesses_sharing_a_gpu_run_as_one_batch():
