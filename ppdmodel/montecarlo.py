@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.theorem import _is_per_position, validate_theorem_args
-from ppdmodel.validation import check_positive_int
+from ppdmodel.validation import check_positive_int, check_probability
 
 CHUNK_DRAWS = 1 << 22
 """Bernoulli draws per chunk for per-position p (about 16 MiB of float32 uniforms)."""
@@ -34,6 +34,8 @@ def sample_runs(*, ell, p, n, seed=None, per_position: bool | None = None) -> np
     ``p`` is an i.i.d. match rate (scalar) or per-position p_t for t = 2..ell.
     """
     check_positive_int("n", n)
+    check_positive_int("ell", ell)
+    check_probability("p", p)
     rng = np.random.default_rng(seed)
     if _is_per_position(ell, p, per_position):
         return 1 + _per_position_failures(np.asarray(p, dtype=float), int(n), rng)

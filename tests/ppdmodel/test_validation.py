@@ -91,6 +91,23 @@ def test_integer_valued_floats_and_arrays_are_accepted():
     np.testing.assert_array_equal(out, [640, 1280])
 
 
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ({"ell": 0}, r"ell must be a positive integer"),
+        ({"ell": 2.5}, r"ell must be a positive integer"),
+        ({"ell": float("nan")}, r"ell must be a positive integer"),
+        ({"p": 1.5}, r"p must be a probability in \[0, 1\]"),
+        ({"p": float("nan")}, r"p must be a probability in \[0, 1\]"),
+        ({"p": "half"}, r"p must be a real number"),
+        ({"n": 0}, r"n must be a positive integer"),
+    ],
+)
+def test_sample_runs_rejects(override, match):
+    with pytest.raises(ValueError, match=match):
+        ppdmodel.sample_runs(**{"ell": 16, "p": 0.5, "n": 10, "seed": 0, **override})
+
+
 def test_quantile_rejects_bad_q():
     law = ppdmodel.latency_distribution(**GOOD)
     with pytest.raises(ValueError, match=r"q must be a probability"):
