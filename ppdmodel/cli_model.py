@@ -25,7 +25,8 @@ def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
         metavar="DATASET:K:TRAINED:LAYER",
         default=None,
         help="use the paper's per-position p_t (Tables 6-8) instead of --p, e.g. squad:3:Y:20; "
-        "ell and d_bar default to the table's (16 or 128, the layer)",
+        "ell, d_bar and k default to the table's (16 or 128, the layer, K); a smaller --ell "
+        "uses the first ell - 1 values",
     )
     if with_k:
         parser.add_argument("--k", type=int, default=None, help="candidates (default 1)", **many)
@@ -71,7 +72,7 @@ def _paper_positions(spec: str):
         raise ValueError(f"--paper-positions layer must be one of {paper.LAYERS}, got {spec!r}")
     dataset, k, trained, layer = parts[0], int(parts[1]), parts[2].upper() == "Y", int(parts[3])
     p_t = paper.per_position_p(dataset=dataset, k=k, trained=trained, layer=layer)
-    return f"Tables 6-8 {spec}", p_t, p_t.size + 1, layer
+    return f"Tables 6-8 {spec}", p_t, p_t.size + 1, layer, k
 
 
 def _grid(args, with_k: bool):
@@ -82,11 +83,20 @@ def _grid(args, with_k: bool):
     ks = (args.k or [1]) if with_k else [None]
     p_values = args.p
     if args.paper_positions:
-        label, p_t, ell, layer = _paper_positions(args.paper_positions)
-        p_values, ells, d_bars = [(label, p_t)], [ell], args.d_bar or [layer]
+        label, p_t, table_ell, layer, table_k = _paper_positions(args.paper_positions)
+        p_values, ells, d_bars = [(label, p_t)], args.ell or [table_ell], args.d_bar or [layer]
+        ks = (args.k or [table_k]) if with_k else [None]
+        bad = [ell for ell in ells if not 2 <= ell <= table_ell]
+        if bad:
+            raise ValueError(
+                f"ell must be in [2, {table_ell}] with --paper-positions {args.paper_positions}"
+                f" (the table covers {table_ell} tokens), got {bad[0]}"
+            )
     elif not p_values:
         raise ValueError("give --p (one or more match rates) or --paper-positions")
     for d, d_bar, ell, p, k in itertools.product(ds, d_bars, ells, p_values, ks):
+        if isinstance(p, tuple):  # per-position: p_t for t = 2..ell
+            p = (p[0], p[1][: ell - 1])
         d_bar = d / 2 if d_bar is None else d_bar
         d_bar = int(d_bar) if float(d_bar).is_integer() else d_bar
         yield {"d": d, "d_bar": d_bar, "ell": ell, "p": p, **({"k": k} if with_k else {})}

@@ -53,6 +53,18 @@ def test_latency_with_paper_positions(capsys):
     assert row["expected_latency"] == pytest.approx(640 - 20 * p_sum)
 
 
+def test_paper_positions_take_ell_and_k_from_the_options_or_the_table(capsys):
+    # --ell 5 uses p_2..p_5 of Table 6 (bins 1-2, 3-4, 3-4, 5-6); k defaults to the spec's 3
+    assert main(["compute", "--paper-positions", "squad:3:Y:20", "--ell", "5", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["ell"], row["k"]) == (5, 3)
+    p_sum = 0.5110 + 0.7295 + 0.7295 + 0.7239
+    assert row["expected_latency"] == pytest.approx(40 * 5 - 20 * p_sum)
+    assert row["expected_compute"] == pytest.approx(row["expected_latency"] + 3 * 20 * 5)
+    assert main(["compute", "--paper-positions", "squad:3:Y:20", "--k", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["k"] == 1
+
+
 def test_tradeoff_writes_files_and_prints_endpoints(tmp_path, capsys):
     assert main(["tradeoff", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -80,6 +92,8 @@ def test_tradeoff_default_out_dir(tmp_path, monkeypatch, capsys):
         (["tradeoff", "--layer", "10"], "outside Theorem 4.1's domain"),
         (["latency"], "give --p"),
         (["latency", "--paper-positions", "squad:x:Y:20"], "must look like squad:3:Y:20"),
+        (["latency", "--paper-positions", "squad:3:Y:20", "--ell", "17"], "ell must be in [2, 16]"),
+        (["latency", "--paper-positions", "wmt:3:Y:20", "--ell", "1"], "ell must be in [2, 128]"),
     ],
 )
 def test_bad_input_exits_2(argv, message, capsys, tmp_path):
