@@ -97,6 +97,8 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
         m = config.matches.draw(config.ell, np.random.default_rng(seed))
     elif len(m) != config.ell - 1:
         raise ValueError(f"m must hold ell - 1 = {config.ell - 1} values, got {len(m)}")
+    elif any(x not in (0, 1) for x in m):
+        raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)}")
     schedule = PPDSchedule(config, m, record_events=record_events).run()
     return SimResult(
         config=config,

@@ -224,3 +224,11 @@ def test_random_traces_satisfy_both_identities_exactly():
         assert result.n_runs == n_runs
         assert result.latency_units == d_bar * ell + (d - d_bar) * n_runs
         assert result.compute_units == result.latency_units + k * (d - d_bar) * ell
+
+
+@pytest.mark.parametrize("m", [[2, 0], [-1, 1], [0.5, 1], ["1", 0]])
+def test_simulate_rejects_m_other_than_0_and_1(m):
+    # before: m=[2, 0] ran as a match but counted N = 1 + (1 - 2) + 1 = 1 run
+    with pytest.raises(ValueError, match="m must hold only 0 and 1"):
+        sim.simulate(small([0, 0]), m=m)
+    assert sim.simulate(small([0, 0]), m=np.array([1, 0])).n_runs == 2
