@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
@@ -22,7 +23,13 @@ SCHEDULES = ("ppd", "greedy")
 
 
 def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    """Raise ValueError naming ``name`` unless ``value`` is an integer >= 1 (40.0 allowed)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or int(value) != value
+    ):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")

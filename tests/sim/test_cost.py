@@ -120,6 +120,8 @@ def test_match_sources(tmp_path):
         (dict(d=0, d_bar=1), "d"),
         (dict(k=0), "k"),
         (dict(ell=2.5), "ell"),
+        (dict(ell=float("nan")), "ell"),
+        (dict(d=float("inf"), d_bar=2), "d"),
         (dict(n_gpus=0), "n_gpus"),
         (dict(n_gpus=4), "n_gpus"),
         (dict(per_token_overhead_s=-1.0), "per_token_overhead_s"),
@@ -131,7 +133,7 @@ def test_match_sources(tmp_path):
 )
 def test_bad_config_names_the_parameter(kwargs, name):
     args = dict(d=4, d_bar=2, k=2, ell=3) | kwargs
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):  # the message starts with the name
         sim.SimConfig(**args)
 
 
