@@ -34,7 +34,7 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
         from ppdmodel.paper import TABLE2 as table
     rows = table[table["layer"] == layer]
     if rows.empty:
-        layers = sorted(table["layer"].unique())
+        layers = sorted(int(x) for x in table["layer"].unique())
         raise ValueError(f"layer must be one of the table's layers {layers}, got {layer!r}")
     order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
     rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
