@@ -194,6 +194,8 @@ def run_tradeoff(args) -> int:
 
     curves = tradeoff_curves(layer=args.layer, d=args.d)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out must be a folder (new or existing), got the file {out}")
     out.mkdir(parents=True, exist_ok=True)
     paths = {
         "csv": out / "tradeoff_curves.csv",

@@ -77,6 +77,14 @@ def test_tradeoff_writes_files_and_prints_endpoints(tmp_path, capsys):
     assert (tmp_path / names[0]).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_tradeoff_out_is_an_existing_file_exits_2(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        main(["tradeoff", "--out", str(target)])
+    assert exc.value.code == 2 and "--out must be a folder" in capsys.readouterr().err
+
+
 def test_tradeoff_default_out_dir(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["tradeoff"]) == 0
