@@ -78,16 +78,42 @@ class GreedyResult:
     """Wall-clock seconds of the prefill."""
 
 
+def _is_int(x) -> bool:
+    """True for integers (Python or numpy, or integral floats), False for bool, NaN, None, str."""
+    try:
+        return not isinstance(x, bool | str) and int(x) == x
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def check_max_new_tokens(max_new_tokens) -> None:
+    """ValueError unless max_new_tokens is an integer >= 1."""
+    if not _is_int(max_new_tokens) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+
+
 def check_ppd_args(d: int, d_bar: int, k: int, vocab_size: int, max_new_tokens: int) -> None:
     """Validate PPD parameters; ValueError names the bad one and its allowed range."""
-    if isinstance(d_bar, bool) or int(d_bar) != d_bar or not d / 2 <= d_bar < d:
-        raise ValueError(f"d_bar must be an integer with d/2 <= d_bar < d = {d}, got {d_bar}")
-    if isinstance(k, bool) or int(k) != k or not 1 <= k <= vocab_size:
-        raise ValueError(f"k must be an integer in [1, vocab_size = {vocab_size}], got {k}")
-    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens}")
+    if not _is_int(d_bar) or not d / 2 <= d_bar < d:
+        raise ValueError(f"d_bar must be an integer with d/2 <= d_bar < d = {d}, got {d_bar!r}")
+    if not _is_int(k) or not 1 <= k <= vocab_size:
+        raise ValueError(f"k must be an integer in [1, vocab_size = {vocab_size}], got {k!r}")
+    check_max_new_tokens(max_new_tokens)
+
+
+def check_prompt_ids(ids: torch.Tensor, vocab_size: int) -> None:
+    """ValueError unless every prompt token id is in [0, vocab_size)."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"input_ids must be token ids in [0, {vocab_size}), got {bad}")
+
+
+def check_head_layer(head, d_bar: int) -> None:
+    """ValueError if a trained head was trained for another layer than d_bar."""
+    layer = getattr(getattr(head, "config", None), "layer", None)
+    if layer is not None and layer != d_bar:
+        raise ValueError(f"head is trained for layer {layer}; d_bar must equal it, got {d_bar}")
 
 
 def as_prompt_ids(input_ids, device) -> torch.Tensor:
@@ -234,7 +260,9 @@ def ppd_single(
     d = lsm.num_layers
     vocab = lsm.model.config.get_text_config().vocab_size
     check_ppd_args(d, d_bar, k, vocab, max_new_tokens)
+    check_head_layer(lsm.head, d_bar)
     ids = as_prompt_ids(input_ids, lsm.device)
+    check_prompt_ids(ids, vocab)
     fields, cache = run_main(
         lsm,
         ids,
@@ -261,7 +289,9 @@ def ppd_single(
 def greedy_generate(model, input_ids, *, max_new_tokens, eos_token_id=None, return_cache=False):
     """Plain greedy decoding with the same prefill/decode split as PPD (the exactness reference)."""
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
+    check_max_new_tokens(max_new_tokens)
     ids = as_prompt_ids(input_ids, lsm.device)
+    check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
     eos = eos_set(eos_token_id)
     cache = lsm.new_cache()
     t0 = time.perf_counter()

@@ -326,14 +326,24 @@ def ppd_dist_many(
     model: a local model directory or a loaded model (saved to a temporary directory so
     every rank loads identical weights).
     """
-    from measure.ppd_decode import as_prompt_ids, check_ppd_args, eos_set
+    from measure.ppd_decode import (
+        as_prompt_ids,
+        check_head_layer,
+        check_ppd_args,
+        check_prompt_ids,
+        eos_set,
+    )
 
     config = _config(model)
     check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
+    check_head_layer(head, d_bar)
+    ids = [as_prompt_ids(p, "cpu") for p in prompts]
+    for one in ids:
+        check_prompt_ids(one, config.vocab_size)
     with tempfile.TemporaryDirectory(prefix="ppd-dist-") as tmp:
         task = DistTask(
             model_dir=_model_dir(model, tmp),
-            prompts=[as_prompt_ids(p, "cpu")[0].tolist() for p in prompts],
+            prompts=[one[0].tolist() for one in ids],
             d_bar=d_bar,
             k=k,
             max_new_tokens=max_new_tokens,

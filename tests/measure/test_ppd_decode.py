@@ -190,6 +190,46 @@ def test_bad_arguments_name_the_parameter(models, kwargs, name):
         ppd_generate(models["llama"], [1, 2], d_bar=2, k=1, max_new_tokens=4, backend="x")
 
 
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(d_bar=float("nan")), "d_bar"),
+        (dict(d_bar=None), "d_bar"),
+        (dict(k="3"), "k"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(max_new_tokens=None), "max_new_tokens"),
+    ],
+)
+def test_non_numeric_arguments_name_the_parameter(models, kwargs, name):
+    args = {**dict(d_bar=2, k=1, max_new_tokens=4), **kwargs}
+    with pytest.raises(ValueError, match=name):
+        ppd_generate(models["llama"], [2, 3], **args)
+
+
+def test_greedy_reference_refuses_zero_tokens(models):
+    # `ppd run --max-new-tokens 0` used to end in a ZeroDivisionError in the report
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        greedy_generate(models["llama"], [2, 3], max_new_tokens=0)
+
+
+@pytest.mark.parametrize("bad", [-1, VOCAB_SIZE])
+def test_out_of_vocabulary_prompt_is_refused(models, bad):
+    with pytest.raises(ValueError, match=f"input_ids.*{VOCAB_SIZE}"):
+        ppd_generate(models["gpt2"], [2, bad], d_bar=2, k=1, max_new_tokens=2)
+    with pytest.raises(ValueError, match="input_ids"):
+        greedy_generate(models["gpt2"], [bad], max_new_tokens=2)
+
+
+def test_head_for_another_layer_is_refused(models):
+    from measure.heads import TrainedHead
+
+    head = TrainedHead.from_model(models["llama"], 2)
+    with pytest.raises(ValueError, match="head is trained for layer 2; d_bar"):
+        ppd_generate(models["llama"], [2, 3], d_bar=3, k=1, max_new_tokens=2, head=head)
+    got = ppd_generate(models["llama"], [2, 3], d_bar=2, k=1, max_new_tokens=2, head=head)
+    assert got.trace.head == "trained"
+
+
 def test_kv_ops_pack_roundtrip_and_crop(models):
     from measure.layer_split import LayerSplitModel
 

@@ -112,6 +112,17 @@ def test_dist_refuses_bad_d_bar_before_spawning(saved_models):
         ppd_dist_many(saved_models["opt"][1], [[1, 2]], d_bar=1, k=1, max_new_tokens=2)
 
 
+def test_dist_refuses_bad_prompt_and_head_before_spawning(saved_models):
+    from measure.heads import TrainedHead
+
+    model_dir = saved_models["llama"][1]
+    with pytest.raises(ValueError, match="input_ids"):
+        ppd_dist_many(model_dir, [[2, 10**6]], d_bar=2, k=1, max_new_tokens=2)
+    head = TrainedHead.from_model(tiny_model("llama"), 3)
+    with pytest.raises(ValueError, match="head is trained for layer 3"):
+        ppd_dist_many(model_dir, [[2, 3]], d_bar=2, k=1, max_new_tokens=2, head=head)
+
+
 def test_world_size_out_of_range_is_refused(saved_models):
     task = DistTask(saved_models["llama"][1], [[1, 2]], d_bar=2, k=1, max_new_tokens=2)
     with pytest.raises(ValueError, match="world_size"):
