@@ -25,6 +25,7 @@ import pandas as pd
 from measure.match_rate import (
     MatchRateConfig,
     PromptResult,
+    _vocab_size,
     as_layer_split,
     empty_records,
     eos_token_ids,
@@ -118,6 +119,10 @@ def run_match_rate(
         seed=seed,
         verify=verify,
     )
+    if config.max_k > _vocab_size(lsm):  # refuse before out_dir is touched (it stays reusable)
+        raise ValueError(
+            f"ks must be <= the vocabulary size {_vocab_size(lsm)}, got {config.max_k}"
+        )
     out_dir = Path(out_dir)
     part = out_dir / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
     meta = sidecar(

@@ -243,6 +243,16 @@ def test_run_writes_records_sidecar_traces(llama, tmp_path):
     )
 
 
+def test_refused_run_leaves_out_dir_reusable(llama, tmp_path):
+    # k above the vocabulary used to fail after the part file was created: the directory then
+    # refused both a fresh run ("holds a previous run") and --resume ("different config")
+    prompts = write_prompts(tmp_path / "p.jsonl")
+    with pytest.raises(ValueError, match="ks must be <= the vocabulary size"):
+        run(llama, prompts, tmp_path / "out", ks=(1, 10**6))
+    assert not (tmp_path / "out").exists()
+    assert run(llama, prompts, tmp_path / "out", limit=1, max_new_tokens=2).n_done == 1
+
+
 def test_resume_after_interrupt_loses_and_duplicates_nothing(llama, tmp_path):
     prompts = write_prompts(tmp_path / "p.jsonl")
     reference = read_records(run(llama, prompts, tmp_path / "ref").records)
