@@ -63,7 +63,12 @@ class Sampling:
             name, sep, value = spec.partition("=")
             if not sep or name.strip() not in ("top_k", "top_p"):
                 raise ValueError(f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}")
-            spec = {name.strip(): float(value) if name.strip() == "top_p" else int(value)}
+            try:
+                spec = {name.strip(): float(value) if name.strip() == "top_p" else int(value)}
+            except ValueError:
+                raise ValueError(
+                    f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}"
+                ) from None
         unknown = set(spec) - {"top_k", "top_p"}
         if unknown:
             raise ValueError(f"sampling keys must be top_k or top_p, got {sorted(unknown)}")

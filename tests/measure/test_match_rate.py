@@ -164,6 +164,9 @@ def test_bad_arguments(llama):
         match_rates(llama, PROMPTS, max_new_tokens=0)
     with pytest.raises(ValueError, match="sampling"):
         match_rates(llama, PROMPTS, sampling={"top_p": 1.5})
+    for spec in ("top_k=x", "top_p=", "top_k=2.5"):  # `--sampling top_k=x` said only "int()"
+        with pytest.raises(ValueError, match="sampling must look like"):
+            match_rates(llama, PROMPTS, sampling=spec)
     with pytest.raises(ValueError, match="tokenizer"):
         match_rates(llama, ["some text"])
 
