@@ -45,12 +45,16 @@ def plot_gantt(result, ax=None, units: bool = True, label_tokens: bool = True):
         handles,
         [k for k in KIND_COLOURS if k in set(events["kind"])],
         fontsize=7,
-        loc="upper right",
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),  # above the axes, beside the title: never over a bar
         ncol=4,
+        frameon=False,
     )
     cfg = result.config
     ax.set_title(
         f"{cfg.schedule}: d={cfg.d}, d_bar={cfg.d_bar}, k={cfg.k}, ell={cfg.ell}, "
-        f"T={result.latency_units:g} units"
+        f"T={result.latency_units:g} units",
+        loc="left",
+        fontsize=10,
     )
     return ax
