@@ -48,7 +48,7 @@ def _add_match_rate(subparsers) -> None:
         "match-rate",
         help="p_correct: is the final token among the early top-k? (paper Table 2)",
         description="One generation per prompt records, for every probed layer and k, whether "
-        "the generated token was among the early head's top-k (positions t = 2..ell). Writes "
+        "the generated token was among the early head's top-k (positions 1..ell). Writes "
         "records (CSV/Parquet), a run.json sidecar and traces.jsonl for `ppd simulate --trace`. "
         "Resumable (--resume); under torchrun each rank takes every WORLD_SIZE-th prompt.",
     )

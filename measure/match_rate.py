@@ -1,18 +1,25 @@
 """Early-prediction match rates (p_correct): one generation per prompt covers all layers and k.
 
-Definition (paper section 4.3, Table 2; DESIGN.md). A prompt of S tokens is prefilled; the
-prefill's forward pass produces generated token 1. For t = 2..ell, the forward pass whose
-*input* is token t-1 (at absolute position S + t - 2) produces token t. During that same pass
-the hidden state after ``layer`` decoder layers (1-based: ``layer=20`` is the output of the 20th
-layer, as in the paper's Table 2) goes through the early head (the model's own final norm + LM
-head, ``head="shared"``, or a per-layer trained head, ``head="trained"``), and
+Definition (paper section 4.3, Table 2, Tables 6-8; DESIGN.md). Let x_0 be the last prompt token
+and x_1..x_ell the generated tokens; the forward pass whose *input* is x_{j-1} (at absolute
+position S + j - 2 for a prompt of S tokens) produces x_j. The prompt minus x_0 is prefilled,
+so every x_j, j = 1..ell, has its own pass, exactly as in real PPD (measure.ppd_decode). During
+that pass the hidden state after ``layer`` decoder layers (1-based: ``layer=20`` is the output
+of the 20th layer, as in the paper's Table 2; PPD's d_bar) goes through the early head (the
+model's own final norm + LM head, ``head="shared"``, or a per-layer trained head,
+``head="trained"``), and the record at *position j* (the j-th generated token) is
 
-    m_t(layer, k) = 1  iff  token t is among the early head's top-k tokens.
+    match_j(layer, k) = 1  iff  x_j is among the early head's top-k tokens of that pass.
 
-Token t is the final layer's argmax (greedy) or, for appendix B, a token sampled from the final
-distribution (top-k / top-p). Token 1 has no early prediction (it takes all d layers), so the
-records hold t = 2..ell and a sequence of ell tokens yields ell - 1 records per (layer, k, head):
-exactly the m_t that ``N = 1 + sum_{t=2..ell} (1 - m_t)`` needs.
+x_j is the final layer's argmax (greedy) or, for appendix B, a token sampled from the final
+distribution (top-k / top-p). A sequence of ell tokens yields ell records per (layer, k, head),
+positions 1..ell, as the paper counts them (Tables 6-8 start at position 1). PPD uses the early
+guess of x_{t-1} to start the pass over x_{t-1} early, so the latency model's
+
+    m_t = match_{t-1}  for t = 2..ell  (the guess of x_ell is never used),
+
+which ``N = 1 + sum_{t=2..ell} (1 - m_t)`` needs; ``to_traces`` builds these m (equal to
+``PPDResult.m`` of the same prompt, d_bar, k and head).
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ from sim.formats import MatchTrace
 
 RECORD_COLUMNS = ("prompt", "position", "layer", "k", "head", "decoding", "match", "token")
 """Columns of the tidy match-rate DataFrame, one row per (prompt, position, layer, k, head)."""
+
+POSITIONS = "1..ell"
+"""Which generated tokens the records cover (``x_1..x_ell``); stored in a run's config so that
+a run recorded by an older version (positions 2..ell) is not resumed into a mixed run."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,7 @@ class MatchRateConfig:
             "decoding": self.decoding,
             "seed": self.seed,
             "verify": self.verify,
+            "positions": POSITIONS,
         }
 
 
@@ -156,11 +168,11 @@ def _sorted_ints(values: Iterable[int], name: str, low: int, high: int | None) -
 
 @dataclass
 class PromptResult:
-    """One prompt's generation: its tokens and, per head, the rank of token t in the early top-K.
+    """One prompt's generation: its tokens and, per head, the rank of each x_j in the early top-K.
 
-    ``ranks[head]`` is ``(layers, r)`` with ``r[t - 2, j]`` the 0-based rank of token t among the
-    top-K (K = max k) early predictions of layer ``layers[j]``, or K if it is not among them; so
-    m_t(layer, k) = ``r < k``.
+    ``ranks[head]`` is ``(layers, r)`` with ``r[j - 1, i]`` the 0-based rank of generated token
+    x_j (j = 1..ell) among the top-K (K = max k) early predictions of layer ``layers[i]`` in the
+    pass that produced x_j, or K if it is not among them; so match_j(layer, k) = ``r < k``.
     """
 
     prompt: str
@@ -175,7 +187,7 @@ class PromptResult:
         return len(self.tokens)
 
     def to_frame(self, ks: Sequence[int]) -> pd.DataFrame:
-        """Tidy records (``RECORD_COLUMNS``) for t = 2..ell, every layer, k and head."""
+        """Tidy records (``RECORD_COLUMNS``) for positions 1..ell, every layer, k and head."""
         frames = [self._head_frame(head, ks) for head in self.ranks]
         frames = [f for f in frames if len(f)]
         if not frames:
@@ -188,7 +200,7 @@ class PromptResult:
         # order: layer, k, position (so each (layer, k) block is one trace in position order)
         shape = (n_layers, len(ks_arr), n_pos)
         match = r.T[:, None, :] < ks_arr[None, :, None]  # [L, K, P]
-        position = np.broadcast_to(np.arange(2, n_pos + 2), shape)
+        position = np.broadcast_to(np.arange(1, n_pos + 1), shape)
         return pd.DataFrame(
             {
                 "prompt": self.prompt,
@@ -198,7 +210,7 @@ class PromptResult:
                 "head": head,
                 "decoding": self.decoding,
                 "match": match.ravel(),
-                "token": np.broadcast_to(np.asarray(self.tokens[1:]), shape).ravel(),
+                "token": np.broadcast_to(np.asarray(self.tokens), shape).ravel(),
             }
         )
 
@@ -217,6 +229,11 @@ class PromptResult:
         ranks = {}
         for head, value in data["ranks"].items():
             r = np.asarray(value["ranks"], dtype=np.int64).reshape(-1, len(value["layers"]))
+            if len(r) != len(data["tokens"]):
+                raise ValueError(
+                    f"prompt {data['prompt']!r}: {len(r)} ranks for {len(data['tokens'])} tokens "
+                    "(a run recorded before positions 1..ell; re-run it in a new directory)"
+                )
             ranks[head] = (list(value["layers"]), r)
         keys = ("prompt", "prompt_tokens", "tokens", "decoding", "max_k")
         return cls(**{key: data[key] for key in keys}, ranks=ranks)
@@ -292,13 +309,12 @@ def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptRes
     wanted = set(config.layers) | set(trained)
     generator = _generator(config, prompt, input_ids.device)
     cache = lsm.new_cache()
-    token = _next_token(lsm.prefill(input_ids, cache), config.sampling, generator)  # [1, 1]
-    tokens, shared_ranks, trained_ranks = [token], [], []
-    start = input_ids.shape[1]
-    for t in range(2, config.max_new_tokens + 1):
-        if eos_ids and int(token) in eos_ids:
-            break
-        position_ids = torch.full((1, 1), start + t - 2, dtype=torch.long, device=token.device)
+    if input_ids.shape[1] > 1:
+        lsm.prefill(input_ids[:, :-1], cache)  # as PPD: x_0 gets its own pass below
+    token, start = input_ids[:, -1:], input_ids.shape[1] - 1  # x_0 [1, 1] and its position
+    tokens, shared_ranks, trained_ranks = [], [], []
+    for t in range(1, config.max_new_tokens + 1):  # the pass over x_{t-1} produces x_t
+        position_ids = torch.full((1, 1), start + t - 1, dtype=torch.long, device=token.device)
         h = lsm.embed(token, position_ids)  # h: [1, 1, H]
         kwargs = lsm.layer_kwargs(h, 0, cache, position_ids)  # mask/rotary once per step
         saved = {}
@@ -315,6 +331,8 @@ def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptRes
             early = torch.cat([heads[layer](saved[layer])[0] for layer in trained])  # [Lt, V]
             trained_ranks.append(_ranks(early, token, max_k))
         tokens.append(token)
+        if eos_ids and int(token) in eos_ids:
+            break
     ranks = {}
     if config.layers:
         ranks["shared"] = (list(config.layers), _stack(shared_ranks, len(config.layers)))
@@ -386,24 +404,22 @@ def verify_greedy(
     """Check generated tokens against the model's own forward pass (teacher forcing).
 
     Without ``cache``: one pass over prompt + tokens[:-1], checking tokens 1..ell. With the
-    generation's KV ``cache`` (cropped back to the prompt here, so it is spent): one pass over
-    tokens[:-1] only, checking tokens 2..ell (token 1 is the model's own prefill output).
+    generation's KV ``cache`` (cropped back to the prompt minus its last token here, so it is
+    spent): one pass over the last prompt token + tokens[:-1] only, also checking tokens 1..ell.
     Raises GreedyMismatchError unless each token is the model's argmax, up to near ties (a logit
     gap above 1e-3 in fp32, 0.1 in 16-bit formats).
     """
     ids = torch.as_tensor(tokens, device=input_ids.device).view(1, -1)  # [1, ell]
-    start, first = input_ids.shape[1], 1
-    if cache is not None and not _crop(cache, start):
+    start = input_ids.shape[1]
+    if cache is not None and (start < 2 or not _crop(cache, start - 1)):
         cache = None  # e.g. a sliding-window cache past its window: use the full pass
     if cache is None:
         feed = torch.cat([input_ids, ids[:, :-1]], dim=1)  # [1, S + ell - 1]
         logits = model(input_ids=feed, use_cache=False).logits[0, start - 1 :]  # [ell, V]
     else:
-        if ids.shape[1] < 2:
-            return
-        logits = model(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True).logits[0]
-        first = 2  # rows predict tokens 2..ell
-    logits, target = logits.float(), ids[0, first - 1 :]
+        feed = torch.cat([input_ids[:, -1:], ids[:, :-1]], dim=1)  # [1, ell]: x_0..x_{ell-1}
+        logits = model(input_ids=feed, past_key_values=cache, use_cache=True).logits[0]
+    logits, target = logits.float(), ids[0]
     own = logits.argmax(dim=-1)
     gap = (logits.gather(-1, own[:, None]) - logits.gather(-1, target[:, None]))[:, 0]
     tol = 1e-3 if model.dtype == torch.float32 else 0.1
@@ -411,7 +427,7 @@ def verify_greedy(
     if len(bad):
         j = int(bad[0])
         raise GreedyMismatchError(
-            f"prompt {prompt!r}: generated token {j + first} is {int(target[j])} but the model's "
+            f"prompt {prompt!r}: generated token {j + 1} is {int(target[j])} but the model's "
             f"own greedy token is {int(own[j])} (logit gap {float(gap[j]):.3g})"
         )
 
@@ -474,7 +490,7 @@ def match_rates(
     (needs ``tokenizer``), token-id lists or tensors. layers: 1-based layer counts probed with
     the shared head (default 1..d-1). heads: ``{layer: TrainedHead}`` adds ``head="trained"``
     rows for those layers. sampling: None (greedy) or ``{"top_k": 50}`` / ``{"top_p": 0.9}``.
-    Columns ``RECORD_COLUMNS``; positions t = 2..ell (see the module docstring).
+    Columns ``RECORD_COLUMNS``; positions 1..ell, one per generated token (module docstring).
     """
     from tqdm.auto import tqdm
 
@@ -517,7 +533,7 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
 def by_position(df: pd.DataFrame, bin_width: int | None = None) -> pd.DataFrame:
     """Paper Tables 6-8 shape: rows (dataset, decoding, layer, k, head), columns position bins.
 
-    Positions are grouped in bins of ``bin_width`` tokens labelled like the paper ("1-2",
+    Positions 1..ell are grouped in bins of ``bin_width`` tokens labelled like the paper ("1-2",
     "3-4", ...; default: eight bins over the longest sequence), plus a ``Total`` column.
     """
     if bin_width is None:
@@ -552,8 +568,10 @@ def to_traces(
 ) -> list[MatchTrace]:
     """Per-sequence m_t (t = 2..ell) at layer d_bar with k candidates, for sim/ replay.
 
-    One MatchTrace per prompt with records for (d_bar, k, head), in first-appearance order;
-    ``tokens`` optionally maps prompt id -> all ell generated tokens.
+    m_t is the match at position t - 1 (positions 1..ell-1; the early guess of x_ell is never
+    used), so each trace equals ``PPDResult.m`` of a real PPD run on the same prompt with the
+    same d_bar, k and head. One MatchTrace per prompt with records for (d_bar, k, head), in
+    first-appearance order; ``tokens`` optionally maps prompt id -> all ell generated tokens.
     """
     rows = df[(df["layer"] == d_bar) & (df["k"] == k) & (df["head"] == head)]
     if "decoding" in rows.columns and rows["decoding"].nunique() > 1:
@@ -562,9 +580,9 @@ def to_traces(
     for prompt, group in rows.groupby("prompt", sort=False):
         group = group.sort_values("position")
         positions = group["position"].to_numpy()
-        if not np.array_equal(positions, np.arange(2, len(positions) + 2)):
-            raise ValueError(f"prompt {prompt!r}: positions must be 2..ell without gaps")
+        if not np.array_equal(positions, np.arange(1, len(positions) + 1)):
+            raise ValueError(f"prompt {prompt!r}: positions must be 1..ell without gaps")
         seq_tokens = list(tokens[prompt]) if tokens and prompt in tokens else None
-        m = group["match"].astype(int).tolist()
+        m = group["match"].astype(int).tolist()[:-1]  # m_t = match at t - 1, t = 2..ell
         traces.append(MatchTrace(str(prompt), d, d_bar, k, m, head, "match_rate", seq_tokens))
     return traces

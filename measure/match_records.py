@@ -313,7 +313,7 @@ def read_part(path: Path, repair: bool = False) -> list[PromptResult]:
         if line.strip():
             try:
                 results.append(PromptResult.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError) as exc:
+            except (json.JSONDecodeError, KeyError, ValueError) as exc:
                 raise ValueError(f"{path}:{lineno}: not a prompt record ({exc})") from exc
     return results
 
@@ -363,7 +363,10 @@ def merge_parts(
 
 
 def result_traces(results: Iterable[PromptResult], config: MatchRateConfig) -> list[MatchTrace]:
-    """A MatchTrace per (prompt, head, layer < d, k), with the prompt's generated tokens."""
+    """A MatchTrace per (prompt, head, layer < d, k), with the prompt's generated tokens.
+
+    m_t (t = 2..ell) is the match at position t - 1, as in ``match_rate.to_traces``.
+    """
     traces = []
     for result in results:
         for head, (layers, ranks) in result.ranks.items():
@@ -371,7 +374,7 @@ def result_traces(results: Iterable[PromptResult], config: MatchRateConfig) -> l
                 if layer >= config.d:
                     continue  # d_bar must be < d
                 for k in config.ks:
-                    m = (ranks[:, j] < k).astype(int).tolist()
+                    m = (ranks[:-1, j] < k).astype(int).tolist()  # positions 1..ell-1
                     traces.append(
                         MatchTrace(
                             result.prompt,

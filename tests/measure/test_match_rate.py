@@ -16,6 +16,7 @@ from measure.match_rate import (
     GreedyMismatchError,
     MeasureOOMError,
     by_position,
+    eos_token_ids,
     make_config,
     match_rates,
     measure_prompt,
@@ -23,7 +24,8 @@ from measure.match_rate import (
     to_traces,
     verify_greedy,
 )
-from measure.match_records import read_records, run_match_rate
+from measure.match_records import read_part, read_records, run_match_rate
+from measure.ppd_decode import ppd_generate
 from sim.formats import read_traces, write_traces
 from tests.measure.tiny_models import ARCHS, NUM_LAYERS, tiny_model
 
@@ -66,36 +68,80 @@ def test_stops_at_eos_like_generate(llama):
     finally:
         llama.generation_config.eos_token_id = None
     assert expected == free[: free.index(free[3]) + 1]
-    assert df["token"].tolist() == expected[1:]
+    assert df["token"].tolist() == expected  # positions 1..ell, the EOS token included
+    assert df["position"].tolist() == list(range(1, len(expected) + 1))
 
 
 def test_matches_equal_hidden_state_logit_lens(llama):
-    """m_t(layer, k): token t in the top-k of layer's hidden state in the pass reading t-1."""
+    """Position j: x_j in the top-k of layer's hidden state in the pass reading x_{j-1}.
+
+    x_0 is the last prompt token, so position 1 reads the prompt's last row (the prefill's).
+    """
     ids, ks = PROMPTS[1], (1, 3, 5)
     df = match_rates(llama, [ids], layers=range(1, NUM_LAYERS + 1), ks=ks, max_new_tokens=ELL)
     tokens = greedy_reference(llama, ids, ELL)
+    assert sorted(df["position"].unique()) == list(range(1, ELL + 1))
     full = torch.tensor([ids + tokens[:-1]])
     with torch.no_grad():
         hidden = llama(full, output_hidden_states=True).hidden_states
         lsm = LayerSplitModel(llama)
         for layer in range(1, NUM_LAYERS):
             top = lsm.logits(hidden[layer])[0].topk(max(ks)).indices  # [S + ell - 1, K]
-            for t in range(2, ELL + 1):
-                row = len(ids) + t - 2  # position of input token t-1
+            for j in range(1, ELL + 1):
+                row = len(ids) + j - 2  # position of the input x_{j-1}
                 for k in ks:
-                    expected = tokens[t - 1] in top[row, :k].tolist()
-                    got = df.query("layer == @layer and k == @k and position == @t")["match"]
-                    assert got.item() == expected, (layer, k, t)
+                    expected = tokens[j - 1] in top[row, :k].tolist()
+                    got = df.query("layer == @layer and k == @k and position == @j")
+                    assert got["match"].item() == expected, (layer, k, j)
+                    assert got["token"].item() == tokens[j - 1]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_traces_equal_real_ppd_m(arch):
+    """to_traces(match_rates(...)).m is PPDResult.m of ppd_generate on the same prompt.
+
+    match_rate's layer L (output of L layers) is PPD's d_bar; d_bar in {d/2, d-1}, k in {1, 3}.
+    """
+    model = tiny_model(arch)
+    prompts = [*PROMPTS, [40, 41, 42, 7, 7]]
+    d_bars, ks = (NUM_LAYERS // 2, NUM_LAYERS - 1), (1, 3)
+    heads = {NUM_LAYERS // 2: TrainedHead.from_model(model, NUM_LAYERS // 2)}
+    with torch.no_grad():  # a head unlike the shared one: vocabulary rows rolled by one
+        weight = heads[NUM_LAYERS // 2].lm_head.weight
+        weight.copy_(weight.roll(1, dims=0))
+    df = match_rates(model, prompts, layers=d_bars, ks=ks, max_new_tokens=ELL, heads=heads)
+    eos, matched = eos_token_ids(model), 0
+    for d_bar in d_bars:
+        for k in ks:
+            for head_name in ("shared", "trained") if d_bar in heads else ("shared",):
+                head = heads[d_bar] if head_name == "trained" else None
+                traces = to_traces(df, NUM_LAYERS, d_bar, k, head=head_name)
+                for i, ids in enumerate(prompts):
+                    run = ppd_generate(
+                        model,
+                        ids,
+                        d_bar=d_bar,
+                        k=k,
+                        max_new_tokens=ELL,
+                        eos_token_id=eos,
+                        head=head,
+                    )
+                    rows = df[(df["prompt"] == str(i)) & (df["layer"] == d_bar) & (df["k"] == k)]
+                    assert rows[rows["head"] == head_name]["token"].tolist() == run.tokens
+                    assert traces[i].m == run.m, (d_bar, k, head_name, i)
+                    assert len(run.m) == len(run.tokens) - 1
+                    matched += sum(run.m)
+    assert 0 < matched  # some hand-offs happen, so the comparison is not all zeros
 
 
 def test_schema_final_layer_and_monotone_in_k(llama):
     ks, layers = (1, 2, 5), [1, 2, 3, NUM_LAYERS]
     df = match_rates(llama, PROMPTS, layers=layers, ks=ks, max_new_tokens=ELL)
     assert tuple(df.columns) == RECORD_COLUMNS
-    assert len(df) == len(PROMPTS) * (ELL - 1) * len(layers) * len(ks)
+    assert len(df) == len(PROMPTS) * ELL * len(layers) * len(ks)
     assert df["match"].dtype == bool and set(df["head"]) == {"shared"}
     assert set(df["decoding"]) == {"greedy"}
-    assert sorted(df["position"].unique()) == list(range(2, ELL + 1))
+    assert sorted(df["position"].unique()) == list(range(1, ELL + 1))
     assert df[df["layer"] == NUM_LAYERS]["match"].all()  # the final layer's top-1 is the token
     wide = df.pivot_table(index=["prompt", "position", "layer"], columns="k", values="match")
     assert (wide[1] <= wide[2]).all() and (wide[2] <= wide[5]).all()
@@ -112,7 +158,7 @@ def test_aggregations_and_traces_round_trip(llama, tmp_path):
     assert list(bp.columns) == ["1-2", "3-4", "5-6", "7-8", "Total"]
     assert bp.shape[0] == len(ks) * len(layers)
     assert bp.loc[(1, 1, "shared"), "1-2"] == pytest.approx(
-        df.query("layer == 1 and k == 1 and position == 2").match.mean()
+        df.query("layer == 1 and k == 1 and position <= 2").match.mean()
     )
     traces = to_traces(df, d=NUM_LAYERS, d_bar=2, k=3)
     assert [tr.sequence for tr in traces] == ["0", "1", "2"]
@@ -122,7 +168,8 @@ def test_aggregations_and_traces_round_trip(llama, tmp_path):
     for tr in back:
         assert len(tr.m) == ELL - 1 and tr.d_bar == 2 and tr.k == 3
         rows = df.query("prompt == @tr.sequence and layer == 2 and k == 3").sort_values("position")
-        assert tr.m == rows["match"].astype(int).tolist()
+        assert rows["position"].tolist() == list(range(1, ELL + 1))
+        assert tr.m == rows["match"].astype(int).tolist()[:-1]  # m_t = match at t - 1
 
 
 def test_sampling_variants(llama):
@@ -186,11 +233,15 @@ def test_verify_greedy_catches_wrong_tokens(arch):
 
     verify_greedy(model, ids, tokens, "p")
     verify_greedy(model, ids, tokens, "p", prefilled_cache())
-    tokens[2] = (tokens[2] + 1) % 128
+    wrong = list(tokens)
+    wrong[2] = (wrong[2] + 1) % 128
     with pytest.raises(GreedyMismatchError, match="token 3"):
-        verify_greedy(model, ids, tokens, "p")
+        verify_greedy(model, ids, wrong, "p")
     with pytest.raises(GreedyMismatchError, match="token 3"):
-        verify_greedy(model, ids, tokens, "p", prefilled_cache())
+        verify_greedy(model, ids, wrong, "p", prefilled_cache())
+    wrong = [(tokens[0] + 1) % 128, *tokens[1:]]  # token 1 is checked with the cache too
+    with pytest.raises(GreedyMismatchError, match="token 1 "):
+        verify_greedy(model, ids, wrong, "p", prefilled_cache())
 
 
 def test_out_of_memory_names_sizes(llama, monkeypatch):
@@ -233,7 +284,8 @@ def test_run_writes_records_sidecar_traces(llama, tmp_path):
     result = run(llama, prompts, tmp_path / "out", records_format="parquet")
     df = read_records(result.records)
     assert result.n_done == result.n_prompts == 5
-    assert len(df) == 5 * 5 * 3 * 2 and tuple(df.columns) == RECORD_COLUMNS
+    assert len(df) == 5 * 6 * 3 * 2 and tuple(df.columns) == RECORD_COLUMNS
+    assert sorted(df["position"].unique()) == list(range(1, 7))
     meta = json.loads(result.sidecar.read_text())
     for key in ("model_type", "d", "dtype", "device", "versions", "prompts_sha256", "seed", "ks"):
         assert key in meta
@@ -286,14 +338,33 @@ def test_resume_after_interrupt_loses_and_duplicates_nothing(llama, tmp_path):
         run(llama, prompts, out, resume=True, ks=(1, 2))
 
 
+def test_old_part_files_without_position_1_are_refused(llama, tmp_path):
+    # runs recorded before positions 1..ell held ell - 1 ranks per prompt (no x_1): mixing them
+    # with new records would shift every trace by one token, so they are not read
+    prompts = write_prompts(tmp_path / "p.jsonl", n=1)
+    result = run(llama, prompts, tmp_path / "out")
+    (record,) = read_part(result.part)
+    assert record.ranks["shared"][1].shape == (len(record.tokens), 3)
+    old = record.to_dict()
+    old["ranks"]["shared"]["ranks"] = old["ranks"]["shared"]["ranks"][1:]
+    result.part.write_text(json.dumps(old) + "\n")
+    with pytest.raises(ValueError, match="positions 1..ell"):
+        read_part(result.part)
+    meta = json.loads(result.sidecar.read_text())
+    del meta["config"]["positions"]
+    result.sidecar.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="different"):
+        run(llama, prompts, tmp_path / "out", resume=True)
+
+
 def test_out_of_memory_keeps_finished_prompts(llama, tmp_path, monkeypatch):
     prompts = write_prompts(tmp_path / "p.jsonl")
     reference = read_records(run(llama, prompts, tmp_path / "ref").records)
     real, calls = LayerSplitModel.run_layer, []
 
-    def run_layer(self, i, h, kwargs):  # 5 decode steps x 4 layers per prompt: OOM in prompt 3
+    def run_layer(self, i, h, kwargs):  # 6 decode steps x 4 layers per prompt: OOM in prompt 3
         calls.append(i)
-        if len(calls) == 45:
+        if len(calls) == 55:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
         return real(self, i, h, kwargs)
 
@@ -322,13 +393,13 @@ def test_sharded_ranks_merge_to_the_unsharded_run(llama, tmp_path):
 
 def test_table2_by_position_on_sample_sizes():
     rng = np.random.default_rng(0)
-    n = 2 * 15 * 2 * 3
+    n = 2 * 16 * 2 * 3
     df = pd.DataFrame(
         {
             "prompt": np.repeat(["a", "b"], n // 2),
-            "position": np.tile(np.arange(2, 17), n // 15),
-            "layer": np.tile(np.repeat([10, 20], 15), n // 30),
-            "k": np.tile(np.repeat([1, 3, 5], 30), 2),
+            "position": np.tile(np.arange(1, 17), n // 16),
+            "layer": np.tile(np.repeat([10, 20], 16), n // 32),
+            "k": np.tile(np.repeat([1, 3, 5], 32), 2),
             "head": "shared",
             "decoding": "greedy",
             "match": rng.random(n) < 0.5,
@@ -336,8 +407,13 @@ def test_table2_by_position_on_sample_sizes():
         }
     )
     bp = by_position(df)  # default: eight bins over 16 positions, like the paper's Table 6
-    assert list(bp.columns)[:2] == ["1-2", "3-4"] and list(bp.columns)[-1] == "Total"
+    labels = [f"{lo}-{lo + 1}" for lo in range(1, 17, 2)]  # the paper's "1-2" ... "15-16"
+    assert list(bp.columns) == [*labels, "Total"]
     assert bp.shape == (6, 9)
+    one = df.query("layer == 10 and k == 3")
+    assert bp.loc[(10, 3, "shared"), "1-2"] == pytest.approx(
+        one.query("position <= 2").match.mean()
+    )
     assert table2(df.assign(dataset="squad")).index.names == ["dataset", "head", "k"]
 
 

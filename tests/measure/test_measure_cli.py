@@ -81,10 +81,14 @@ def test_match_rate_end_to_end(model_dir, tmp_path, capsys):
     )
     pd.testing.assert_frame_equal(df, expected)
     assert df.query(f"layer == {NUM_LAYERS}")["match"].all()
+    assert sorted(df["position"].unique()) == [1, 2, 3, 4, 5]  # every generated token
     meta = json.loads((out / "run.json").read_text())
     assert meta["model_type"] == "llama" and meta["prompts_sha256"]
     traces = read_traces(out / "traces.jsonl")
     assert {t.d_bar for t in traces} == {1, 2} and all(len(t.m) == 4 for t in traces)
+    first = next(t for t in traces if (t.sequence, t.d_bar, t.k) == (str(prompts[0].id), 2, 3))
+    rows = df.query("layer == 2 and k == 3 and head == 'shared'")
+    assert first.m == rows[rows["prompt"] == first.sequence]["match"].astype(int).tolist()[:4]
     with pytest.raises(SystemExit) as info:  # a second run needs --resume
         main(match_rate_args(model_dir, out))
     assert info.value.code == 2
