@@ -13,14 +13,19 @@ def register(subparsers) -> None:
         help="simulate PPD (or greedy) layer schedules on modelled GPUs",
         description="Simulate Algorithm 2's layer schedule; prints a latency/compute summary.",
     )
-    p.add_argument("--d", type=int, default=40, help="decoder layers (default 40)")
-    p.add_argument("--d-bar", type=int, default=20, help="early-prediction layer (default 20)")
-    p.add_argument("--k", type=int, default=3, help="candidates / sub-processes (default 3)")
+    p.add_argument("--d", type=int, default=None, help="decoder layers (default 40)")
+    p.add_argument("--d-bar", type=int, default=None, help="early-prediction layer (default d/2)")
+    p.add_argument("--k", type=int, default=None, help="candidates / sub-processes (default 3)")
     p.add_argument("--ell", type=int, default=128, help="generated tokens (default 128)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--p", type=float, default=None, help="Bernoulli match rate (default 0.5)")
-    src.add_argument("--trace", help="match-trace JSONL (sim.formats); replays its sequences")
+    src.add_argument(
+        "--trace",
+        help="match-trace JSONL (sim.formats); replays its sequences with the trace's d, "
+        "d_bar and k (select with --d-bar/--k/--trace-head when the file holds several)",
+    )
     src.add_argument("--per-position", help="text/CSV file of p_t values for t = 2..ell")
+    p.add_argument("--trace-head", default=None, help="with --trace: shared | trained")
     p.add_argument("--schedule", choices=("ppd", "greedy"), default="ppd")
     p.add_argument("--gpus", type=int, default=None, help="modelled GPUs, 1..k+1 (default k+1)")
     p.add_argument("--link", default=None, help="nvlink4 | pcie4-x16 | pcie5-x16 | loopback")
@@ -68,6 +73,28 @@ def _shape(args):
     return shape if args.context_len is None else shape.with_context(args.context_len)
 
 
+DEFAULT_D, DEFAULT_K = 40, 3
+
+
+def select_traces(traces, *, d=None, d_bar=None, k=None, head=None) -> list:
+    """The traces of one (d, d_bar, k, head); ValueError listing the choices if ambiguous.
+
+    A match-rate run writes traces for every probed layer, k and head into one file; the
+    options given narrow them down, and what remains must be a single configuration.
+    """
+    wanted = {"d": d, "d_bar": d_bar, "k": k, "head": head}
+    kept = [t for t in traces if all(v is None or getattr(t, f) == v for f, v in wanted.items())]
+    combos = sorted({(t.d, t.d_bar, t.k, t.head) for t in kept or traces})
+    if not kept:
+        raise ValueError(f"--trace: no sequence with {wanted}; the file holds {combos}")
+    if len(combos) > 1:
+        raise ValueError(
+            f"--trace holds several (d, d_bar, k, head) configurations {combos}: "
+            "choose one with --d-bar, --k and --trace-head"
+        )
+    return kept
+
+
 def _match_sources(args) -> list:
     import numpy as np
 
@@ -78,7 +105,12 @@ def _match_sources(args) -> list:
         traces = read_traces(args.trace)
         if not traces:
             raise ValueError(f"--trace {args.trace}: no sequences")
+        traces = select_traces(traces, d=args.d, d_bar=args.d_bar, k=args.k, head=args.trace_head)
+        args.d, args.d_bar, args.k = traces[0].d, traces[0].d_bar, traces[0].k
         return [Replay.from_trace(trace) for trace in traces]
+    args.d = DEFAULT_D if args.d is None else args.d
+    args.d_bar = (args.d + 1) // 2 if args.d_bar is None else args.d_bar
+    args.k = DEFAULT_K if args.k is None else args.k
     if args.per_position:
         values = np.loadtxt(args.per_position, delimiter=",", ndmin=1, dtype=float)
         return [PerPosition(values)]

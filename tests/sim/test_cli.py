@@ -56,3 +56,26 @@ def test_simulate_bad_input_is_a_clean_error(extra, name, capsys):
     with pytest.raises(SystemExit) as exc:
         main(SMALL + extra)
     assert exc.value.code == 2 and name in capsys.readouterr().err
+
+
+def test_trace_file_with_several_configurations_is_narrowed_by_options(tmp_path, capsys):
+    """A match-rate traces.jsonl holds every probed layer and k: replay one of them."""
+    path = write_traces(
+        tmp_path / "t.jsonl",
+        [
+            MatchTrace("a", 6, 3, 1, [1, 1, 0, 1]),
+            MatchTrace("a", 6, 4, 1, [1, 1, 1, 1]),
+            MatchTrace("a", 6, 3, 3, [1, 1, 1, 1]),
+        ],
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(path)])
+    assert exc.value.code == 2
+    assert "choose one with --d-bar" in capsys.readouterr().err
+    assert main(["simulate", "--trace", str(path), "--d-bar", "3", "--k", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["config"]["d"], report["config"]["d_bar"], report["config"]["k"]) == (6, 3, 1)
+    assert report["first"]["n_runs"] == 2  # N = 1 + one miss, from the trace's own d=6
+    with pytest.raises(SystemExit):
+        main(["simulate", "--trace", str(path), "--d", "40"])  # no sequence of that model
+    assert "no sequence" in capsys.readouterr().err
