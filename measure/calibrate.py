@@ -50,11 +50,18 @@ class Calibration:
         return Link("calibrated", self.link_latency_s, self.link_bandwidth_bytes_per_s)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain values for strict JSON: an infinite bandwidth (no link probed) becomes None."""
+        return {
+            key: None if isinstance(value, float) and math.isinf(value) else value
+            for key, value in asdict(self).items()
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> Calibration:
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+        values = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        if values.get("link_bandwidth_bytes_per_s", 0.0) is None:
+            values["link_bandwidth_bytes_per_s"] = math.inf
+        return cls(**values)
 
 
 def fit_link(samples) -> tuple[float, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,7 +13,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import sim  # noqa: E402
-from measure.calibrate import fit_link, fit_overheads, ppd_pass_compute  # noqa: E402
+from measure.calibrate import (  # noqa: E402
+    Calibration,
+    fit_link,
+    fit_overheads,
+    ppd_pass_compute,
+)
 from measure.ppd_report import REPORT_COLUMNS, format_table, table3  # noqa: E402
 from measure.validate import compare, simulate_ppd, split_halves  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
@@ -180,6 +187,20 @@ def test_cli_validate_writes_table_and_plot(model_dir, tmp_path, capsys):
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert set(summary["method"]) == {"greedy", "ppd k=1"}
     assert "simulated_rel_err" in capsys.readouterr().out
+    text = (tmp_path / "calibration.json").read_text()
+    calibration = json.loads(text, parse_constant=_refuse)  # strict JSON: no Infinity/NaN
+    assert Calibration.from_dict(calibration).per_token_overhead_s >= 0
+
+
+def _refuse(name):
+    raise AssertionError(f"calibration.json is not strict JSON: {name}")
+
+
+def test_calibration_without_link_round_trips_through_strict_json():
+    calib = Calibration(0.001, 0.0, 0.0, math.inf)
+    data = json.loads(json.dumps(calib.to_dict(), allow_nan=False))
+    assert data["link_bandwidth_bytes_per_s"] is None
+    assert Calibration.from_dict(data) == calib
 
 
 def test_cli_refuses_d_bar_below_half(model_dir, tmp_path):
