@@ -100,8 +100,9 @@ def _add_timing(subparsers) -> None:
 
 
 def _match_rate(args) -> int:
-    from measure.match_rate import MeasureOOMError, table2
+    from measure.match_rate import MeasureOOMError
     from measure.match_records import read_records, run_match_rate
+    from measure.match_tables import table2
 
     created = _init_distributed(args.device)
     try:

@@ -33,137 +33,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from sim.formats import MatchTrace
-
-RECORD_COLUMNS = ("prompt", "position", "layer", "k", "head", "decoding", "match", "token")
-"""Columns of the tidy match-rate DataFrame, one row per (prompt, position, layer, k, head)."""
-
-POSITIONS = "1..ell"
-"""Which generated tokens the records cover (``x_1..x_ell``); stored in a run's config so that
-a run recorded by an older version (positions 2..ell) is not resumed into a mixed run."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Appendix B decoding: the generated token is sampled from the final distribution."""
-
-    top_k: int | None = None
-    """Sample among the top_k most likely tokens (top-k sampling, Fan et al. 2018)."""
-    top_p: float | None = None
-    """Sample from the smallest set whose probability reaches top_p (nucleus sampling)."""
-
-    def __post_init__(self) -> None:
-        if (self.top_k is None) == (self.top_p is None):
-            raise ValueError("sampling must set exactly one of top_k and top_p")
-        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
-            raise ValueError(f"sampling top_k must be an integer >= 1, got {self.top_k!r}")
-        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"sampling top_p must be in (0, 1], got {self.top_p!r}")
-
-    @property
-    def label(self) -> str:
-        """Value of the ``decoding`` column: ``top_k=50`` or ``top_p=0.9``."""
-        return f"top_k={self.top_k}" if self.top_k is not None else f"top_p={self.top_p:g}"
-
-    @classmethod
-    def parse(cls, spec: Sampling | Mapping | str | None) -> Sampling | None:
-        """None (greedy), a Sampling, ``{"top_k": 50}`` or the CLI string ``"top_p=0.9"``."""
-        if spec is None or isinstance(spec, Sampling):
-            return spec
-        if isinstance(spec, str):
-            name, sep, value = spec.partition("=")
-            if not sep or name.strip() not in ("top_k", "top_p"):
-                raise ValueError(f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}")
-            try:
-                spec = {name.strip(): float(value) if name.strip() == "top_p" else int(value)}
-            except ValueError:
-                raise ValueError(
-                    f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}"
-                ) from None
-        unknown = set(spec) - {"top_k", "top_p"}
-        if unknown:
-            raise ValueError(f"sampling keys must be top_k or top_p, got {sorted(unknown)}")
-        return cls(**spec)
-
-
-@dataclass(frozen=True)
-class MatchRateConfig:
-    """What one p_correct run measures (validated against the model's depth d)."""
-
-    d: int
-    """Number of decoder layers of the model."""
-    layers: tuple[int, ...]
-    """Layers probed with the shared head (1-based count of layers run, 1..d)."""
-    ks: tuple[int, ...]
-    """Numbers of early candidates k."""
-    max_new_tokens: int = 16
-    """ell, the most tokens generated per prompt (fewer if EOS comes first)."""
-    trained_layers: tuple[int, ...] = ()
-    """Layers probed with a trained per-layer head."""
-    sampling: Sampling | None = None
-    """None for greedy decoding, else appendix B sampling."""
-    seed: int = 0
-    """Base seed of the sampling generator (combined with each prompt id)."""
-    verify: bool = True
-    """Check each greedy sequence against the model's own forward pass (one extra pass)."""
-
-    @property
-    def max_k(self) -> int:
-        return max(self.ks)
-
-    @property
-    def decoding(self) -> str:
-        return "greedy" if self.sampling is None else self.sampling.label
-
-    def to_dict(self) -> dict:
-        return {
-            "d": self.d,
-            "layers": list(self.layers),
-            "ks": list(self.ks),
-            "max_new_tokens": self.max_new_tokens,
-            "trained_layers": list(self.trained_layers),
-            "decoding": self.decoding,
-            "seed": self.seed,
-            "verify": self.verify,
-            "positions": POSITIONS,
-        }
-
-
-def make_config(
-    d: int,
-    *,
-    layers: Iterable[int] | None = None,
-    ks: Iterable[int] = (1, 3, 5),
-    max_new_tokens: int = 16,
-    trained_layers: Iterable[int] = (),
-    sampling=None,
-    seed: int = 0,
-    verify: bool = True,
-) -> MatchRateConfig:
-    """Validate the run parameters; ``layers=None`` probes every layer 1..d-1."""
-    layers = tuple(range(1, d)) if layers is None else _sorted_ints(layers, "layers", 1, d)
-    trained = _sorted_ints(trained_layers, "heads (layer keys)", 1, d) if trained_layers else ()
-    if not layers and not trained:
-        raise ValueError("layers must name at least one layer in [1, d]")
-    ks = _sorted_ints(ks, "ks", 1, None)
-    if not ks:
-        raise ValueError("ks must hold at least one k >= 1")
-    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-    sampling = Sampling.parse(sampling)
-    return MatchRateConfig(d, layers, ks, int(max_new_tokens), trained, sampling, int(seed), verify)
-
-
-def _sorted_ints(values: Iterable[int], name: str, low: int, high: int | None) -> tuple[int, ...]:
-    out = []
-    for v in values:
-        if isinstance(v, bool) or int(v) != v or v < low or (high is not None and v > high):
-            allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
-            raise ValueError(f"{name} must hold integers in {allowed}, got {v!r}")
-        out.append(int(v))
-    return tuple(sorted(set(out)))
+from measure.match_config import (  # noqa: F401 (re-exported)
+    POSITIONS,
+    RECORD_COLUMNS,
+    MatchRateConfig,
+    Sampling,
+    make_config,
+)
+from measure.match_tables import by_position, table2, to_traces  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -495,6 +372,7 @@ def match_rates(
     from tqdm.auto import tqdm
 
     lsm = as_layer_split(model)
+    check_head_layers(heads)
     config = make_config(
         lsm.num_layers,
         layers=layers,
@@ -514,75 +392,19 @@ def match_rates(
     return pd.concat(frames, ignore_index=True) if frames else empty_records()
 
 
+def check_head_layers(heads: Mapping[int, torch.nn.Module] | None) -> None:
+    """A trained head must be used at the layer it was trained for (else m is silently wrong)."""
+    for layer, head in (heads or {}).items():
+        trained_for = getattr(getattr(head, "config", None), "layer", layer)
+        if trained_for != layer:
+            raise ValueError(
+                f"heads[{layer}] was trained for layer {trained_for}; "
+                f"use it as heads[{trained_for}]"
+            )
+
+
 def as_layer_split(model):
     """Wrap a causal LM in a LayerSplitModel (a LayerSplitModel is returned as is)."""
     from measure.layer_split import LayerSplitModel
 
     return model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
-
-
-def table2(df: pd.DataFrame) -> pd.DataFrame:
-    """Paper Table 2 shape: rows (dataset, decoding, head, k), columns layer, values mean match.
-
-    ``dataset`` is used when the column exists; ``decoding`` when it holds several values.
-    """
-    index = _group_keys(df) + ["head", "k"]
-    return df.pivot_table(index=index, columns="layer", values="match", aggfunc="mean")
-
-
-def by_position(df: pd.DataFrame, bin_width: int | None = None) -> pd.DataFrame:
-    """Paper Tables 6-8 shape: rows (dataset, decoding, layer, k, head), columns position bins.
-
-    Positions 1..ell are grouped in bins of ``bin_width`` tokens labelled like the paper ("1-2",
-    "3-4", ...; default: eight bins over the longest sequence), plus a ``Total`` column.
-    """
-    if bin_width is None:
-        bin_width = max(1, math.ceil(int(df["position"].max()) / 8)) if len(df) else 1
-    if isinstance(bin_width, bool) or int(bin_width) != bin_width or bin_width < 1:
-        raise ValueError(f"bin_width must be an integer >= 1, got {bin_width!r}")
-    index = _group_keys(df) + ["layer", "k", "head"]
-    lo = (df["position"] - 1) // bin_width * bin_width + 1
-    labels = lo.astype(str) + "-" + (lo + bin_width - 1).astype(str)
-    table = df.assign(bin=labels, lo=lo).pivot_table(
-        index=index, columns=["lo", "bin"], values="match", aggfunc="mean"
-    )
-    table.columns = table.columns.get_level_values("bin")
-    table["Total"] = df.groupby(index)["match"].mean()
-    return table
-
-
-def _group_keys(df: pd.DataFrame) -> list[str]:
-    keys = ["dataset"] if "dataset" in df.columns else []
-    if "decoding" in df.columns and df["decoding"].nunique() > 1:
-        keys.append("decoding")
-    return keys
-
-
-def to_traces(
-    df: pd.DataFrame,
-    d: int,
-    d_bar: int,
-    k: int,
-    head: str = "shared",
-    tokens: Mapping[str, Sequence[int]] | None = None,
-) -> list[MatchTrace]:
-    """Per-sequence m_t (t = 2..ell) at layer d_bar with k candidates, for sim/ replay.
-
-    m_t is the match at position t - 1 (positions 1..ell-1; the early guess of x_ell is never
-    used), so each trace equals ``PPDResult.m`` of a real PPD run on the same prompt with the
-    same d_bar, k and head. One MatchTrace per prompt with records for (d_bar, k, head), in
-    first-appearance order; ``tokens`` optionally maps prompt id -> all ell generated tokens.
-    """
-    rows = df[(df["layer"] == d_bar) & (df["k"] == k) & (df["head"] == head)]
-    if "decoding" in rows.columns and rows["decoding"].nunique() > 1:
-        raise ValueError("df mixes several decodings; select one before to_traces")
-    traces = []
-    for prompt, group in rows.groupby("prompt", sort=False):
-        group = group.sort_values("position")
-        positions = group["position"].to_numpy()
-        if not np.array_equal(positions, np.arange(1, len(positions) + 1)):
-            raise ValueError(f"prompt {prompt!r}: positions must be 1..ell without gaps")
-        seq_tokens = list(tokens[prompt]) if tokens and prompt in tokens else None
-        m = group["match"].astype(int).tolist()[:-1]  # m_t = match at t - 1, t = 2..ell
-        traces.append(MatchTrace(str(prompt), d, d_bar, k, m, head, "match_rate", seq_tokens))
-    return traces

@@ -22,14 +22,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from measure.match_config import MatchRateConfig, make_config
 from measure.match_rate import (
-    MatchRateConfig,
     PromptResult,
     _vocab_size,
     as_layer_split,
     empty_records,
     eos_token_ids,
-    make_config,
     measure_prompt,
     prompt_inputs,
 )

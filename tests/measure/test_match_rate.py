@@ -11,20 +11,17 @@ import torch
 
 from measure.heads import TrainedHead
 from measure.layer_split import LayerSplitModel
+from measure.match_config import RECORD_COLUMNS, make_config
 from measure.match_rate import (
-    RECORD_COLUMNS,
     GreedyMismatchError,
     MeasureOOMError,
-    by_position,
     eos_token_ids,
-    make_config,
     match_rates,
     measure_prompt,
-    table2,
-    to_traces,
     verify_greedy,
 )
 from measure.match_records import read_part, read_records, run_match_rate
+from measure.match_tables import by_position, table2, to_traces
 from measure.ppd_decode import ppd_generate
 from sim.formats import read_traces, write_traces
 from tests.measure.tiny_models import ARCHS, NUM_LAYERS, tiny_model
@@ -198,6 +195,12 @@ def test_trained_head_copy_matches_shared(llama):
     assert (trained["layer"] == 2).all()
     assert trained["match"].tolist() == shared["match"].tolist()
     assert table2(df).shape == (4, 2)  # (shared, trained) x (k=1, 3) by layers 1, 2
+
+
+def test_head_used_at_another_layer_is_refused(llama):
+    heads = {1: TrainedHead.from_model(llama, 2)}
+    with pytest.raises(ValueError, match=r"heads\[1\] was trained for layer 2"):
+        match_rates(llama, PROMPTS, layers=[1], ks=(1,), heads=heads, max_new_tokens=2)
 
 
 def test_bad_arguments(llama):

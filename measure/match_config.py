@@ -1,0 +1,140 @@
+"""Configuration of a match-rate run: record columns, sampling variants, validated settings.
+
+Kept apart from ``measure.match_rate`` (the torch part) so the settings and their checks read
+on their own; ``make_config`` validates every user-facing argument with a ValueError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+RECORD_COLUMNS = ("prompt", "position", "layer", "k", "head", "decoding", "match", "token")
+"""Columns of the tidy match-rate DataFrame, one row per (prompt, position, layer, k, head)."""
+
+POSITIONS = "1..ell"
+"""Which generated tokens the records cover (``x_1..x_ell``); stored in a run's config so that
+a run recorded by an older version (positions 2..ell) is not resumed into a mixed run."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Appendix B decoding: the generated token is sampled from the final distribution."""
+
+    top_k: int | None = None
+    """Sample among the top_k most likely tokens (top-k sampling, Fan et al. 2018)."""
+    top_p: float | None = None
+    """Sample from the smallest set whose probability reaches top_p (nucleus sampling)."""
+
+    def __post_init__(self) -> None:
+        if (self.top_k is None) == (self.top_p is None):
+            raise ValueError("sampling must set exactly one of top_k and top_p")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
+            raise ValueError(f"sampling top_k must be an integer >= 1, got {self.top_k!r}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"sampling top_p must be in (0, 1], got {self.top_p!r}")
+
+    @property
+    def label(self) -> str:
+        """Value of the ``decoding`` column: ``top_k=50`` or ``top_p=0.9``."""
+        return f"top_k={self.top_k}" if self.top_k is not None else f"top_p={self.top_p:g}"
+
+    @classmethod
+    def parse(cls, spec: Sampling | Mapping | str | None) -> Sampling | None:
+        """None (greedy), a Sampling, ``{"top_k": 50}`` or the CLI string ``"top_p=0.9"``."""
+        if spec is None or isinstance(spec, Sampling):
+            return spec
+        if isinstance(spec, str):
+            name, sep, value = spec.partition("=")
+            if not sep or name.strip() not in ("top_k", "top_p"):
+                raise ValueError(f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}")
+            try:
+                spec = {name.strip(): float(value) if name.strip() == "top_p" else int(value)}
+            except ValueError:
+                raise ValueError(
+                    f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}"
+                ) from None
+        unknown = set(spec) - {"top_k", "top_p"}
+        if unknown:
+            raise ValueError(f"sampling keys must be top_k or top_p, got {sorted(unknown)}")
+        return cls(**spec)
+
+
+@dataclass(frozen=True)
+class MatchRateConfig:
+    """What one p_correct run measures (validated against the model's depth d)."""
+
+    d: int
+    """Number of decoder layers of the model."""
+    layers: tuple[int, ...]
+    """Layers probed with the shared head (1-based count of layers run, 1..d)."""
+    ks: tuple[int, ...]
+    """Numbers of early candidates k."""
+    max_new_tokens: int = 16
+    """ell, the most tokens generated per prompt (fewer if EOS comes first)."""
+    trained_layers: tuple[int, ...] = ()
+    """Layers probed with a trained per-layer head."""
+    sampling: Sampling | None = None
+    """None for greedy decoding, else appendix B sampling."""
+    seed: int = 0
+    """Base seed of the sampling generator (combined with each prompt id)."""
+    verify: bool = True
+    """Check each greedy sequence against the model's own forward pass (one extra pass)."""
+
+    @property
+    def max_k(self) -> int:
+        return max(self.ks)
+
+    @property
+    def decoding(self) -> str:
+        return "greedy" if self.sampling is None else self.sampling.label
+
+    def to_dict(self) -> dict:
+        return {
+            "d": self.d,
+            "layers": list(self.layers),
+            "ks": list(self.ks),
+            "max_new_tokens": self.max_new_tokens,
+            "trained_layers": list(self.trained_layers),
+            "decoding": self.decoding,
+            "seed": self.seed,
+            "verify": self.verify,
+            "positions": POSITIONS,
+        }
+
+
+def make_config(
+    d: int,
+    *,
+    layers: Iterable[int] | None = None,
+    ks: Iterable[int] = (1, 3, 5),
+    max_new_tokens: int = 16,
+    trained_layers: Iterable[int] = (),
+    sampling=None,
+    seed: int = 0,
+    verify: bool = True,
+) -> MatchRateConfig:
+    """Validate the run parameters; ``layers=None`` probes every layer 1..d-1."""
+    layers = tuple(range(1, d)) if layers is None else _sorted_ints(layers, "layers", 1, d)
+    trained = _sorted_ints(trained_layers, "heads (layer keys)", 1, d) if trained_layers else ()
+    if not layers and not trained:
+        raise ValueError("layers must name at least one layer in [1, d]")
+    ks = _sorted_ints(ks, "ks", 1, None)
+    if not ks:
+        raise ValueError("ks must hold at least one k >= 1")
+    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    sampling = Sampling.parse(sampling)
+    return MatchRateConfig(d, layers, ks, int(max_new_tokens), trained, sampling, int(seed), verify)
+
+
+def _sorted_ints(values: Iterable[int], name: str, low: int, high: int | None) -> tuple[int, ...]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or int(v) != v or v < low or (high is not None and v > high):
+            allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
+            raise ValueError(f"{name} must hold integers in {allowed}, got {v!r}")
+        out.append(int(v))
+    return tuple(sorted(set(out)))
