@@ -89,7 +89,7 @@ def _run(args) -> int:
         model,
         ids,
         d_bar=d_bar,
-        ks=args.k,
+        ks=list(dict.fromkeys(args.k)),  # repeated values would repeat rows
         max_new_tokens=args.max_new_tokens,
         backend=args.backend,
         world_size=args.world_size,
