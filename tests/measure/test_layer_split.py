@@ -19,12 +19,7 @@ CASES += [(arch, "sdpa", {}) for arch in ARCHS]
 CASES += [("opt", "eager", {"word_embed_proj_dim": 16})]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _case_id(case) -> str:

@@ -24,12 +24,7 @@ def prompts(n: int = N_PROMPTS, seed: int = 0) -> list[list[int]]:
     return [torch.randint(2, VOCAB_SIZE, (n_,), generator=gen).tolist() for n_ in lengths]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,7 @@ D = NUM_LAYERS
 MARKS_PER_TOKEN = D + 3  # start, after embed, after each layer, after head
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class FakeClock:
