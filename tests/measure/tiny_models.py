@@ -18,39 +18,20 @@ missing cache entry moves them by far more than the 1e-4 test tolerance."""
 ATTN_IMPLEMENTATION = "eager"
 """Attention kernel used by default (layer-split tests also run "sdpa")."""
 
+_ROPE_GQA = dict(  # the Llama-family fields shared by llama, mistral and qwen2
+    hidden_size=HIDDEN_SIZE,
+    intermediate_size=64,
+    num_hidden_layers=NUM_LAYERS,
+    num_attention_heads=NUM_HEADS,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    vocab_size=VOCAB_SIZE,
+)
+
 _BASE = {
-    "llama": dict(
-        hidden_size=HIDDEN_SIZE,
-        intermediate_size=64,
-        num_hidden_layers=NUM_LAYERS,
-        num_attention_heads=NUM_HEADS,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        vocab_size=VOCAB_SIZE,
-        tie_word_embeddings=False,
-    ),
-    "mistral": dict(
-        hidden_size=HIDDEN_SIZE,
-        intermediate_size=64,
-        num_hidden_layers=NUM_LAYERS,
-        num_attention_heads=NUM_HEADS,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        vocab_size=VOCAB_SIZE,
-        sliding_window=None,
-        tie_word_embeddings=False,
-    ),
-    "qwen2": dict(
-        hidden_size=HIDDEN_SIZE,
-        intermediate_size=64,
-        num_hidden_layers=NUM_LAYERS,
-        num_attention_heads=NUM_HEADS,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        vocab_size=VOCAB_SIZE,
-        use_sliding_window=False,
-        tie_word_embeddings=True,
-    ),
+    "llama": dict(_ROPE_GQA, tie_word_embeddings=False),
+    "mistral": dict(_ROPE_GQA, sliding_window=None, tie_word_embeddings=False),
+    "qwen2": dict(_ROPE_GQA, use_sliding_window=False, tie_word_embeddings=True),
     "gpt2": dict(
         n_embd=HIDDEN_SIZE,
         n_layer=NUM_LAYERS,
