@@ -27,7 +27,7 @@ PAPER_LAYERS_OF_40 = (15, 20, 30, 35, 37)  # Table 2's probed layers of Vicuna-1
 def build_model(args):
     """A random Llama (hidden 512, 8 layers, vocab 8k by default) or a local model directory."""
     if args.model:
-        from measure.loading import load_model
+        from measure.hf.loading import load_model
 
         model, _ = load_model(args.model, dtype=args.dtype, device=args.device)
     else:
@@ -70,7 +70,7 @@ def run_generate(model, prompts, ell: int) -> None:
 
 
 def run_match(model, prompts, ell: int, layers, ks, verify: bool) -> None:
-    from measure.match_rate import match_rates
+    from measure.match.rate import match_rates
 
     match_rates(model, prompts, layers=layers, ks=ks, max_new_tokens=ell, verify=verify)
 

@@ -1,7 +1,7 @@
 """Benchmark: measured PPD/greedy latency ratio against the simulator's prediction, one run.
 
 CPU: greedy in this process (1 thread) vs PPD with 2 gloo ranks (1 thread each, k = 1) on
-the same prompts; per-layer times from ``measure.timing.time_layers``; overheads calibrated
+the same prompts; per-layer times from ``measure.profile.timing.time_layers``; overheads calibrated
 on half of the prompts, predictions compared on the other half. GPU (when CUDA exists):
 greedy vs single-process PPD on two CUDA streams, one device.
 
@@ -46,7 +46,7 @@ def make_prompts(n: int, length: int, vocab: int, seed: int = 0) -> list[list[in
 def text_prompts(model_dir, n: int, length: int) -> list[list[int]] | None:
     """The shipped sample prompts (code first), tokenized and cut to their last `length` ids."""
     from measure.datasets import load_prompts, sample_path
-    from measure.loading import load_tokenizer
+    from measure.hf.loading import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
     if tokenizer is None:
@@ -63,9 +63,10 @@ def ratio(a: float, b: float) -> float:
 
 def bench_cpu(model, model_dir, prompts, args) -> None:
     import sim
-    from measure.ppd_report import run_greedy, run_ppd
-    from measure.timing import time_layers
-    from measure.validate import model_shape, validate_results
+    from measure.decode.backends import ppd_many
+    from measure.eval.report import run_greedy
+    from measure.eval.validate import model_shape, validate_results
+    from measure.profile.timing import time_layers
 
     torch.set_num_threads(1)
     d = model.config.num_hidden_layers
@@ -73,7 +74,7 @@ def bench_cpu(model, model_dir, prompts, args) -> None:
     layer_times = time_layers(model, prompts[0], n_tokens=16, warmup=4)
     greedy = run_greedy(model, prompts, max_new_tokens=args.max_new_tokens)
     start = time.perf_counter()
-    ppd = run_ppd(
+    ppd = ppd_many(
         model,
         prompts,
         d_bar=d_bar,
@@ -127,7 +128,8 @@ def bench_cpu(model, model_dir, prompts, args) -> None:
 
 
 def bench_gpu(model, prompts, args) -> None:
-    from measure.ppd_decode import greedy_generate, ppd_single
+    from measure.decode.greedy import greedy_generate
+    from measure.decode.local import ppd_single
 
     model = model.to("cuda")
     d = model.config.num_hidden_layers
@@ -160,7 +162,7 @@ def main() -> None:
     args = parser.parse_args()
     import tempfile
 
-    from measure.loading import load_model
+    from measure.hf.loading import load_model
 
     with tempfile.TemporaryDirectory(prefix="bench-ppd-") as tmp:
         if args.model:

@@ -15,7 +15,7 @@ import argparse
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from measure.timing import time_greedy, time_layers
+from measure.profile.timing import time_greedy, time_layers
 
 
 def _model(layers: int, hidden: int):

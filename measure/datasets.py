@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.formats import read_jsonl
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 # The paper's Table 1, laid out line by line (the PDF's "rug by" is "rugby").
@@ -147,17 +149,7 @@ def _first_json_line(path: Path) -> dict:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object per line")
-            yield number, record
+    return read_jsonl(path)
 
 
 def _read_squad(path: Path) -> Iterator[Prompt]:

@@ -1,39 +1,40 @@
-"""The ``ppd`` command: one argparse tree whose sub-commands live next to the code they run.
+"""The ``ppd`` command: one argparse tree assembled from the sub-commands packages declare.
 
-Each package contributes a module with ``register(subparsers)``, which adds its sub-commands
-and sets ``func(args) -> int`` on each. Those modules import heavy dependencies (torch)
-only inside the handlers, so ``ppd --help`` works with the core install alone.
+Each package declares a ``register(subparsers)`` function in the ``ppd.commands`` entry-point
+group (``pyproject.toml``); it adds its sub-commands and sets ``func(args) -> int`` on each.
+This module knows none of them, so the math package does not depend on the layers above it.
+Handlers import heavy dependencies (torch) lazily, so ``ppd --help`` works with the core alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from importlib.metadata import entry_points
 
-# Modules that add sub-commands, in the order they appear in --help.
-COMMAND_MODULES = (
-    "ppdmodel.cli_model",  # ppd latency | compute | tradeoff
-    "sim.cli",  # ppd simulate
-    "measure.cli",  # ppd measure match-rate | timing | train-head | reference-model
-    "measure.cli_ppd",  # ppd run | validate
-)
+COMMAND_GROUP = "ppd.commands"
+"""Entry-point group of the sub-command registrars; entries are added in name order."""
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ppd`` parser with every registered sub-command."""
     parser = argparse.ArgumentParser(
         prog="ppd",
         description="Predictive Pipelined Decoding: closed form, simulator and measurement.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    found = sorted(entry_points(group=COMMAND_GROUP), key=lambda ep: ep.name)
+    if not found:
+        parser.epilog = "no sub-commands are registered: install the toolkit (pip install -e .)"
+    for ep in found:
+        module = ep.value.partition(":")[0]
         try:
-            module = importlib.import_module(name)
+            register = ep.load()
         except ModuleNotFoundError as exc:  # a part of the toolkit not present in this build
-            if exc.name != name:
+            if exc.name != module:
                 raise
             continue
-        module.register(subparsers)
+        register(subparsers)
     return parser
 
 

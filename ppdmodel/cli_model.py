@@ -7,6 +7,8 @@ import itertools
 import json
 from pathlib import Path
 
+from ppdmodel.cli_args import DEFAULT_D, default_d_bar
+
 DEFAULT_OUT = "ppd-out"
 """Where ``ppd tradeoff`` writes its figures and CSV unless --out says otherwise."""
 
@@ -14,9 +16,13 @@ DEFAULT_OUT = "ppd-out"
 def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
     """Options shared by ``latency`` and ``compute``; each accepts several values (a grid)."""
     many = {"action": "extend", "nargs": "+"}
-    parser.add_argument("--d", type=int, default=None, help="layers (default 40)", **many)
+    parser.add_argument("--d", type=int, default=None, help=f"layers (default {DEFAULT_D})", **many)
     parser.add_argument(
-        "--d-bar", type=float, default=None, help="early-prediction layer (default d/2)", **many
+        "--d-bar",
+        type=int,
+        default=None,
+        help="early-prediction layer (default: the smallest layer >= d/2)",
+        **many,
     )
     parser.add_argument("--ell", type=int, default=None, help="tokens (default 128)", **many)
     parser.add_argument("--p", type=float, default=None, help="match rate p_correct", **many)
@@ -77,7 +83,7 @@ def _paper_positions(spec: str):
 
 def _grid(args, with_k: bool):
     """All parameter combinations given on the command line, as keyword dicts."""
-    ds = args.d or [40]
+    ds = args.d or [DEFAULT_D]
     d_bars = args.d_bar or [None]
     ells = args.ell or [128]
     ks = (args.k or [1]) if with_k else [None]
@@ -97,8 +103,7 @@ def _grid(args, with_k: bool):
     for d, d_bar, ell, p, k in itertools.product(ds, d_bars, ells, p_values, ks):
         if isinstance(p, tuple):  # per-position: p_t for t = 2..ell
             p = (p[0], p[1][: ell - 1])
-        d_bar = d / 2 if d_bar is None else d_bar
-        d_bar = int(d_bar) if float(d_bar).is_integer() else d_bar
+        d_bar = default_d_bar(d) if d_bar is None else d_bar
         yield {"d": d, "d_bar": d_bar, "ell": ell, "p": p, **({"k": k} if with_k else {})}
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ppdmodel.positions import m_from_positions
+
 DATASETS = ("SQuAD", "WMT", "CNN/DM")
 """Dataset names as used in every table here (SQuAD 1.1, WMT EN-FR, CNN/DailyMail)."""
 LAYERS = (10, 20, 30, 35, 37)
@@ -305,14 +307,14 @@ def p_correct(*, dataset: str, k: int, trained: bool, layer: int) -> float:
 def per_position_p(*, dataset: str, k: int, trained: bool, layer: int) -> np.ndarray:
     """Per-position match rate p_t for t = 2..ell from Tables 6-8 (ell = 16 or 128).
 
-    Each bin's rate is used for every position in the bin; position 1 is dropped because the
-    first token always takes d layers (there is no earlier token to predict it from).
+    Each bin's rate is used for every position in the bin. By ``ppdmodel.positions``, p_t is
+    the rate at token position t - 1: positions 1..ell-1 (position ell's guess is never used).
     """
     rows = _lookup(TABLES_6_8, dataset, k, trained, layer)
     ell = GENERATED_TOKENS[_dataset(dataset)]
-    p_t = np.empty(ell)
+    rate_at = np.empty(ell)  # rate_at[j - 1]: the rate at token position j = 1..ell
     for first, last, value in rows[["position_first", "position_last", "p_correct"]].itertuples(
         index=False
     ):
-        p_t[first - 1 : last] = value
-    return p_t[1:]
+        rate_at[first - 1 : last] = value
+    return m_from_positions(rate_at)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from ppdmodel.cli_args import DEFAULT_D, default_d_bar
+
 
 def register(subparsers) -> None:
     """Add ``simulate`` to the ``ppd`` command."""
@@ -13,8 +15,13 @@ def register(subparsers) -> None:
         help="simulate PPD (or greedy) layer schedules on modelled GPUs",
         description="Simulate Algorithm 2's layer schedule; prints a latency/compute summary.",
     )
-    p.add_argument("--d", type=int, default=None, help="decoder layers (default 40)")
-    p.add_argument("--d-bar", type=int, default=None, help="early-prediction layer (default d/2)")
+    p.add_argument("--d", type=int, default=None, help=f"decoder layers (default {DEFAULT_D})")
+    p.add_argument(
+        "--d-bar",
+        type=int,
+        default=None,
+        help="early-prediction layer (default: smallest layer >= d/2)",
+    )
     p.add_argument("--k", type=int, default=None, help="candidates / sub-processes (default 3)")
     p.add_argument("--ell", type=int, default=128, help="generated tokens (default 128)")
     src = p.add_mutually_exclusive_group()
@@ -73,7 +80,7 @@ def _shape(args):
     return shape if args.context_len is None else shape.with_context(args.context_len)
 
 
-DEFAULT_D, DEFAULT_K = 40, 3
+DEFAULT_K = 3
 
 
 def select_traces(traces, *, d=None, d_bar=None, k=None, head=None) -> list:
@@ -95,7 +102,8 @@ def select_traces(traces, *, d=None, d_bar=None, k=None, head=None) -> list:
     return kept
 
 
-def _match_sources(args) -> list:
+def _match_sources(args) -> tuple[list, int, int, int]:
+    """(match sources, d, d_bar, k): a trace's own shape, or the options' with their defaults."""
     import numpy as np
 
     from sim.formats import read_traces
@@ -106,15 +114,15 @@ def _match_sources(args) -> list:
         if not traces:
             raise ValueError(f"--trace {args.trace}: no sequences")
         traces = select_traces(traces, d=args.d, d_bar=args.d_bar, k=args.k, head=args.trace_head)
-        args.d, args.d_bar, args.k = traces[0].d, traces[0].d_bar, traces[0].k
-        return [Replay.from_trace(trace) for trace in traces]
-    args.d = DEFAULT_D if args.d is None else args.d
-    args.d_bar = (args.d + 1) // 2 if args.d_bar is None else args.d_bar
-    args.k = DEFAULT_K if args.k is None else args.k
+        first = traces[0]
+        return [Replay.from_trace(trace) for trace in traces], first.d, first.d_bar, first.k
+    d = DEFAULT_D if args.d is None else args.d
+    d_bar = default_d_bar(d) if args.d_bar is None else args.d_bar
+    k = DEFAULT_K if args.k is None else args.k
     if args.per_position:
         values = np.loadtxt(args.per_position, delimiter=",", ndmin=1, dtype=float)
-        return [PerPosition(values)]
-    return [Bernoulli(0.5 if args.p is None else args.p)]
+        return [PerPosition(values)], d, d_bar, k
+    return [Bernoulli(0.5 if args.p is None else args.p)], d, d_bar, k
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -122,11 +130,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     from sim.hardware import Link
     from sim.run import monte_carlo, simulate, summarise
 
-    sources = _match_sources(args)
+    sources, d, d_bar, k = _match_sources(args)
     common = dict(
-        d=args.d,
-        d_bar=args.d_bar,
-        k=args.k,
+        d=d,
+        d_bar=d_bar,
+        k=k,
         cost=_cost(args),
         n_gpus=args.gpus,
         link=None if args.link is None else Link.from_name(args.link),

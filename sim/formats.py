@@ -22,8 +22,9 @@ Both formats are plain text so that a run on one machine can be replayed on anot
       {"sequence": "squad-0", "d": 40, "d_bar": 20, "k": 3, "m": [1, 0, 1, ...],
        "head": "shared", "source": "match_rate", "tokens": [...], "events": [...]}
 
-  ``m`` holds m_t for t = 2..ell (so ``len(m) == ell - 1``): 1 if token t was among the
-  top-k early predictions made at layer d_bar while token t-1 was computed. ``tokens``,
+  ``m`` holds m_t for t = 2..ell (so ``len(m) == ell - 1``): 1 if the pass producing token t
+  started from a handed-over candidate, i.e. the match at token position t - 1
+  (``ppdmodel.positions`` states the rule). ``tokens``,
   ``head``, ``source`` and ``events`` are optional. ``events`` (real PPD runs only) lists
   timed layer blocks and hand-offs as objects with keys ``EVENT_KEYS``.
 """
@@ -31,7 +32,7 @@ Both formats are plain text so that a run on one machine can be replayed on anot
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -144,16 +145,35 @@ def write_traces(path: str | Path, traces: Iterable[MatchTrace], append: bool = 
     return path
 
 
+def parse_jsonl(lines: Iterable[str], source: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank JSON Lines line; ValueError names the line.
+
+    The one JSON Lines reader of the toolkit (traces, prompt files, match-rate part files).
+    """
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{source}:{lineno}: expected a JSON object per line")
+        yield lineno, record
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """``parse_jsonl`` over a file's lines (UTF-8)."""
+    with Path(path).open(encoding="utf-8") as fh:
+        yield from parse_jsonl(fh, path)
+
+
 def read_traces(path: str | Path) -> list[MatchTrace]:
     """Read a JSON Lines trace file written by ``write_traces`` (blank lines are skipped)."""
     traces = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+    for lineno, data in read_jsonl(path):
+        try:
             traces.append(MatchTrace.from_dict(data))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}:{lineno}: not a match trace ({exc})") from None
     return traces

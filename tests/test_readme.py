@@ -34,7 +34,7 @@ def test_core_quickstart_runs_and_its_comments_are_true():
 def test_measure_quickstart_runs_on_a_local_model(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from measure.ppd_decode import greedy_generate
+    from measure.decode.greedy import greedy_generate
     from tests.notebooks.tiny_model_dir import build_tiny_model_dir
 
     model_dir = build_tiny_model_dir(tmp_path / "tiny")

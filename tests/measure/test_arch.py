@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from measure.arch import ARCH_TABLE, ArchSpec, arch_spec, get_module  # noqa: E402
+from measure.hf.arch import ARCH_TABLE, ArchSpec, arch_spec, get_module  # noqa: E402
 from tests.measure.tiny_models import ARCHS, tiny_config, tiny_model  # noqa: E402
 
 

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 import torch
 
-from measure.arch import arch_spec, get_module
-from measure.heads import HeadConfig, TrainedHead, hidden_at_layer, token_blocks, train_head
+from measure.hf.arch import arch_spec, get_module
+from measure.train.heads import HeadConfig, TrainedHead, hidden_at_layer, token_blocks, train_head
 from tests.measure.tiny_models import ARCHS, tiny_model
 
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from measure.layer_split import LayerSplitModel, expand_cache  # noqa: E402
+from measure.hf.layer_split import LayerSplitModel, expand_cache  # noqa: E402
 from tests.measure.tiny_models import ARCHS, VOCAB_SIZE, tiny_model  # noqa: E402
 
 ATOL = 1e-4

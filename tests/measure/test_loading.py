@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from measure.layer_split import LayerSplitModel  # noqa: E402
-from measure.loading import load_model, resolve_device, resolve_dtype  # noqa: E402
+from measure.hf.layer_split import LayerSplitModel  # noqa: E402
+from measure.hf.loading import load_model, resolve_device, resolve_dtype  # noqa: E402
 from tests.measure.tiny_models import tiny_model  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""measure.match_rate and measure.match_records on tiny random models: tokens, matches, outputs."""
+"""measure.match.rate and measure.match.records on tiny random models: tokens, matches, outputs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from measure.heads import TrainedHead
-from measure.layer_split import LayerSplitModel
-from measure.match_config import RECORD_COLUMNS, make_config
-from measure.match_rate import (
+from measure.decode.backends import ppd_generate
+from measure.hf.layer_split import LayerSplitModel
+from measure.match.config import RECORD_COLUMNS, make_config
+from measure.match.rate import (
     GreedyMismatchError,
     MeasureOOMError,
     eos_token_ids,
@@ -20,9 +20,9 @@ from measure.match_rate import (
     measure_prompt,
     verify_greedy,
 )
-from measure.match_records import read_part, read_records, run_match_rate
-from measure.match_tables import by_position, table2, to_traces
-from measure.ppd_decode import ppd_generate
+from measure.match.records import read_part, read_records, run_match_rate
+from measure.match.tables import by_position, table2, to_traces
+from measure.train.heads import TrainedHead
 from sim.formats import read_traces, write_traces
 from tests.measure.tiny_models import ARCHS, NUM_LAYERS, tiny_model
 

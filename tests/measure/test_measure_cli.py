@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from measure.datasets import load_prompts, sample_path
-from measure.match_rate import match_rates
-from measure.match_records import read_records
+from measure.match.rate import match_rates
+from measure.match.records import read_records
 from ppdmodel.cli import build_parser, main
 from sim.formats import read_layer_times, read_traces
 from tests.measure.tiny_models import NUM_LAYERS, tiny_model
@@ -108,7 +108,7 @@ def test_match_rate_sampling_and_parquet(model_dir, tmp_path):
 
 
 def test_match_rate_with_trained_head_dir(model_dir, tmp_path):
-    from measure.heads import TrainedHead
+    from measure.train.heads import TrainedHead
 
     TrainedHead.from_model(tiny_model("llama"), 2).save(tmp_path / "heads" / "layer-2")
     out = tmp_path / "trained"

@@ -6,8 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from measure.kv_ops import append_entries, crop_last, last_entries, pack, unpack  # noqa: E402
-from measure.ppd_decode import greedy_generate, ppd_generate, ppd_single  # noqa: E402
+from measure.decode.backends import ppd_generate  # noqa: E402
+from measure.decode.greedy import greedy_generate  # noqa: E402
+from measure.decode.local import ppd_single  # noqa: E402
+from measure.hf.kv_ops import append_entries, crop_last, last_entries, pack, unpack  # noqa: E402
 from sim.formats import EVENT_KEYS, read_traces, write_traces  # noqa: E402
 from tests.measure.tiny_models import ARCHS, NUM_LAYERS, VOCAB_SIZE, tiny_model  # noqa: E402
 
@@ -216,7 +218,7 @@ def test_out_of_vocabulary_prompt_is_refused(models, bad):
 
 
 def test_head_for_another_layer_is_refused(models):
-    from measure.heads import TrainedHead
+    from measure.train.heads import TrainedHead
 
     head = TrainedHead.from_model(models["llama"], 2)
     with pytest.raises(ValueError, match="head is trained for layer 2; d_bar"):
@@ -226,7 +228,7 @@ def test_head_for_another_layer_is_refused(models):
 
 
 def test_kv_ops_pack_roundtrip_and_crop(models):
-    from measure.layer_split import LayerSplitModel
+    from measure.hf.layer_split import LayerSplitModel
 
     lsm = LayerSplitModel(models["llama"])
     cache = lsm.new_cache()

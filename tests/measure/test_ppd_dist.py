@@ -8,9 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from measure.ppd_decode import greedy_generate, ppd_generate, ppd_single  # noqa: E402
-from measure.ppd_dist import DistJob, DistTask  # noqa: E402
-from measure.ppd_launch import ppd_dist_many, run_job  # noqa: E402
+from measure.decode.backends import ppd_generate  # noqa: E402
+from measure.decode.dist import DistJob, DistTask  # noqa: E402
+from measure.decode.greedy import greedy_generate  # noqa: E402
+from measure.decode.launch import ppd_dist_many, run_job  # noqa: E402
+from measure.decode.local import ppd_single  # noqa: E402
 from tests.measure.test_ppd_decode import NEW_TOKENS, prompts  # noqa: E402
 from tests.measure.tiny_models import ARCHS, tiny_model  # noqa: E402
 
@@ -69,10 +71,10 @@ def test_gloo_equals_greedy_every_arch(saved_models, references, world_size, n_p
 
 
 def test_ppd_generate_dispatches_to_dist(monkeypatch):
-    import measure.ppd_launch as launch
+    import measure.decode.backends as backends
 
     calls = []
-    monkeypatch.setattr(launch, "ppd_dist_many", lambda *a, **kw: calls.append(kw) or ["ok"])
+    monkeypatch.setattr(backends, "ppd_dist_many", lambda *a, **kw: calls.append(kw) or ["ok"])
     assert (
         ppd_generate(None, [1], d_bar=2, k=1, max_new_tokens=3, backend="dist", world_size=2)
         == "ok"
@@ -113,7 +115,7 @@ def test_dist_refuses_bad_d_bar_before_spawning(saved_models):
 
 
 def test_dist_refuses_bad_prompt_and_head_before_spawning(saved_models):
-    from measure.heads import TrainedHead
+    from measure.train.heads import TrainedHead
 
     model_dir = saved_models["llama"][1]
     with pytest.raises(ValueError, match="input_ids"):

@@ -13,14 +13,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import sim  # noqa: E402
-from measure.calibrate import (  # noqa: E402
+from measure.eval.calibrate import (  # noqa: E402
     Calibration,
     fit_link,
     fit_overheads,
     ppd_pass_compute,
 )
-from measure.ppd_report import REPORT_COLUMNS, format_table, table3  # noqa: E402
-from measure.validate import compare, simulate_ppd, split_halves  # noqa: E402
+from measure.eval.report import REPORT_COLUMNS, format_table, table3  # noqa: E402
+from measure.eval.validate import compare, simulate_ppd, split_halves  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
 from sim.formats import MatchTrace, read_traces  # noqa: E402
 from tests.measure.tiny_models import tiny_model  # noqa: E402

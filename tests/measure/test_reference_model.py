@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from measure.reference_model import (
+from measure.train.reference_model import (
     METADATA_NAME,
     ReferenceModelConfig,
     default_corpus_dir,
@@ -122,7 +122,7 @@ def test_config_checks(tmp_path):
 
 def test_cli_reference_model_then_train_head(tmp_path, capsys):
     from measure.datasets import sample_path
-    from measure.heads import TrainedHead
+    from measure.train.heads import TrainedHead
     from ppdmodel.cli import main
 
     corpus = _write_corpus(tmp_path / "corpus")

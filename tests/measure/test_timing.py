@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import measure.timing as timing  # noqa: E402
-from measure.timing import time_greedy, time_layers  # noqa: E402
+import measure.profile.clock as clock_module  # noqa: E402
+from measure.profile.timing import time_greedy, time_layers  # noqa: E402
 from sim.formats import LAYER_TIMES_COLUMNS, read_layer_times, write_layer_times  # noqa: E402
 from tests.measure.tiny_models import NUM_LAYERS, tiny_model  # noqa: E402
 
@@ -49,7 +49,7 @@ def test_rows_follow_the_schema(tmp_path):
 @pytest.mark.parametrize("arch", ["llama", "opt"])
 def test_laps_are_attributed_and_warmup_is_not_timed(monkeypatch, arch):
     clock = FakeClock()
-    monkeypatch.setattr(timing, "_clock", clock)
+    monkeypatch.setattr(clock_module, "host_clock", clock)
     n_tokens, warmup = 4, 3
     df = time_layers(tiny_model(arch), PROMPT, n_tokens=n_tokens, warmup=warmup, batch_sizes=(1, 2))
     assert clock.calls == 2 * n_tokens * MARKS_PER_TOKEN  # no clock read during warm-up
@@ -71,7 +71,7 @@ def test_warmup_tokens_are_decoded(monkeypatch):
 
 def test_greedy_token_rows(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(timing, "_clock", clock)
+    monkeypatch.setattr(clock_module, "host_clock", clock)
     df = time_greedy(tiny_model("mistral"), torch.tensor([PROMPT]), n_tokens=5, warmup=2)
     assert clock.calls == 2 * 5
     assert list(df["component"]) == ["token"] and list(df["layer"]) == [-1]

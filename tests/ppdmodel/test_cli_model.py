@@ -47,18 +47,19 @@ def test_latency_with_paper_positions(capsys):
     assert main(["latency", "--paper-positions", "squad:3:Y:20", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["ell"], row["d_bar"], row["p"]) == (16, 20, "Tables 6-8 squad:3:Y:20")
-    # 40*16 - 20 * sum of p_t over t = 2..16 (bins 1-2 .. 15-16 of Table 6)
+    # 40*16 - 20 * sum of p_t over t = 2..16, p_t = the rate at position t - 1 = 1..15
+    # (bins 1-2 .. 15-16 of Table 6; position 16 is not used)
     bins = [0.5110, 0.7295, 0.7239, 0.7182, 0.7124, 0.6980, 0.6860, 0.6906]
-    p_sum = bins[0] + 2 * sum(bins[1:])
+    p_sum = 2 * sum(bins[:-1]) + bins[-1]
     assert row["expected_latency"] == pytest.approx(640 - 20 * p_sum)
 
 
 def test_paper_positions_take_ell_and_k_from_the_options_or_the_table(capsys):
-    # --ell 5 uses p_2..p_5 of Table 6 (bins 1-2, 3-4, 3-4, 5-6); k defaults to the spec's 3
+    # --ell 5 uses p_2..p_5 = positions 1..4 of Table 6 (bins 1-2, 1-2, 3-4, 3-4); k: the spec's 3
     assert main(["compute", "--paper-positions", "squad:3:Y:20", "--ell", "5", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["ell"], row["k"]) == (5, 3)
-    p_sum = 0.5110 + 0.7295 + 0.7295 + 0.7239
+    p_sum = 0.5110 + 0.5110 + 0.7295 + 0.7295
     assert row["expected_latency"] == pytest.approx(40 * 5 - 20 * p_sum)
     assert row["expected_compute"] == pytest.approx(row["expected_latency"] + 3 * 20 * 5)
     assert main(["compute", "--paper-positions", "squad:3:Y:20", "--k", "1", "--json"]) == 0

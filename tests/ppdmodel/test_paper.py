@@ -51,8 +51,9 @@ def test_tables_6_8_totals_equal_table2_and_bin_means():
 
 def test_per_position_p_expands_bins():
     p_t = paper.per_position_p(dataset="SQuAD", k=5, trained=True, layer=20)
-    assert p_t.shape == (15,)  # t = 2..16
-    assert p_t[0] == 0.5737 and p_t[1] == 0.7905 and p_t[-1] == 0.7453
+    assert p_t.shape == (15,)  # t = 2..16 <- positions 1..15 (ppdmodel.positions)
+    assert p_t[0] == p_t[1] == 0.5737  # positions 1 and 2: bin 1-2
+    assert p_t[2] == 0.7905 and p_t[-1] == 0.7453  # position 3: bin 3-4; 15: bin 15-16
     assert paper.per_position_p(dataset="WMT", k=1, trained=False, layer=10).shape == (127,)
     with pytest.raises(ValueError, match="layer must be one of"):
         paper.per_position_p(dataset="WMT", k=1, trained=False, layer=15)

@@ -1,7 +1,8 @@
 """PPD across torch.distributed ranks: rank 0 is the main process, ranks 1.. run candidates.
 
 Launch: ``ppd_dist_many`` spawns ``world_size`` monitored processes (free port from the OS),
-or ``torchrun --nproc-per-node W -m measure.ppd_dist --model DIR --prompts FILE --out DIR``
+or ``torchrun --nproc-per-node W -m measure.decode.launch --model DIR --prompt-ids FILE
+--d-bar N --out DIR``
 (reads RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT). Backend gloo on CPU, NCCL on GPUs.
 Every rank loads the same model. The k candidates of a pass are split round-robin over the
 W - 1 candidate ranks (W = 2: one rank runs all k as one batch, the default).
@@ -41,11 +42,13 @@ the parent then kills every rank and raises ``RuntimeError`` naming the rank.
 from __future__ import annotations
 
 import socket
-import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+
+from measure.hf.kv_ops import append_entries, last_entries, pack, share_prefix, unpack
+from measure.profile.clock import Clock
 
 PROMPT, CANDS, VERDICT, END, PING, STOP = 1, 2, 3, 4, 5, 6
 KIND_CODES = {"layers": 0, "handoff": 1}
@@ -162,7 +165,7 @@ def owner(j: int, world_size: int) -> tuple[int, int]:
 
 
 class RemoteCandidates:
-    """Main-side proxy of the candidate ranks (the ``start/accept/reject`` of ppd_decode)."""
+    """Main-side proxy of the candidate ranks: the ``CandidateExecutor`` of the ``dist`` backend."""
 
     def __init__(self, lsm, cache, e, rec, comm: Comm, world_size: int):
         self.lsm, self.cache, self.e, self.rec = lsm, cache, e, rec
@@ -170,8 +173,6 @@ class RemoteCandidates:
         self.holder = None  # the rank that handed over the current token (it has its KV)
 
     def start(self, cands: torch.Tensor, position: int, token: int) -> None:
-        from measure.kv_ops import last_entries, pack
-
         flat = cands[0].tolist()
         entries = last_entries(self.cache, range(self.e), 0)  # the current token, [0, e)
         _, heads, _, dh = entries[0][0].shape
@@ -188,8 +189,6 @@ class RemoteCandidates:
         self.holder = None
 
     def accept(self, j: int, token_id: int, position: int, token: int) -> torch.Tensor:
-        from measure.kv_ops import append_entries, unpack
-
         start = self.rec.mark()
         rank, row = owner(j, self.world)
         for r in range(1, self.world):
@@ -228,11 +227,10 @@ class CandidateWorker:
         self.e = lsm.num_layers - d_bar
         self.cache = self.h = self.rows = None
         self.events: list[list[float]] = []
+        self.clock = Clock(lsm.device, host_sync=True)  # one host timeline with rank 0
 
     def _block(self, token, a, b, kind, start) -> None:
-        if self.lsm.device.type == "cuda":
-            torch.cuda.synchronize(self.lsm.device)
-        self.events.append([token, a, b, start, time.perf_counter(), KIND_CODES[kind]])
+        self.events.append([token, a, b, start, self.clock.mark(), KIND_CODES[kind]])
 
     def prompt(self, ids: torch.Tensor) -> None:
         """The same prefill as main (all but the last prompt token)."""
@@ -242,15 +240,11 @@ class CandidateWorker:
 
     def sync(self, flat: torch.Tensor, heads: int, dh: int) -> None:
         """Append main's KV of the current token for layers [0, e) (a packed SYNC message)."""
-        from measure.kv_ops import append_entries, unpack
-
         _, entries = unpack(flat.to(self.lsm.device), (0,), [(1, heads, 1, dh)] * self.e)
         append_entries(self.cache, range(self.e), entries)
 
     def candidates(self, position: int, cands: list[int], token: int) -> None:
-        from measure.kv_ops import share_prefix
-
-        start = time.perf_counter()
+        start = self.clock.mark()
         n = len(cands)
         self.rows = self.lsm.new_cache()
         share_prefix(self.cache, self.rows, range(self.e), n)
@@ -260,9 +254,7 @@ class CandidateWorker:
         self._block(token, 0, self.e, "layers", start)
 
     def verdict(self, row: int, token_id: int, position: int, token: int) -> None:
-        from measure.kv_ops import append_entries, last_entries, pack
-
-        start = time.perf_counter()
+        start = self.clock.mark()
         if row >= 0:
             entries = last_entries(self.rows, range(self.e), row)
             self.comm.send(pack(self.h[row], entries).to(self.comm.device), 0)

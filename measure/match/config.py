@@ -1,6 +1,6 @@
 """Configuration of a match-rate run: record columns, sampling variants, validated settings.
 
-Kept apart from ``measure.match_rate`` (the torch part) so the settings and their checks read
+Kept apart from ``measure.match.rate`` (the torch part) so the settings and their checks read
 on their own; ``make_config`` validates every user-facing argument with a ValueError.
 """
 

@@ -1,7 +1,7 @@
 """Three-way validation: closed form (measured p-hat), simulator replay, and measured latency.
 
 For the same prompts: greedy and PPD runs are measured; the overhead terms are fitted on one
-half of the prompts (``measure.calibrate``) and all three latencies are compared on the
+half of the prompts (``measure.eval.calibrate``) and all three latencies are compared on the
 other half (with a single prompt, in-sample). The closed form is
 ``ppdmodel.expected_latency_seconds`` with the pooled p-hat, the mean measured layer time
 and the calibrated overheads; the simulator replays each run's own m_t with the measured
@@ -15,12 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from measure.calibrate import (
+import sim
+from measure.eval.calibrate import (
     Calibration,
     fit_overheads,
     greedy_step_compute,
     transfer_seconds,
 )
+from ppdmodel import expected_latency_seconds, greedy_latency_seconds
+from sim import ModelShape
 
 TABLE_COLUMNS = (
     "method",
@@ -52,8 +55,6 @@ class ValidationReport:
 
 def model_shape(config, context_len: int = 1024):
     """A ``sim.ModelShape`` from a Hugging Face config (for hand-off bytes)."""
-    from sim import ModelShape
-
     c = config.get_text_config()
     hidden = c.hidden_size
     inter = (
@@ -77,8 +78,6 @@ def model_shape(config, context_len: int = 1024):
 
 def simulate_ppd(result, cost, calib: Calibration, shape, n_gpus: int) -> float:
     """Simulated seconds of one measured PPD run, replaying its m_t."""
-    import sim
-
     trace = result.trace
     config = sim.SimConfig(
         d=trace.d,
@@ -98,8 +97,6 @@ def simulate_ppd(result, cost, calib: Calibration, shape, n_gpus: int) -> float:
 
 def simulate_greedy(ell: int, d: int, cost, calib: Calibration) -> float:
     """Simulated seconds of greedy decoding of ell tokens."""
-    import sim
-
     config = sim.SimConfig(
         d=d,
         d_bar=d - 1,
@@ -114,8 +111,6 @@ def simulate_greedy(ell: int, d: int, cost, calib: Calibration) -> float:
 
 def closed_form_ppd(*, d, d_bar, ell, p, cost, calib: Calibration, handoff_bytes) -> float:
     """Theorem 4.1 in seconds: mean layer time, per-token parts folded into the overhead."""
-    from ppdmodel import expected_latency_seconds
-
     heads = cost.embed_seconds(1) + 2 * cost.head_seconds(1)
     handoff = calib.per_handoff_overhead_s + transfer_seconds(
         calib.link_latency_s, calib.link_bandwidth_bytes_per_s, handoff_bytes
@@ -135,8 +130,6 @@ def closed_form_ppd(*, d, d_bar, ell, p, cost, calib: Calibration, handoff_bytes
 
 def closed_form_greedy(*, d, ell, cost, calib: Calibration) -> float:
     """Greedy latency in seconds from the mean layer time and the per-token parts."""
-    from ppdmodel import greedy_latency_seconds
-
     extra = greedy_step_compute(cost, d) - d * cost.unit_seconds()
     return float(
         greedy_latency_seconds(
@@ -226,8 +219,6 @@ def validate_results(ppd_results, greedy_results, layer_times: pd.DataFrame, sha
 
     ppd_results and greedy_results are aligned lists (same prompts, same order).
     """
-    import sim
-
     if len(ppd_results) != len(greedy_results):
         raise ValueError("ppd_results and greedy_results must cover the same prompts")
     cost = sim.MeasuredCost(layer_times)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from measure.arch import arch_spec, get_module
+from measure.hf.arch import arch_spec, get_module
 
 WEIGHTS_NAME = "head.safetensors"
 CONFIG_NAME = "head_config.json"

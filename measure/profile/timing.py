@@ -1,49 +1,39 @@
 """Per-layer and whole-step decode times in the per-layer CSV schema the simulator reads.
 
-One timing helper, ``Laps``: timestamps at component boundaries within one decode step, CUDA
-events on a GPU (one synchronize per token, after the step) or ``perf_counter`` on the CPU.
+``Laps`` timestamps component boundaries within one decode step on the one clock of ``measure``
+(``measure.profile.clock``: CUDA events on a GPU, one synchronize per token; ``perf_counter`` on
+the CPU).
 Warm-up steps are decoded but never timed.
 """
 
 from __future__ import annotations
 
-import time
 from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 import torch
 
-from measure.layer_split import LayerSplitModel, expand_cache
+from measure.hf.layer_split import LayerSplitModel, expand_cache
+from measure.profile.clock import Clock
 from sim.formats import LAYER_TIMES_COLUMNS, validate_layer_times
-
-_clock = time.perf_counter
-"""CPU clock (a module attribute so tests can replace it)."""
 
 
 class Laps:
     """Durations between consecutive ``mark()`` calls of one decode step, in seconds."""
 
     def __init__(self, device: torch.device):
-        self.cuda = torch.device(device).type == "cuda"
+        self.clock = Clock(device)
         self.marks: list = []
 
     def mark(self) -> None:
         """Timestamp the boundary between two components (queued on the stream on CUDA)."""
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(_clock())
+        self.marks.append(self.clock.mark())
 
     def seconds(self) -> list[float]:
         """Lap times; on CUDA the device is synchronised once, here, before reading events."""
-        if self.cuda:
-            torch.cuda.synchronize()
-            laps = [a.elapsed_time(b) / 1e3 for a, b in pairwise(self.marks)]  # ms -> s
-        else:
-            laps = [b - a for a, b in pairwise(self.marks)]
+        self.clock.resolve()
+        laps = [self.clock.seconds(a, b) for a, b in pairwise(self.marks)]
         self.marks = []
         return laps
 

@@ -3,7 +3,7 @@
 Definition (paper section 4.3, Table 2, Tables 6-8; DESIGN.md). Let x_0 be the last prompt token
 and x_1..x_ell the generated tokens; the forward pass whose *input* is x_{j-1} (at absolute
 position S + j - 2 for a prompt of S tokens) produces x_j. The prompt minus x_0 is prefilled,
-so every x_j, j = 1..ell, has its own pass, exactly as in real PPD (measure.ppd_decode). During
+so every x_j, j = 1..ell, has its own pass, exactly as in real PPD (``measure.decode.loop``). During
 that pass the hidden state after ``layer`` decoder layers (1-based: ``layer=20`` is the output
 of the 20th layer, as in the paper's Table 2; PPD's d_bar) goes through the early head (the
 model's own final norm + LM head, ``head="shared"``, or a per-layer trained head,
@@ -13,13 +13,10 @@ model's own final norm + LM head, ``head="shared"``, or a per-layer trained head
 
 x_j is the final layer's argmax (greedy) or, for appendix B, a token sampled from the final
 distribution (top-k / top-p). A sequence of ell tokens yields ell records per (layer, k, head),
-positions 1..ell, as the paper counts them (Tables 6-8 start at position 1). PPD uses the early
-guess of x_{t-1} to start the pass over x_{t-1} early, so the latency model's
-
-    m_t = match_{t-1}  for t = 2..ell  (the guess of x_ell is never used),
-
-which ``N = 1 + sum_{t=2..ell} (1 - m_t)`` needs; ``to_traces`` builds these m (equal to
-``PPDResult.m`` of the same prompt, d_bar, k and head).
+positions 1..ell, as the paper counts them (Tables 6-8 start at position 1). The latency
+model's m_t is the match at position t - 1 (the rule and its source, Algorithm 2, are in
+``ppdmodel.positions``); ``to_traces`` builds these m (equal to ``PPDResult.m`` of the same
+prompt, d_bar, k and head).
 """
 
 from __future__ import annotations
@@ -33,14 +30,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from measure.match_config import (  # noqa: F401 (re-exported)
+from measure.hf.layer_split import LayerSplitModel
+from measure.match.config import (  # noqa: F401 (re-exported)
     POSITIONS,
     RECORD_COLUMNS,
     MatchRateConfig,
     Sampling,
     make_config,
 )
-from measure.match_tables import by_position, table2, to_traces  # noqa: F401 (re-exported)
+from measure.match.tables import by_position, table2, to_traces  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -154,7 +152,7 @@ def measure_prompt(
 ) -> PromptResult:
     """Generate up to ell tokens from ``input_ids`` [1, S] and rank each token in every early top-K.
 
-    ``lsm`` is a measure.layer_split.LayerSplitModel. Out-of-memory becomes MeasureOOMError with
+    ``lsm`` is a measure.hf.layer_split.LayerSplitModel. Out-of-memory becomes MeasureOOMError with
     the prompt length, batch, max_new_tokens and dtype in its message.
     """
     try:
@@ -405,6 +403,4 @@ def check_head_layers(heads: Mapping[int, torch.nn.Module] | None) -> None:
 
 def as_layer_split(model):
     """Wrap a causal LM in a LayerSplitModel (a LayerSplitModel is returned as is)."""
-    from measure.layer_split import LayerSplitModel
-
     return model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)

@@ -6,9 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.reference_model import METADATA_NAME, ReferenceModelConfig
-
-PROMPT_FORMATS = ("auto", "squad", "wmt", "cnndm", "jsonl")
+from measure.cli.common import add_prompt_format_args
+from measure.train.reference_model import METADATA_NAME, ReferenceModelConfig
 
 
 def register_measure(subparsers) -> None:
@@ -33,8 +32,7 @@ def _add_train_head(subparsers) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompts", metavar="FILE", help="dataset/prompts file (+ references)")
     source.add_argument("--text", metavar="FILE", help="plain UTF-8 text file to train on")
-    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    add_prompt_format_args(p)
     p.add_argument("--loss", default="ce", choices=("ce", "kl"), help="ce (default) or kl")
     p.add_argument("--epochs", type=int, default=None, help="default 3 (Table 4)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 2e-5)")
@@ -113,8 +111,8 @@ def _head_overrides(args) -> dict:
 
 
 def _train_head(args: argparse.Namespace) -> int:
-    from measure.heads import HeadConfig, encode_texts, train_head
-    from measure.loading import load_model
+    from measure.hf.loading import load_model
+    from measure.train.heads import HeadConfig, encode_texts, train_head
 
     texts = _training_texts(args)
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
@@ -143,7 +141,7 @@ def _warmup_steps(args) -> int:
 def _reference_model(args: argparse.Namespace) -> int:
     import torch
 
-    from measure.reference_model import train_reference_model
+    from measure.train.reference_model import train_reference_model
 
     if args.threads is not None:
         if args.threads < 1:

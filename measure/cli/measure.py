@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 
-PROMPT_FORMATS = ("auto", "squad", "wmt", "cnndm", "jsonl")
+from measure.cli.common import add_model_args, add_prompt_format_args
+from measure.cli.train import register_measure as register_train
+from ppdmodel.cli_args import usage
 
 
 def register(subparsers) -> None:
@@ -17,30 +17,11 @@ def register(subparsers) -> None:
         help="measure real Hugging Face models: match rates, per-layer times, heads",
         description="Measure a local Hugging Face causal LM (nothing is downloaded).",
     )
-    parser.set_defaults(func=lambda args: _usage(parser))
+    parser.set_defaults(func=lambda args: usage(parser))
     measure_subparsers = parser.add_subparsers(dest="measure_command", metavar="SUBCOMMAND")
     _add_match_rate(measure_subparsers)
     _add_timing(measure_subparsers)
-    try:
-        cli_train = importlib.import_module("measure.cli_train")
-    except ModuleNotFoundError as exc:  # train-head / reference-model not in this build
-        if exc.name != "measure.cli_train":
-            raise
-    else:
-        cli_train.register_measure(measure_subparsers)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
-
-
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
-    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
-    p.add_argument(
-        "--device", default="cpu", help="cpu | cuda | cuda:N (torchrun: cuda:LOCAL_RANK)"
-    )
+    register_train(measure_subparsers)
 
 
 def _add_match_rate(subparsers) -> None:
@@ -52,10 +33,9 @@ def _add_match_rate(subparsers) -> None:
         "records (CSV/Parquet), a run.json sidecar and traces.jsonl for `ppd simulate --trace`. "
         "Resumable (--resume); under torchrun each rank takes every WORLD_SIZE-th prompt.",
     )
-    _add_model_args(p)
+    add_model_args(p)
     p.add_argument("--prompts", required=True, metavar="FILE", help="prompts file")
-    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    add_prompt_format_args(p)
     p.add_argument(
         "--layers",
         type=int,
@@ -87,11 +67,11 @@ def _add_timing(subparsers) -> None:
         description="Times embedding, every decoder layer and the head per decode step (CUDA "
         "events on GPU, perf_counter on CPU; warm-up excluded), plus whole greedy steps.",
     )
-    _add_model_args(p)
+    add_model_args(p)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompts", metavar="FILE", help="prompts file (its first prompt)")
     source.add_argument("--prompt-text", help="the prompt text itself")
-    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
+    add_prompt_format_args(p, limit=False)
     p.add_argument("--n-tokens", type=int, default=16, help="timed decode steps (default 16)")
     p.add_argument("--warmup", type=int, default=2, help="untimed warm-up steps (default 2)")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], help="rows per step")
@@ -100,9 +80,9 @@ def _add_timing(subparsers) -> None:
 
 
 def _match_rate(args) -> int:
-    from measure.match_rate import MeasureOOMError
-    from measure.match_records import read_records, run_match_rate
-    from measure.match_tables import table2
+    from measure.match.rate import MeasureOOMError
+    from measure.match.records import read_records, run_match_rate
+    from measure.match.tables import table2
 
     created = _init_distributed(args.device)
     try:
@@ -142,8 +122,8 @@ def _match_rate(args) -> int:
 def _timing(args) -> int:
     import pandas as pd
 
-    from measure.loading import load_model
-    from measure.timing import time_greedy, time_layers
+    from measure.hf.loading import load_model
+    from measure.profile.timing import time_greedy, time_layers
     from sim.formats import write_layer_times
 
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)

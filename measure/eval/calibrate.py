@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.optimize import nnls
 
+from sim import Link
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -45,8 +47,6 @@ class Calibration:
         """The fitted ``sim.Link`` (None when no link was measured)."""
         if self.link_latency_s == 0 and math.isinf(self.link_bandwidth_bytes_per_s):
             return None
-        from sim import Link
-
         return Link("calibrated", self.link_latency_s, self.link_bandwidth_bytes_per_s)
 
     def to_dict(self) -> dict:
@@ -83,8 +83,8 @@ def fit_link(samples) -> tuple[float, float]:
 
 
 def transfer_seconds(latency_s: float, bandwidth: float, nbytes: float) -> float:
-    """Link time of one message."""
-    return latency_s + (0.0 if math.isinf(bandwidth) else nbytes / bandwidth)
+    """Link time of one message (``sim.Link.transfer_time``, the one formula)."""
+    return Link("calibrated", latency_s, bandwidth).transfer_time(nbytes)
 
 
 def pass_durations(token_times_s) -> np.ndarray:

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from measure.match_config import MatchRateConfig, make_config
-from measure.match_rate import (
+from measure.datasets import load_prompts, prompts_hash
+from measure.hf.loading import load_model
+from measure.match.config import MatchRateConfig, make_config
+from measure.match.rate import (
     PromptResult,
     _vocab_size,
     as_layer_split,
@@ -32,7 +34,9 @@ from measure.match_rate import (
     measure_prompt,
     prompt_inputs,
 )
-from sim.formats import MatchTrace, write_traces
+from measure.train.heads import CONFIG_NAME, TrainedHead
+from ppdmodel.positions import m_from_positions
+from sim.formats import MatchTrace, parse_jsonl, write_traces
 
 SIDECAR = "run.json"
 TRACES = "traces.jsonl"
@@ -88,14 +92,12 @@ def run_match_rate(
 ) -> RunResult:
     """Measure match rates for a prompts file into ``out_dir``; resumable and shardable.
 
-    model: a local model directory (loaded with measure.loading.load_model, ``dtype``,
+    model: a local model directory (loaded with measure.hf.loading.load_model, ``dtype``,
     ``device``) or a loaded causal LM (pass ``tokenizer``). rank/world_size: this process's
     shard (prompts ``rank::world_size``); default from torch.distributed when initialised,
     else 0/1. resume: continue a previous run in ``out_dir`` (else it must hold none).
     on_prompt_done(prompt_id) is called after each prompt is safely on disk.
     """
-    from measure.datasets import load_prompts, prompts_hash
-
     if records_format not in RECORD_FORMATS:
         raise ValueError(f"records_format must be one of {RECORD_FORMATS}, got {records_format!r}")
     rank, world_size = _rank_world(rank, world_size)
@@ -197,8 +199,6 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 def _load(model, tokenizer, dtype, device):
     if isinstance(model, (str, Path)):
-        from measure.loading import load_model
-
         loaded, loaded_tokenizer = load_model(model, dtype=dtype, device=device)
         return loaded, tokenizer or loaded_tokenizer, str(model)
     return model, tokenizer, str(getattr(model.config, "name_or_path", "") or type(model).__name__)
@@ -206,8 +206,6 @@ def _load(model, tokenizer, dtype, device):
 
 def load_heads(head_dir: str | Path, device="cpu") -> dict[int, object]:
     """Trained heads from ``head_dir``: one head directory, or a directory of them; by layer."""
-    from measure.heads import CONFIG_NAME, TrainedHead
-
     head_dir = Path(head_dir)
     if not head_dir.is_dir():
         raise FileNotFoundError(f"head directory {head_dir} does not exist")
@@ -308,12 +306,11 @@ def read_part(path: Path, repair: bool = False) -> list[PromptResult]:
         with path.open("r+b") as fh:
             fh.truncate(end)
     results = []
-    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                results.append(PromptResult.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, ValueError) as exc:
-                raise ValueError(f"{path}:{lineno}: not a prompt record ({exc})") from exc
+    for lineno, record in parse_jsonl(data[:end].decode("utf-8").splitlines(), path):
+        try:
+            results.append(PromptResult.from_dict(record))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}:{lineno}: not a prompt record ({exc})") from exc
     return results
 
 
@@ -364,7 +361,7 @@ def merge_parts(
 def result_traces(results: Iterable[PromptResult], config: MatchRateConfig) -> list[MatchTrace]:
     """A MatchTrace per (prompt, head, layer < d, k), with the prompt's generated tokens.
 
-    m_t (t = 2..ell) is the match at position t - 1, as in ``match_rate.to_traces``.
+    m_t (t = 2..ell) is the match at position t - 1 (``ppdmodel.positions``).
     """
     traces = []
     for result in results:
@@ -373,7 +370,7 @@ def result_traces(results: Iterable[PromptResult], config: MatchRateConfig) -> l
                 if layer >= config.d:
                     continue  # d_bar must be < d
                 for k in config.ks:
-                    m = (ranks[:-1, j] < k).astype(int).tolist()  # positions 1..ell-1
+                    m = m_from_positions((ranks[:, j] < k).astype(int).tolist())
                     traces.append(
                         MatchTrace(
                             result.prompt,

@@ -1,69 +1,20 @@
-"""Timing and the in-process candidate executor of PPD (CPU sequential, CUDA two streams)."""
+"""The in-process candidate executor and the ``single`` backend (CPU sequential, CUDA streams)."""
 
 from __future__ import annotations
 
-import time
-
 import torch
 
-from measure.kv_ops import append_entries, last_entries, share_prefix
-from measure.layer_split import LayerSplitModel
-
-MAIN, CANDIDATES = 0, 1
-"""Process ids used in trace events: the main process and the (batched) candidate process."""
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued device work before reading a host clock."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class Recorder:
-    """Timed events of one run: host clock on CPU, CUDA events on a GPU (resolved at the end)."""
-
-    def __init__(self, device: torch.device, host_clock: bool = False):
-        self.device = device
-        self.sync = host_clock and device.type == "cuda"
-        self.cuda = device.type == "cuda" and not host_clock
-        self.records: list[tuple] = []
-        self.origin = self.mark()
-        self.origin_host = time.perf_counter()
-
-    def mark(self, stream=None):
-        """A time marker now (on `stream` for CUDA)."""
-        if not self.cuda:
-            if self.sync:
-                torch.cuda.synchronize(self.device)
-            return time.perf_counter()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record(stream)
-        return event
-
-    def add(self, process, token, layer_start, layer_end, kind, start, end) -> None:
-        """Record a block [layer_start, layer_end) of `token` run by `process`."""
-        self.records.append((process, token, layer_start, layer_end, start, end, kind))
-
-    def host_seconds(self) -> float:
-        """Host seconds since the origin."""
-        return time.perf_counter() - self.origin_host
-
-    def events(self) -> list[dict]:
-        """Events as dicts with keys ``sim.formats.EVENT_KEYS``, seconds since the origin."""
-        if self.cuda:
-            torch.cuda.synchronize()
-
-        def sec(marker):
-            if self.cuda:
-                return self.origin.elapsed_time(marker) / 1e3
-            return marker - self.origin
-
-        return [
-            dict(
-                process=p, token=t, layer_start=a, layer_end=b, start_s=sec(s), end_s=sec(e), kind=k
-            )
-            for p, t, a, b, s, e, k in self.records
-        ]
+from measure.decode.checks import (
+    as_prompt_ids,
+    check_head_layer,
+    check_ppd_args,
+    check_prompt_ids,
+    eos_set,
+)
+from measure.decode.loop import CANDIDATES, MAIN, Recorder, run_main
+from measure.decode.results import build_result, handoff_nbytes
+from measure.hf.kv_ops import append_entries, last_entries, share_prefix
+from measure.hf.layer_split import LayerSplitModel
 
 
 class LocalCandidates:
@@ -125,3 +76,50 @@ class LocalCandidates:
     def reject(self, token_id: int, position: int, token: int) -> None:
         """No candidate matched: drop the rows (main recomputes the token from layer 0)."""
         self.h = self.rows = None
+
+    def finish(self) -> None:
+        """Nothing to collect: the candidate blocks were recorded in this process."""
+        self.h = self.rows = None
+
+
+@torch.no_grad()
+def ppd_single(
+    model,
+    input_ids,
+    *,
+    d_bar,
+    k,
+    max_new_tokens,
+    eos_token_id=None,
+    head=None,
+    sequence="0",
+    return_cache=False,
+):
+    """PPD in one process (sequential on CPU, two CUDA streams on a GPU); see ``ppd_generate``."""
+    lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model, head=head)
+    d = lsm.num_layers
+    vocab = lsm.model.config.get_text_config().vocab_size
+    check_ppd_args(d, d_bar, k, vocab, max_new_tokens)
+    check_head_layer(lsm.head, d_bar)
+    ids = as_prompt_ids(input_ids, lsm.device)
+    check_prompt_ids(ids, vocab)
+    fields, cache = run_main(
+        lsm,
+        ids,
+        d_bar=d_bar,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        eos=eos_set(eos_token_id),
+        candidates_factory=lambda c, e, rec: LocalCandidates(lsm, c, e, rec),
+    )
+    result = build_result(
+        fields,
+        d=d,
+        d_bar=d_bar,
+        k=k,
+        sequence=sequence,
+        backend="single",
+        head_name="trained" if lsm.head is not None else "shared",
+        nbytes=handoff_nbytes(lsm, cache, d - d_bar),
+    )
+    return (result, cache) if return_cache else result

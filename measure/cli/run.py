@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-PROMPT_FORMATS = ("auto", "squad", "wmt", "cnndm", "jsonl")
+from measure.cli.common import add_model_args, add_prompt_format_args
+from ppdmodel.cli_args import default_d_bar
 
 
 def register(subparsers) -> None:
@@ -37,18 +38,17 @@ def register(subparsers) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
+    add_model_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeatable)")
     src.add_argument("--prompts", metavar="FILE", help="prompts file (measure.datasets formats)")
-    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
-    p.add_argument("--d-bar", type=int, default=None, help="early layer (default ceil(d/2))")
+    add_prompt_format_args(p)
+    p.add_argument(
+        "--d-bar", type=int, default=None, help="early layer (default: smallest layer >= d/2)"
+    )
     p.add_argument("--max-new-tokens", type=int, default=128, help="ell (default 128)")
     p.add_argument("--backend", default="single", choices=("single", "dist"))
     p.add_argument("--world-size", type=int, default=2, help="dist ranks (default 2)")
-    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
-    p.add_argument("--device", default="cpu", help="cpu | cuda")
     p.add_argument("--timeout-s", type=float, default=600.0, help="dist watchdog (default 600)")
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -58,7 +58,7 @@ def _load(args):
     """(model, prompt ids, names, d_bar, eos) from the CLI arguments."""
     import torch
 
-    from measure.loading import load_model
+    from measure.hf.loading import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -76,12 +76,12 @@ def _load(args):
     if any(len(x) == 0 for x in ids):
         raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
     d = model.config.get_text_config().num_hidden_layers
-    d_bar = args.d_bar if args.d_bar is not None else (d + 1) // 2
+    d_bar = args.d_bar if args.d_bar is not None else default_d_bar(d)
     return model, ids, names, d_bar, tokenizer.eos_token_id
 
 
 def _run(args) -> int:
-    from measure.ppd_report import format_table, table3
+    from measure.eval.report import format_table, table3
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos = _load(args)
@@ -114,14 +114,15 @@ def _run(args) -> int:
 
 
 def _validate(args) -> int:
-    from measure.ppd_report import run_greedy, run_ppd
-    from measure.timing import time_layers
-    from measure.validate import model_shape, plot_validation, validate_results
+    from measure.decode.backends import ppd_many
+    from measure.eval.report import run_greedy
+    from measure.eval.validate import model_shape, plot_validation, validate_results
+    from measure.profile.timing import time_layers
     from sim.formats import write_layer_times, write_traces
 
     model, ids, names, d_bar, eos = _load(args)
     greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
-    ppd = run_ppd(
+    ppd = ppd_many(
         model,
         ids,
         d_bar=d_bar,

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from measure.decode.backends import ppd_many
+from measure.decode.greedy import greedy_generate
+
 REPORT_COLUMNS = ("method", "k", "p_correct", "latency_128_s", "tokens_per_s", "exact", "note")
 LATENCY_TOKENS = 128
 """Table 3 reports the time to generate 128 tokens."""
@@ -32,63 +35,10 @@ class Table3Report:
 
 def run_greedy(model, prompts, *, max_new_tokens, eos_token_id=None) -> list:
     """Greedy decoding of every prompt (one warm-up decode first)."""
-    from measure.ppd_decode import greedy_generate
-
     greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
     return [
         greedy_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
         for p in prompts
-    ]
-
-
-def run_ppd(
-    model,
-    prompts,
-    *,
-    d_bar,
-    k,
-    max_new_tokens,
-    backend="single",
-    world_size=2,
-    eos_token_id=None,
-    timeout_s=300.0,
-    sequences=None,
-    model_dir=None,
-    head=None,
-):
-    """PPD on every prompt; ``dist`` runs all prompts in one spawned job."""
-    from measure.ppd_decode import ppd_single
-    from measure.ppd_launch import ppd_dist_many
-
-    names = sequences or [str(i) for i in range(len(prompts))]
-    if backend == "dist":
-        return ppd_dist_many(
-            model_dir or model,
-            prompts,
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            world_size=world_size,
-            timeout_s=timeout_s,
-            head=head,
-            sequences=names,
-        )
-    if backend != "single":
-        raise ValueError(f"backend must be 'single' or 'dist', got {backend!r}")
-    ppd_single(model, prompts[0], d_bar=d_bar, k=k, max_new_tokens=2, head=head)  # warm-up
-    return [
-        ppd_single(
-            model,
-            p,
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            head=head,
-            sequence=name,
-        )
-        for p, name in zip(prompts, names, strict=True)
     ]
 
 
@@ -207,7 +157,7 @@ def table3(
     ]
     report = Table3Report(table=pd.DataFrame(), greedy=greedy)
     for k in ks:
-        runs = run_ppd(
+        runs = ppd_many(
             model,
             prompts,
             d_bar=d_bar,

@@ -4,7 +4,7 @@ So that measured match rates mean something without downloads, this trains a rea
 language model from scratch on a corpus that every machine has: by default the Python
 standard library's own source. Training is deterministic (seeded, sorted files, deterministic
 kernels, fixed step count) and the result is an ordinary Hugging Face directory that
-`measure.loading.load_model` and ``AutoModelForCausalLM.from_pretrained`` read.
+`measure.hf.loading.load_model` and ``AutoModelForCausalLM.from_pretrained`` read.
 """
 
 from __future__ import annotations

@@ -15,8 +15,16 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from transformers import AutoConfig
 
-from measure.ppd_dist import (
+from measure.decode.checks import (
+    as_prompt_ids,
+    check_head_layer,
+    check_ppd_args,
+    check_prompt_ids,
+    eos_set,
+)
+from measure.decode.dist import (
     CANDS,
     END,
     LINK_PROBE_BYTES,
@@ -32,6 +40,13 @@ from measure.ppd_dist import (
     RemoteCandidates,
     free_port,
 )
+from measure.decode.loop import run_main
+from measure.decode.results import build_result, handoff_nbytes
+from measure.hf.layer_split import LayerSplitModel
+from measure.hf.loading import load_causal_lm
+from measure.profile import clock as clocks
+from measure.train.heads import TrainedHead
+from sim.formats import write_traces
 
 WATCHDOG_GRACE_S = 5.0
 """Seconds the parent waits beyond ``timeout_s`` so a rank's own timeout error arrives first."""
@@ -39,8 +54,6 @@ WATCHDOG_GRACE_S = 5.0
 
 def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
     """Load the model directory on this rank (local files only, no remote code)."""
-    from measure.loading import load_causal_lm
-
     return load_causal_lm(
         model_dir, dtype=job.dtype, device=device, attn_implementation=job.attn_implementation
     )
@@ -63,19 +76,17 @@ def probe_link(comm: Comm, world_size: int) -> list[tuple[int, float]]:
         n = nbytes // 4
         payload = torch.zeros(n, dtype=torch.float32, device=comm.device)
         for _ in range(LINK_PROBE_REPEATS + 1):
-            start = time.perf_counter()
+            start = clocks.host_clock()
             comm.send_header(1, PING, n)
             comm.send(payload, 1)
             comm.recv((n,), torch.float32, 1)
             comm.flush()
-            samples.append((nbytes, (time.perf_counter() - start) / 2))
+            samples.append((nbytes, (clocks.host_clock() - start) / 2))
         samples.pop(-LINK_PROBE_REPEATS - 1)  # the first of each size warms up
     return samples
 
 
 def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
-    from measure.ppd_decode import build_result, check_ppd_args, eos_set, handoff_nbytes, run_main
-
     d = lsm.num_layers
     check_ppd_args(
         d, task.d_bar, task.k, lsm.model.config.get_text_config().vocab_size, task.max_new_tokens
@@ -150,8 +161,6 @@ def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> No
 
 def run_rank(rank: int, job: DistJob, progress=lambda i: None):
     """Run every task of `job` as `rank` (process group from the env); rank 0 returns results."""
-    from measure.layer_split import LayerSplitModel
-
     torch.set_num_threads(job.num_threads)
     cuda = job.device == "cuda"
     device = torch.device(f"cuda:{rank}" if cuda else "cpu")
@@ -174,8 +183,6 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
                 loaded = {task.model_dir: load_rank_model(task.model_dir, job, device)}
             head = None
             if rank == 0 and task.head_dir:
-                from measure.heads import TrainedHead
-
                 head = TrainedHead.load(task.head_dir).to(device)
             lsm = LayerSplitModel(loaded[task.model_dir], head=head)
             comm = Comm(task.k, device, group)
@@ -326,14 +333,6 @@ def ppd_dist_many(
     model: a local model directory or a loaded model (saved to a temporary directory so
     every rank loads identical weights).
     """
-    from measure.ppd_decode import (
-        as_prompt_ids,
-        check_head_layer,
-        check_ppd_args,
-        check_prompt_ids,
-        eos_set,
-    )
-
     config = _config(model)
     check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
     check_head_layer(head, d_bar)
@@ -365,8 +364,6 @@ def _config(model):
     """The text config of a loaded model or of a local model directory (bad input refused)."""
     if not isinstance(model, str | Path):
         return model.config.get_text_config()
-    from transformers import AutoConfig
-
     if not (Path(model) / "config.json").is_file():
         raise FileNotFoundError(f"model directory {model} has no config.json")
     config = AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=False)
@@ -385,7 +382,9 @@ def _head_dir(head, tmp: str) -> str | None:
     if head is None:
         return None
     if not hasattr(head, "save"):
-        raise ValueError("head must be a measure.heads.TrainedHead (with .save) for backend='dist'")
+        raise ValueError(
+            "head must be a measure.train.heads.TrainedHead (with .save) for backend='dist'"
+        )
     path = Path(tmp) / "head"
     head.save(path)
     return str(path)
@@ -402,8 +401,8 @@ def _model_job_kwargs(model) -> dict:
 
 
 def main(argv=None) -> int:
-    """``torchrun --nproc-per-node W -m measure.ppd_launch --model DIR --prompt-ids FILE``."""
-    parser = argparse.ArgumentParser(prog="python -m measure.ppd_launch")
+    """``torchrun --nproc-per-node W -m measure.decode.launch --model DIR --prompt-ids FILE``."""
+    parser = argparse.ArgumentParser(prog="python -m measure.decode.launch")
     parser.add_argument("--model", required=True, help="local model directory")
     parser.add_argument("--prompt-ids", required=True, help="JSON file: list of token-id lists")
     parser.add_argument("--d-bar", type=int, required=True)
@@ -425,8 +424,6 @@ def main(argv=None) -> int:
     )
     out = run_rank(int(os.environ["RANK"]), job)
     if out is not None:
-        from sim.formats import write_traces
-
         write_traces(Path(args.out) / "traces.jsonl", [r.trace for r in out[0]])
     return 0
 

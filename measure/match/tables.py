@@ -1,6 +1,6 @@
 """Aggregations of match-rate records: the paper's Table 2 and Tables 6-8 shapes, and traces.
 
-Pure pandas on the tidy records of ``measure.match_rate`` (columns ``RECORD_COLUMNS``; positions
+Pure pandas on the tidy records of ``measure.match.rate`` (columns ``RECORD_COLUMNS``; positions
 1..ell, see that module's docstring), so results can be re-aggregated without torch.
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ppdmodel.positions import m_from_positions
 from sim.formats import MatchTrace
 
 
@@ -62,9 +63,8 @@ def to_traces(
 ) -> list[MatchTrace]:
     """Per-sequence m_t (t = 2..ell) at layer d_bar with k candidates, for sim/ replay.
 
-    m_t is the match at position t - 1 (positions 1..ell-1; the early guess of x_ell is never
-    used), so each trace equals ``PPDResult.m`` of a real PPD run on the same prompt with the
-    same d_bar, k and head. One MatchTrace per prompt with records for (d_bar, k, head), in
+    m_t is the match at position t - 1 (``ppdmodel.positions``), so each trace equals
+    ``PPDResult.m`` of a real PPD run on the same prompt with the same d_bar, k and head. One MatchTrace per prompt with records for (d_bar, k, head), in
     first-appearance order; ``tokens`` optionally maps prompt id -> all ell generated tokens.
     """
     rows = df[(df["layer"] == d_bar) & (df["k"] == k) & (df["head"] == head)]
@@ -77,6 +77,6 @@ def to_traces(
         if not np.array_equal(positions, np.arange(1, len(positions) + 1)):
             raise ValueError(f"prompt {prompt!r}: positions must be 1..ell without gaps")
         seq_tokens = list(tokens[prompt]) if tokens and prompt in tokens else None
-        m = group["match"].astype(int).tolist()[:-1]  # m_t = match at t - 1, t = 2..ell
+        m = m_from_positions(group["match"].astype(int).tolist())
         traces.append(MatchTrace(str(prompt), d, d_bar, k, m, head, "match_rate", seq_tokens))
     return traces

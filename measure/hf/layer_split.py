@@ -8,7 +8,7 @@ import inspect
 import torch
 from transformers import DynamicCache
 
-from measure.arch import ArchSpec, arch_spec, get_module
+from measure.hf.arch import ArchSpec, arch_spec, get_module
 
 
 class LayerSplitModel:

@@ -1,0 +1,26 @@
+"""Options shared by the ``measure`` sub-commands: the model, its prompts, and how to read them."""
+
+from __future__ import annotations
+
+import argparse
+
+from measure.datasets import FORMATS
+
+PROMPT_FORMATS = ("auto", *FORMATS)
+"""``--format`` choices: a file format of ``measure.datasets``, or detect it from the file."""
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """``--model`` (a local directory), ``--dtype`` and ``--device``."""
+    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
+    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
+    p.add_argument(
+        "--device", default="cpu", help="cpu | cuda | cuda:N (torchrun: cuda:LOCAL_RANK)"
+    )
+
+
+def add_prompt_format_args(p: argparse.ArgumentParser, *, limit: bool = True) -> None:
+    """``--format`` of a prompts file, and ``--limit`` to its first N prompts."""
+    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
+    if limit:
+        p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")

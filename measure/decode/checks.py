@@ -1,0 +1,67 @@
+"""Argument checks of the PPD and greedy decoders, shared by every backend (ValueError)."""
+
+from __future__ import annotations
+
+import torch
+
+from ppdmodel.validation import check_positive_int
+
+
+def _is_int(x) -> bool:
+    """True for integers (Python or numpy, or integral floats), False for bool, NaN, None, str."""
+    try:
+        return not isinstance(x, bool | str) and int(x) == x
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def check_max_new_tokens(max_new_tokens) -> None:
+    """ValueError unless max_new_tokens is an integer >= 1."""
+    if max_new_tokens is None or isinstance(max_new_tokens, str):
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    check_positive_int("max_new_tokens", max_new_tokens)
+    if not _is_int(max_new_tokens):  # arrays pass check_positive_int
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+
+
+def check_ppd_args(d: int, d_bar: int, k: int, vocab_size: int, max_new_tokens: int) -> None:
+    """Validate PPD parameters; ValueError names the bad one and its allowed range."""
+    if not _is_int(d_bar) or not d / 2 <= d_bar < d:
+        raise ValueError(f"d_bar must be an integer with d/2 <= d_bar < d = {d}, got {d_bar!r}")
+    if not _is_int(k) or not 1 <= k <= vocab_size:
+        raise ValueError(f"k must be an integer in [1, vocab_size = {vocab_size}], got {k!r}")
+    check_max_new_tokens(max_new_tokens)
+
+
+def check_prompt_ids(ids: torch.Tensor, vocab_size: int) -> None:
+    """ValueError unless every prompt token id is in [0, vocab_size)."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"input_ids must be token ids in [0, {vocab_size}), got {bad}")
+
+
+def check_head_layer(head, d_bar: int) -> None:
+    """ValueError if a trained head was trained for another layer than d_bar."""
+    layer = getattr(getattr(head, "config", None), "layer", None)
+    if layer is not None and layer != d_bar:
+        raise ValueError(f"head is trained for layer {layer}; d_bar must equal it, got {d_bar}")
+
+
+def as_prompt_ids(input_ids, device) -> torch.Tensor:
+    """A prompt as a [1, P] int64 tensor on `device` (accepts a list, [P] or [1, P])."""
+    ids = torch.as_tensor(input_ids, dtype=torch.long)
+    if ids.dim() == 1:
+        ids = ids[None]
+    if ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] < 1:
+        raise ValueError(f"input_ids must hold one non-empty prompt, got shape {tuple(ids.shape)}")
+    return ids.to(device)
+
+
+def eos_set(eos_token_id) -> set[int]:
+    """EOS ids as a set (None -> empty; an int or a list of ints)."""
+    if eos_token_id is None:
+        return set()
+    if isinstance(eos_token_id, int):
+        return {eos_token_id}
+    return {int(x) for x in eos_token_id}

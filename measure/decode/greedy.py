@@ -1,0 +1,39 @@
+"""Plain greedy decoding with PPD's prefill/decode split: the reference PPD must reproduce."""
+
+from __future__ import annotations
+
+import torch
+
+from measure.decode.checks import as_prompt_ids, check_max_new_tokens, check_prompt_ids, eos_set
+from measure.decode.results import GreedyResult
+from measure.hf.layer_split import LayerSplitModel
+from measure.profile import clock as clocks
+from measure.profile.clock import synchronize
+
+
+@torch.no_grad()
+def greedy_generate(model, input_ids, *, max_new_tokens, eos_token_id=None, return_cache=False):
+    """Plain greedy decoding with the same prefill/decode split as PPD (the exactness reference)."""
+    lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
+    check_max_new_tokens(max_new_tokens)
+    ids = as_prompt_ids(input_ids, lsm.device)
+    check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
+    eos = eos_set(eos_token_id)
+    cache = lsm.new_cache()
+    t0 = clocks.host_clock()
+    if ids.shape[1] > 1:
+        lsm.prefill(ids[:, :-1], cache)
+    synchronize(lsm.device)
+    t1 = clocks.host_clock()
+    token, position, tokens, times = ids[:, -1:], ids.shape[1] - 1, [], []
+    for _ in range(max_new_tokens):
+        nxt = int(lsm.decode_step(token, cache, position).float().argmax(-1))
+        tokens.append(nxt)
+        times.append(clocks.host_clock() - t1)
+        if nxt in eos:
+            break
+        token = torch.full((1, 1), nxt, dtype=torch.long, device=lsm.device)
+        position += 1
+    synchronize(lsm.device)
+    result = GreedyResult(tokens, clocks.host_clock() - t1, times, prefill_s=t1 - t0)
+    return (result, cache) if return_cache else result
