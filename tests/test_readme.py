@@ -35,9 +35,9 @@ def test_measure_quickstart_runs_on_a_local_model(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from measure.decode.greedy import greedy_generate
-    from tests.notebooks.tiny_model_dir import build_tiny_model_dir
+    from tests.measure.tiny_models import save_tiny_model_dir
 
-    model_dir = build_tiny_model_dir(tmp_path / "tiny")
+    model_dir = save_tiny_model_dir(tmp_path / "tiny")
     code = python_blocks()[1].replace("path/to/local/hf-model", str(model_dir))
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)

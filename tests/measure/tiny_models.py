@@ -1,6 +1,12 @@
-"""Tiny random causal LMs of every supported architecture, built from configs, for the tests."""
+"""Tiny random causal LMs of every supported architecture, built from configs, for the tests.
+
+The one model factory of the test suite: in memory (``tiny_model``) or saved with a tokenizer
+as a Hugging Face directory (``save_tiny_model_dir``, for the CLI, notebooks and README tests).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -76,3 +82,50 @@ def tiny_model(arch: str, seed: int = 0, **overrides):
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     return model.eval()
+
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Question: what is the capital of France? Answer: Paris.",
+    "Translate English to French: the house is blue. La maison est bleue.",
+    "Summarize the article: the model predicts the next token early.",
+    "def add(a, b):\n    return a + b\n",
+]
+"""A few lines to train the BPE tokenizer on; enough for merges, small enough to be instant."""
+
+
+def char_tokenizer():
+    """A character-level fast tokenizer (ids < 128, so it fits VOCAB_SIZE), built offline."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [chr(i) for i in range(32, 127)] + ["\n", "\t"]
+    vocab = {"<unk>": 0, **{c: i + 1 for i, c in enumerate(chars)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+def tiny_tokenizer(vocab_size: int = 320):
+    """A byte-level BPE trained in memory on CORPUS (the reference model's trainer)."""
+    from measure.train.reference_model import train_tokenizer
+
+    return train_tokenizer(CORPUS * 4, vocab_size)
+
+
+def save_tiny_model_dir(path: Path, *, arch: str = "llama", num_layers: int = NUM_LAYERS, seed=0):
+    """Save a random fp32 model of `arch` and a BPE tokenizer (vocabularies match) under `path`."""
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(
+        arch,
+        seed=seed,
+        vocab_size=len(tokenizer),
+        num_hidden_layers=num_layers,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

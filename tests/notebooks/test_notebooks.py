@@ -65,9 +65,9 @@ def tiny_model_dir(tmp_path_factory):
     """A tiny random Llama + tokenizer directory, built once for the measure notebooks."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tests.notebooks.tiny_model_dir import build_tiny_model_dir
+    from tests.measure.tiny_models import save_tiny_model_dir
 
-    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama"))
+    return save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from measure.decode.dist import DistJob, DistTask  # noqa: E402
 from measure.decode.greedy import greedy_generate  # noqa: E402
 from measure.decode.launch import ppd_dist_many, run_job  # noqa: E402
 from measure.decode.local import ppd_single  # noqa: E402
-from tests.measure.test_ppd_decode import NEW_TOKENS, prompts  # noqa: E402
+from tests.measure.decode.test_local import NEW_TOKENS, prompts  # noqa: E402
 from tests.measure.tiny_models import ARCHS, tiny_model  # noqa: E402
 
 CONFIG = {2: (2, 1), 3: (3, 3)}

@@ -13,21 +13,9 @@ from measure.match.rate import match_rates
 from measure.match.records import read_records
 from ppdmodel.cli import build_parser, main
 from sim.formats import read_layer_times, read_traces
-from tests.measure.tiny_models import NUM_LAYERS, tiny_model
+from tests.measure.tiny_models import NUM_LAYERS, char_tokenizer, tiny_model
 
 torch.set_num_threads(1)
-
-
-def char_tokenizer():
-    """A character-level fast tokenizer (ids < 128) built offline, savable with the model."""
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    chars = [chr(i) for i in range(32, 127)] + ["\n", "\t"]
-    vocab = {"<unk>": 0, **{c: i + 1 for i, c in enumerate(chars)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ transformers = pytest.importorskip("transformers")
 
 from measure.hf.layer_split import LayerSplitModel  # noqa: E402
 from measure.hf.loading import load_model, resolve_device, resolve_dtype  # noqa: E402
-from tests.measure.tiny_models import tiny_model  # noqa: E402
+from tests.measure.tiny_models import char_tokenizer, tiny_model  # noqa: E402
 
 
 def _save(model, path, tokenizer=None):
@@ -17,15 +17,6 @@ def _save(model, path, tokenizer=None):
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
     return path
-
-
-def _tiny_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {"<unk>": 0, **{f"w{i}": i + 1 for i in range(20)}}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>")
 
 
 @pytest.mark.parametrize("arch", ["llama", "opt"])
@@ -43,10 +34,10 @@ def test_round_trip_reproduces_logits(tmp_path, arch):
 
 
 def test_tokenizer_and_dtype(tmp_path):
-    _save(tiny_model("gpt2"), tmp_path, tokenizer=_tiny_tokenizer())
+    _save(tiny_model("gpt2"), tmp_path, tokenizer=char_tokenizer())
     model, tokenizer = load_model(tmp_path, dtype="bf16")
     assert model.dtype == torch.bfloat16
-    assert tokenizer("w3 w7")["input_ids"] == [4, 8]
+    assert tokenizer("ab")["input_ids"] == char_tokenizer()("ab")["input_ids"] == [66, 67]
 
 
 def test_bin_weights_are_not_required(tmp_path):
