@@ -1,7 +1,6 @@
 """The PPD paper's reported numbers as tidy pandas DataFrames (Yang et al., TMLR 2024).
 
-Transcribed from the paper's Tables 2, 3, 5 and 6-8 (file ``papers/ppd-paper.txt``). Match
-rates are stored as fractions (38.90% -> 0.3890). The text extraction garbles the row labels
+Transcribed from the paper's Tables 2, 3, 5 and 6-8. Match rates are stored as fractions (38.90% -> 0.3890). The text extraction garbles the row labels
 (e.g. Table 2 prints "SQUAD 5 Y" where the row is k=3 trained, Table 6 prints k as "T", "0",
 "9"): every block has the same structure, rows (k, trained) = (1,N), (1,Y), (3,N), (3,Y),
 (5,N), (5,Y), so labels are rebuilt from that structure and only the numbers are transcribed.

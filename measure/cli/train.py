@@ -57,7 +57,7 @@ def _add_reference_model(subparsers) -> None:
         description="Trains a byte-level BPE tokenizer and a small Llama from scratch on a "
         "local corpus (default: this Python's standard library source), deterministically, "
         "and saves an ordinary Hugging Face directory plus reference_model.json. The default "
-        "run is sized for at most 10 minutes on 2 CPU cores.",
+        "run takes about 4 minutes on 2 otherwise idle CPU cores (239 s measured).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output model directory")

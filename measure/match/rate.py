@@ -1,6 +1,6 @@
 """Early-prediction match rates (p_correct): one generation per prompt covers all layers and k.
 
-Definition (paper section 4.3, Table 2, Tables 6-8; DESIGN.md). Let x_0 be the last prompt token
+Definition (paper section 4.3, Table 2, Tables 6-8). Let x_0 be the last prompt token
 and x_1..x_ell the generated tokens; the forward pass whose *input* is x_{j-1} (at absolute
 position S + j - 2 for a prompt of S tokens) produces x_j. The prompt minus x_0 is prefilled,
 so every x_j, j = 1..ell, has its own pass, exactly as in real PPD (``measure.decode.loop``). During
