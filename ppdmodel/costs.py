@@ -125,8 +125,8 @@ class DecodeCosts:
             ks, secs = zip(*self.candidate_layer_s_by_k, strict=True)
             out = np.interp(k, ks, secs)
             return float(out) if np.ndim(out) == 0 else out
-        extra = np.multiply(np.subtract(k, 1), self.candidate_extra_row_layer_s)
-        return self.layer_s + extra
+        out = self.layer_s + np.multiply(np.subtract(k, 1), self.candidate_extra_row_layer_s)
+        return float(out) if np.ndim(out) == 0 else out
 
     def dispatch_seconds(self, early_head: str) -> float:
         """The message that starts the candidates under ``early_head``, seconds."""

@@ -41,7 +41,7 @@ def random_costs(rng, shared=None) -> DecodeCosts:
         hidden_dispatch_s=q(3),
         handoff_s=q(3),
         host_s=q(3),
-        shared_device_slowdown=1 + q(1) if shared else 1.0,
+        shared_device_slowdown=1 + 1 / 16 + q(1) if shared else 1.0,
     )
 
 
