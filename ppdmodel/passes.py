@@ -27,6 +27,16 @@ device slowdown, a pass runs, from its start:
    max(E_m + tau, E_c) + eta = E_m + tau + w + eta, with the candidate wait
    w = max(delta + W_c - W_m - tau, 0)  (the slowdown term cancels: both streams slow alike).
 
+Where this is exact and where it is not: on separate devices (sigma = 1) every pass time is
+a sum of the costs, so T below is exact for every trace (the simulator agrees to the last
+bit on dyadic costs). On one shared device it is exact for *fluid* sharing (both streams slow
+by sigma exactly while both compute; ``sim.device.SharedDevice.compute``). A device that fixes
+each kernel's (layer's) rate when it starts, as ``sim`` does with ``per_layer_events=True``,
+slows a kernel that straddles the start or end of the overlap for all or none of it; the
+closed form then errs by at most 2 (sigma - 1) K_max per pass (K_max: the longest kernel, a
+layer with an embedding or head attached, or a head alone), |T_kernel - T| <= 2 ell (sigma - 1)
+K_max, tested against the simulator (SmolLM2-like costs: within 5%).
+
 So a pass that starts s in {fresh, resumed} and ends in a miss or a match takes
     P_s + E_m + tau  [+ w + eta on a match]
 and, summing over passes (pass t resumes iff m_t = 1; it ends in a match iff m_{t+1} = 1),

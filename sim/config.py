@@ -128,7 +128,6 @@ class SimConfig:
             "link": self.link is not None,
             "per_token_overhead_s": self.per_token_overhead_s != 0,
             "per_handoff_overhead_s": self.per_handoff_overhead_s != 0,
-            "per_layer_events": self.per_layer_events,
             "allow_below_half": self.allow_below_half,
         }
         named = [name for name, clash in clashes.items() if clash]

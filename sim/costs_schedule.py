@@ -16,6 +16,10 @@ Token t, with D = d - d_bar (Algorithm 2 with every cost of ``ppdmodel.passes``)
 4. Match (m_{t+1} = 1): main waits for the batch, then ``handoff``; token t+1 resumes at D+1.
    Miss (or t = ell): the candidate batch is ``abandoned`` at once (it was for nothing) and
    token t+1 starts fresh.
+With ``per_layer_events`` every layer is its own event (the embedding and a head attached to
+the first and last layer of a block, as in ``sim.schedule``) and, on a shared device, its own
+kernel whose slowdown is fixed when it starts (``SharedDevice.kernel``); otherwise a block's
+work is shared fluidly (``SharedDevice.compute``).
 Latency is when main ends token ell. Separate devices: every time is a sum of the costs, so
 the latency equals ``ppdmodel.trace_latency_seconds`` for the trace. ``busy_s`` adds each
 block's wall time on its GPU (on a shared device, per stream: overlapped spans count twice).
@@ -51,8 +55,7 @@ class CostsSchedule:
         self.label = "+".join(f"sub{j}" for j in range(1, config.k + 1))
         self.on_main = config.early_head == "main"
         self.dispatch_s = costs.dispatch_seconds(config.early_head)
-        gap = config.d - config.d_bar
-        self.spec_s = costs.embedding_s + gap * costs.candidate_layer_seconds(config.k)
+        self.layer_k = costs.candidate_layer_seconds(config.k)
         self.inbox = simpy.Store(self.env)
         self.spec_done: dict[int, simpy.Event] = {}
         self.working_on: int | None = None  # the token the candidate side is busy with
@@ -63,17 +66,40 @@ class CostsSchedule:
         if self.record_events:
             self.records.append((process, gpu, token, a, b, start, end, kind))
 
-    def _compute(self, process, gpu, token, a, b, seconds, kind):
-        """Device work on ``gpu`` (slowed while the other stream computes there), logged."""
+    def _compute(self, process, gpu, token, a, b, seconds, kind, kernels=None):
+        """Device work on ``gpu`` (slowed while the other stream computes there), logged.
+
+        ``kernels`` (with ``per_layer_events``): the block's per-layer times, each its own
+        event whose rate is fixed when it starts (``SharedDevice.kernel``)."""
         if seconds <= 0:
             return
-        start = self.env.now
+        device, span = self.devices[gpu], (a, b, self.env.now)  # span: what an abort cuts
         try:
-            yield from self.devices[gpu].compute(seconds)
+            if kernels is None:
+                yield from device.compute(seconds)
+            else:
+                with device.streaming():
+                    for layer, layer_s in enumerate(kernels, start=a):
+                        span = (layer, layer, self.env.now)
+                        yield from device.kernel(layer_s)
+                        self._log(process, gpu, token, layer, layer, span[2], self.env.now, kind)
+                return
         except simpy.Interrupt:
-            self._log(process, gpu, token, a, b, start, self.env.now, "abandoned")
+            self._log(process, gpu, token, *span, self.env.now, "abandoned")
             raise
-        self._log(process, gpu, token, a, b, start, self.env.now, kind)
+        self._log(process, gpu, token, a, b, span[2], self.env.now, kind)
+
+    def _block(self, process, gpu, token, a, b, layer_s, kind, first=0.0, last=0.0):
+        """Layers a..b at ``layer_s`` each, ``first`` (embedding) and ``last`` (a head) on
+        their ends; per-layer kernels when ``per_layer_events`` (a..b empty: one kernel)."""
+        n = b - a + 1
+        seconds = first + n * layer_s + last
+        kernels = None
+        if self.config.per_layer_events:
+            kernels = [layer_s] * n if n > 0 else [0.0]
+            kernels[0] += first
+            kernels[-1] += last
+        yield from self._compute(process, gpu, token, a, max(a, b), seconds, kind, kernels)
 
     def _wait(self, process, token, a, seconds, kind):
         """Host or link time (never slowed), logged on the HOST row."""
@@ -98,19 +124,16 @@ class CostsSchedule:
         d, d_bar, gap = cfg.d, cfg.d_bar, cfg.d - cfg.d_bar
         resumed = False
         for t in range(1, cfg.ell + 1):
-            if resumed:
-                seconds, first = (2 * d_bar - d) * costs.layer_s, gap + 1
+            L, head = costs.layer_s, costs.early_head_s
+            if resumed:  # the accepted candidate ran layers 1..D of token t
+                yield from self._block("main", 0, t, gap + 1, d_bar, L, "prefix")
             else:
-                seconds, first = costs.embedding_s + d_bar * costs.layer_s, 1
-            yield from self._compute("main", 0, t, first, d_bar, seconds, "prefix")
+                yield from self._block("main", 0, t, 1, d_bar, L, "prefix", costs.embedding_s)
             if self.on_main:
-                yield from self._compute(
-                    "main", 0, t, d_bar, d_bar, costs.early_head_s, "early_head"
-                )
+                yield from self._block("main", 0, t, d_bar, d_bar - 1, L, "early_head", head)
             self.spec_done[t + 1] = env.event()
             self.inbox.put((t + 1, env.now))
-            suffix = gap * costs.layer_s + costs.final_head_s
-            yield from self._compute("main", 0, t, d_bar + 1, d, suffix, "suffix")
+            yield from self._block("main", 0, t, d_bar + 1, d, L, "suffix", 0, costs.final_head_s)
             yield from self._wait("main", t, d, costs.host_s, "overhead")
             resumed = t < cfg.ell and bool(self.m[t - 1])
             if resumed:
@@ -131,9 +154,10 @@ class CostsSchedule:
                 yield from self._wait(self.label, token, 0, sent_at + self.dispatch_s - env.now,
                                       "dispatch")  # fmt: skip
                 if not self.on_main:
-                    yield from self._compute(self.label, gpu, token, cfg.d_bar, cfg.d_bar,
-                                             costs.early_head_s, "early_head")  # fmt: skip
-                yield from self._compute(self.label, gpu, token, 1, gap, self.spec_s, "speculate")
+                    yield from self._block(self.label, gpu, token, cfg.d_bar, cfg.d_bar - 1, 0.0,
+                                           "early_head", costs.early_head_s)  # fmt: skip
+                yield from self._block(self.label, gpu, token, 1, gap, self.layer_k,
+                                       "speculate", costs.embedding_s)  # fmt: skip
                 self.spec_done[token].succeed()
             except simpy.Interrupt:
                 pass
@@ -144,8 +168,8 @@ class CostsSchedule:
     def greedy_main(self):
         """Greedy decoding: embedding, layers 1..d and the final head, then host time."""
         cfg, costs = self.config, self.config.costs
-        forward = costs.embedding_s + cfg.d * costs.layer_s + costs.final_head_s
         for t in range(1, cfg.ell + 1):
-            yield from self._compute("main", 0, t, 1, cfg.d, forward, "forward")
+            yield from self._block("main", 0, t, 1, cfg.d, costs.layer_s, "forward",
+                                   costs.embedding_s, costs.final_head_s)  # fmt: skip
             yield from self._wait("main", t, cfg.d, costs.host_s, "overhead")
         self.latency_s = self.env.now

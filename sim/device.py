@@ -1,13 +1,21 @@
-"""A modelled device whose concurrent streams slow each other (fluid sharing).
+"""A modelled device whose concurrent streams slow each other.
 
 Work is given in *solo seconds* (its time on an otherwise idle device). While n >= 2 streams
-compute at once, each progresses at rate 1 / slowdown (the measured slowdown of two decode
-streams on one device, ``DecodeCosts.shared_device_slowdown``); alone, at rate 1. A stream that
-starts or stops changes the others' rate at that instant, so the slowdown applies exactly to
-the overlapped span. With slowdown 1 (separate devices, or no contention) work is one timeout.
+compute at once, each is ``slowdown`` times slower (the measured slowdown of two decode streams
+on one device, ``DecodeCosts.shared_device_slowdown``); alone, it runs at full speed. Two models:
+
+* ``compute``: fluid sharing. A stream that starts or stops changes the others' rate at that
+  instant, so the slowdown applies exactly to the overlapped span (what ``ppdmodel.passes``
+  assumes; the closed form is exact for it).
+* ``kernel`` inside ``streaming``: a kernel's (a layer's) rate is fixed when it starts: slowed if
+  another stream is computing then, for the whole kernel. The closed form approximates this.
+
+With slowdown 1 (separate devices, or no contention) work is one timeout.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import simpy
 
@@ -52,3 +60,18 @@ class SharedDevice:
         finally:
             self.active -= 1
             self._notify()
+
+    @contextmanager
+    def streaming(self):
+        """Count the caller as computing while its kernels run back to back (``kernel``)."""
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
+
+    def kernel(self, solo_seconds: float):
+        """One kernel inside ``streaming``: slowed for its whole length if, when it starts,
+        another stream is computing."""
+        factor = self.slowdown if self.active > 1 else 1.0
+        yield self.env.timeout(solo_seconds * factor)

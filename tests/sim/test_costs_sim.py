@@ -211,3 +211,53 @@ def test_config_with_costs_round_trips_and_refuses_clashes():
         sim.SimConfig(d=8, d_bar=4, k=2, ell=5, costs=COSTS, early_head="sideways")
     with pytest.raises(ValueError, match=r"costs must be a ppdmodel.DecodeCosts"):
         sim.SimConfig(d=8, d_bar=4, k=2, ell=5, costs={"layer_s": 1.0})
+
+
+def _kernel_max(config) -> float:
+    """The longest kernel under per_layer_events: a layer with its embedding or head, or a head."""
+    c, layer_k = config.costs, config.costs.candidate_layer_seconds(config.k)
+    return max(c.layer_s + c.embedding_s, c.layer_s + c.final_head_s, c.early_head_s,
+               layer_k + c.embedding_s, layer_k)  # fmt: skip
+
+
+def test_per_layer_events_on_separate_devices_change_nothing():
+    rng = np.random.default_rng(12)
+    for _ in range(200):
+        config, closed = _random_case(rng, shared=False)
+        fine = sim.SimConfig.from_dict({**config.to_dict(), "per_layer_events": True})
+        result = sim.simulate(fine)
+        assert result.latency_s == closed
+        assert all(r[3] == r[4] for r in result.records if r[1] != -1)  # one layer per event
+
+
+def test_kernel_granular_sharing_within_the_stated_bound():
+    """A layer's slowdown fixed at its start: |T_sim - T| <= 2 ell (sigma - 1) K_max."""
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        config, closed = _random_case(rng, shared=True)
+        fine = sim.SimConfig.from_dict({**config.to_dict(), "per_layer_events": True})
+        latency = sim.simulate(fine, record_events=False).latency_s
+        slack = config.costs.shared_device_slowdown - 1
+        assert abs(latency - closed) <= 2 * config.ell * slack * _kernel_max(config) + 1e-9
+
+
+def test_kernel_granular_sharing_close_on_smollm2_like_costs():
+    rng = np.random.default_rng(14)
+    for i in range(40):
+        costs = DecodeCosts(
+            layer_s=1e-3, candidate_extra_row_layer_s=float(rng.uniform(0, 3e-4)),
+            embedding_s=5e-5, early_head_s=float(rng.uniform(0, 6e-3)), final_head_s=5e-3,
+            candidate_dispatch_s=float(rng.uniform(0, 1e-3)), handoff_s=1e-3, host_s=1e-3,
+            hidden_dispatch_s=float(rng.uniform(0, 1e-3)),
+            shared_device_slowdown=float(rng.uniform(1.05, 1.4)),
+        )  # fmt: skip
+        d_bar, k, m = int(rng.integers(15, 30)), int(rng.integers(1, 4)), rng.random(63) < 0.4
+        early_head = ("main", "candidates")[i % 2]
+        config = sim.SimConfig(d=30, d_bar=d_bar, k=k, ell=64, matches=sim.Replay(m), costs=costs,
+                               early_head=early_head, per_layer_events=True)  # fmt: skip
+        closed = ppdmodel.trace_latency_seconds(
+            d=30, d_bar=d_bar, m=m.astype(int), k=k, costs=costs, early_head=early_head
+        )
+        assert sim.simulate(config, record_events=False).latency_s == pytest.approx(
+            closed, rel=0.05
+        )
