@@ -75,7 +75,8 @@ def expected_latency_seconds(
     if costs is None:
         if seconds_per_layer is None:
             raise ValueError("pass costs= (a ppdmodel.DecodeCosts) or seconds_per_layer= (> 0)")
-        token_s, handoff_s = per_token_overhead_s or 0.0, per_handoff_overhead_s or 0.0
+        token_s = 0.0 if per_token_overhead_s is None else per_token_overhead_s
+        handoff_s = 0.0 if per_handoff_overhead_s is None else per_handoff_overhead_s
         _validated_k(k)  # the older form has no batch or early-head terms: checked, unused
         check_early_head(early_head)
         return _legacy_latency(
@@ -113,20 +114,23 @@ def trace_latency_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
     return _as_result(ell * times.miss_only_s - m.sum(axis=-1) * times.saving_s)
 
 
-def greedy_latency_seconds(*, d, ell, seconds_per_layer=None, per_token_overhead_s=0.0, costs=None):
+def greedy_latency_seconds(
+    *, d, ell, seconds_per_layer=None, per_token_overhead_s=None, costs=None
+):
     """Greedy decoding latency in seconds: ell G with G = e + d L + h_f + tau (``costs``), or,
     in the older form, ell * (d * seconds_per_layer + per_token_overhead_s)."""
     check_positive_int("d", d)
     check_positive_int("ell", ell)
     if costs is not None:
-        if seconds_per_layer is not None or per_token_overhead_s:
+        if seconds_per_layer is not None or per_token_overhead_s is not None:
             raise ValueError("give either costs= or seconds_per_layer=/per_token_overhead_s=")
         return _as_result(np.multiply(ell, check_costs(costs).greedy_token_seconds(d)))
     if seconds_per_layer is None:
         raise ValueError("pass costs= (a ppdmodel.DecodeCosts) or seconds_per_layer= (> 0)")
     check_positive("seconds_per_layer", seconds_per_layer)
-    check_nonnegative("per_token_overhead_s", per_token_overhead_s)
-    per_token = np.multiply(d, seconds_per_layer) + np.asarray(per_token_overhead_s)
+    token_s = 0.0 if per_token_overhead_s is None else per_token_overhead_s
+    check_nonnegative("per_token_overhead_s", token_s)
+    per_token = np.multiply(d, seconds_per_layer) + np.asarray(token_s)
     return _as_result(np.multiply(ell, per_token))
 
 
