@@ -6,6 +6,12 @@ M(s) = (p + (1 - p) e^s)^(ell - 1): E[N - 1] = M'(0), E[(N - 1)^2] = M''(0). The
 figures are sympy limits of E[T]/ell, E[C]/ell and E[C]/E[T]. The tests check that every derived
 expression simplifies to the printed one (``THEOREM_*``, ``EQ*``) and that the lambdified
 expressions equal the numeric functions on a grid. Importing this module imports sympy.
+
+This project's extension (seconds under ``DecodeCosts``, ``ppdmodel.passes``): ``pass_schedule``
+builds one pass from its phases (prefix, the overlap of main and the candidate batch on separate
+or one shared device, match or miss), ``EXPECTED_LATENCY_SECONDS`` sums the per-pass
+expectations over t = 1..ell, and ``SECONDS_PER_TOKEN`` / ``BREAK_EVEN_P`` follow; with
+``UNIT_COSTS`` they reduce to Theorem 4.1.
 """
 
 from __future__ import annotations
