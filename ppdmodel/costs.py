@@ -85,7 +85,8 @@ class DecodeCosts:
     final_head_s: float = 0.0
     """Final norm and LM head after layer d (main and greedy), seconds."""
     candidate_dispatch_s: float = 0.0
-    """Sending the k candidate ids from main to the candidate side (early_head="main"), s."""
+    """Sending the k candidate ids from main to the candidate side (early_head="main"), with
+    any state the candidate side lacks (e.g. KV entries), seconds."""
     hidden_dispatch_s: float = 0.0
     """Sending main's layer-d_bar hidden state to the candidate side (early_head="candidates"),
     seconds."""
