@@ -1,7 +1,9 @@
 """Closed-form model of Predictive Pipelined Decoding (PPD; Yang et al., TMLR 2024).
 
 Pure numpy/scipy/sympy math: Theorem 4.1, the exact law of the latency, the ell -> infinity
-approximations (Eq. 3, 5, 6) and the paper's reported tables (``ppdmodel.paper``).
+approximations (Eq. 3, 5, 6), the paper's reported tables (``ppdmodel.paper``) and, as this
+project's extension, latency in seconds with every cost term (``DecodeCosts``,
+``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``).
 ``import ppdmodel`` loads numpy only; pandas, scipy.stats, matplotlib and sympy are imported
 when the parts that need them are first used (``ppdmodel.symbolic`` imports sympy).
 """
@@ -11,10 +13,18 @@ from __future__ import annotations
 import importlib
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
+from ppdmodel.costs import DecodeCosts, link_seconds
 from ppdmodel.distribution import LatencyDistribution, latency_distribution
 from ppdmodel.montecarlo import sample_latency, sample_runs
-from ppdmodel.seconds import expected_latency_seconds, greedy_latency_seconds
+from ppdmodel.seconds import (
+    break_even_p,
+    expected_latency_seconds,
+    greedy_latency_seconds,
+    latency_per_token_seconds,
+    trace_latency_seconds,
+)
 from ppdmodel.theorem import expected_compute, expected_latency, latency_variance
+from ppdmodel.waterfall import LatencyWaterfall, latency_waterfall
 
 _LAZY = {
     "paper": ("ppdmodel.paper", None),
@@ -24,7 +34,10 @@ _LAZY = {
 }
 
 __all__ = [
+    "DecodeCosts",
     "LatencyDistribution",
+    "LatencyWaterfall",
+    "break_even_p",
     "compute_per_time",
     "compute_per_token",
     "expected_compute",
@@ -33,12 +46,16 @@ __all__ = [
     "greedy_latency_seconds",
     "latency_distribution",
     "latency_per_token",
+    "latency_per_token_seconds",
     "latency_variance",
+    "latency_waterfall",
+    "link_seconds",
     "paper",
     "plot_tradeoff",
     "sample_latency",
     "sample_runs",
     "symbolic",
+    "trace_latency_seconds",
     "tradeoff_curves",
 ]
 

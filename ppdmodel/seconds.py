@@ -1,25 +1,52 @@
-"""Latency in seconds: Theorem 4.1 scaled by a per-layer time, plus two optional overheads.
+"""PPD and greedy latency in seconds under DecodeCosts (THIS PROJECT'S EXTENSION of the paper).
 
-The overhead terms are THIS PROJECT'S EXTENSION, not part of the paper's model. The paper's
-Table 3 shows real PPD runs far slower than Theorem 4.1 predicts (e.g. no gain from k=1 to k=3
-on SQuAD, blamed on inter-process communication). Two terms let a user model that gap:
+The paper's Table 3 shows real PPD runs slower than Theorem 4.1 predicts; the parts it leaves
+out (early and final LM heads, the k-row candidate batch, a shared device, messages, host time)
+are the fields of ``ppdmodel.DecodeCosts``. From the per-pass schedule of ``ppdmodel.passes``:
 
-- ``per_token_overhead_s``: a fixed cost paid once per generated token (sampling, kernel
-  launches, synchronisation), for greedy decoding and PPD alike: ell * per_token_overhead_s.
-- ``per_handoff_overhead_s``: a cost per accepted early prediction (the matching sub-process
-  hands its hidden state and KV entries to the main process). Its expected count is
-  sum_{t=2..ell} p_t = (ell - 1) p, so it adds (ell - 1) p * per_handoff_overhead_s.
+    T     = ell B - M S                     (one trace; M = sum_{t=2..ell} m_t)
+    E[T]  = ell B - S sum_{t=2..ell} p_t    (= ell B - S (ell - 1) p for i.i.d. p)
+    greedy: ell G,  G = e + d L + h_f + tau
+    break-even: the smallest p in [0, 1] with B - p S <= G, i.e. (B - G) / S
 
-E[T_s] = seconds_per_layer * E[T] + ell * per_token_overhead_s
-         + (ell - 1) p * per_handoff_overhead_s
+B: a token's time with no accepted prediction; S: the time one accepted prediction saves (see
+``ppdmodel.passes`` for both in terms of the costs, for early_head = "main" and "candidates").
+With ``DecodeCosts.unit(L)`` these are L times Theorem 4.1.
+
+The older keyword form (``seconds_per_layer``, ``per_token_overhead_s``,
+``per_handoff_overhead_s``) is the special case DecodeCosts(layer_s=..., host_s=...,
+handoff_s=...): E[T_s] = L E[T] + ell tau + (ell - 1) p eta.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ppdmodel.theorem import _as_result, expected_latency, expected_matches
-from ppdmodel.validation import check_nonnegative, check_positive, check_positive_int
+from ppdmodel.costs import check_early_head
+from ppdmodel.passes import check_costs, pass_times
+from ppdmodel.theorem import _as_result, expected_latency, expected_matches, validate_theorem_args
+from ppdmodel.validation import (
+    check_d_bar,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
+
+
+def _legacy_latency(d, d_bar, ell, p, seconds_per_layer, token_s, handoff_s, per_position):
+    """The older keyword form: L E[T] + ell tau + E[M] eta (arrays allowed for the times)."""
+    check_positive("seconds_per_layer", seconds_per_layer)
+    check_nonnegative("per_token_overhead_s", token_s)
+    check_nonnegative("per_handoff_overhead_s", handoff_s)
+    layers = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
+    handoffs = expected_matches(ell=ell, p=p, per_position=per_position)
+    total = (
+        np.multiply(seconds_per_layer, layers)
+        + np.multiply(ell, token_s)
+        + np.multiply(handoffs, handoff_s)
+    )
+    return _as_result(total)
 
 
 def expected_latency_seconds(
@@ -28,33 +55,107 @@ def expected_latency_seconds(
     d_bar,
     ell,
     p,
-    seconds_per_layer,
-    per_token_overhead_s=0.0,
-    per_handoff_overhead_s=0.0,
+    k=1,
+    costs=None,
+    early_head: str = "main",
+    seconds_per_layer=None,
+    per_token_overhead_s=None,
+    per_handoff_overhead_s=None,
     per_position: bool | None = None,
 ):
-    """Expected PPD latency in seconds for ell tokens (see the module docstring for the model).
+    """Expected PPD latency in seconds for ell tokens: E[T] = ell B - S sum_{t=2..ell} p_t.
 
-    With both overheads 0 this is seconds_per_layer times Theorem 4.1's E[T].
+    ``costs`` (a DecodeCosts) gives every term; ``k`` candidates run as one batch; the early
+    head runs on main (``early_head="main"``) or on the candidate side (``"candidates"``).
+    ``p``: i.i.d. match rate or per-position p_t, t = 2..ell (as ``expected_latency``).
+    Without ``costs``, the older form: ``seconds_per_layer`` (required) and the two overheads.
+    Exact under the schedule of ``ppdmodel.passes`` (a shared device: fluid sharing).
     """
-    check_positive("seconds_per_layer", seconds_per_layer)
-    check_nonnegative("per_token_overhead_s", per_token_overhead_s)
-    check_nonnegative("per_handoff_overhead_s", per_handoff_overhead_s)
-    layers = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
-    handoffs = expected_matches(ell=ell, p=p, per_position=per_position)
-    total = (
-        np.multiply(seconds_per_layer, layers)
-        + np.multiply(ell, per_token_overhead_s)
-        + np.multiply(handoffs, per_handoff_overhead_s)
-    )
-    return _as_result(total)
+    legacy = (seconds_per_layer, per_token_overhead_s, per_handoff_overhead_s)
+    if costs is None:
+        if seconds_per_layer is None:
+            raise ValueError("pass costs= (a ppdmodel.DecodeCosts) or seconds_per_layer= (> 0)")
+        token_s = 0.0 if per_token_overhead_s is None else per_token_overhead_s
+        handoff_s = 0.0 if per_handoff_overhead_s is None else per_handoff_overhead_s
+        _validated_k(k)  # the older form has no batch or early-head terms: checked, unused
+        check_early_head(early_head)
+        return _legacy_latency(
+            d, d_bar, ell, p, seconds_per_layer, token_s, handoff_s, per_position
+        )
+    if any(value is not None for value in legacy):
+        raise ValueError(
+            "give either costs= or seconds_per_layer=/per_token_overhead_s=/"
+            "per_handoff_overhead_s=, not both"
+        )
+    validate_theorem_args(d, d_bar, ell, p)
+    times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
+                       early_head=early_head)  # fmt: skip
+    matches = expected_matches(ell=ell, p=p, per_position=per_position)
+    return _as_result(np.multiply(ell, times.miss_only_s) - np.multiply(matches, times.saving_s))
 
 
-def greedy_latency_seconds(*, d, ell, seconds_per_layer, per_token_overhead_s=0.0):
-    """Greedy (no PPD) decoding latency in seconds: ell * (d * seconds_per_layer + overhead)."""
+def _validated_k(k):
+    return check_positive_int("k", k)
+
+
+def trace_latency_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
+    """PPD latency in seconds of one trace m = (m_2..m_ell) of 0/1: T = ell B - M S, exact.
+
+    ``m`` may be 2-d (one trace per row); ell = len(m) + 1 (the last axis).
+    """
+    m = np.asarray(m)
+    if m.ndim == 0 or (m.size and not np.isin(m, (0, 1)).all()):
+        raise ValueError("m must be a sequence of 0 and 1 (m_t for t = 2..ell)")
+    ell = m.shape[-1] + 1
+    check_positive_int("d", d)
+    check_d_bar(d, d_bar)
+    times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
+                       early_head=early_head)  # fmt: skip
+    return _as_result(ell * times.miss_only_s - m.sum(axis=-1) * times.saving_s)
+
+
+def greedy_latency_seconds(
+    *, d, ell, seconds_per_layer=None, per_token_overhead_s=None, costs=None
+):
+    """Greedy decoding latency in seconds: ell G with G = e + d L + h_f + tau (``costs``), or,
+    in the older form, ell * (d * seconds_per_layer + per_token_overhead_s)."""
     check_positive_int("d", d)
     check_positive_int("ell", ell)
+    if costs is not None:
+        if seconds_per_layer is not None or per_token_overhead_s is not None:
+            raise ValueError("give either costs= or seconds_per_layer=/per_token_overhead_s=")
+        return _as_result(np.multiply(ell, check_costs(costs).greedy_token_seconds(d)))
+    if seconds_per_layer is None:
+        raise ValueError("pass costs= (a ppdmodel.DecodeCosts) or seconds_per_layer= (> 0)")
     check_positive("seconds_per_layer", seconds_per_layer)
-    check_nonnegative("per_token_overhead_s", per_token_overhead_s)
-    per_token = np.multiply(d, seconds_per_layer) + np.asarray(per_token_overhead_s)
+    token_s = 0.0 if per_token_overhead_s is None else per_token_overhead_s
+    check_nonnegative("per_token_overhead_s", token_s)
+    per_token = np.multiply(d, seconds_per_layer) + np.asarray(token_s)
     return _as_result(np.multiply(ell, per_token))
+
+
+def latency_per_token_seconds(*, d, d_bar, p, k=1, costs, early_head: str = "main"):
+    """PPD seconds per token as ell -> infinity, i.i.d. p: B - p S."""
+    check_positive_int("d", d)
+    check_d_bar(d, d_bar)
+    check_probability("p", p)
+    times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
+                       early_head=early_head)  # fmt: skip
+    return _as_result(times.miss_only_s - np.multiply(p, times.saving_s))
+
+
+def break_even_p(*, d, d_bar, k=1, costs, early_head: str = "main"):
+    """Smallest p in [0, 1] with PPD's seconds per token (ell -> inf) <= greedy's; inf if none.
+
+    PPD per token is B - p S and greedy's G, with B - G = [h_e on main] + (sigma - 1) o >= 0
+    (``ppdmodel.passes``): p* = 0 when B = G, (B - G) / S when 0 < (B - G) <= S, else inf.
+    """
+    check_positive_int("d", d)
+    check_d_bar(d, d_bar)
+    times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
+                       early_head=early_head)  # fmt: skip
+    excess, saving = np.asarray(times.excess_over_greedy_s), np.asarray(times.saving_s)
+    reachable = (saving > 0) & (excess <= saving)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(reachable, excess / np.where(saving > 0, saving, 1.0), np.inf)
+    return _as_result(np.where(excess <= 0, 0.0, ratio))

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
+from ppdmodel.costs import DecodeCosts, check_early_head
 from sim.cost import CostModel, MeasuredCost, RooflineCost, UniformCost
 from sim.hardware import GPUSpec, Link
 from sim.matches import (
@@ -69,11 +70,22 @@ class SimConfig:
     """Simulate d_bar < d/2 as this project's extension (outside Theorem 4.1), not refuse it."""
     per_layer_events: bool = False
     """Log (and simulate) every layer as its own event instead of one event per block."""
+    costs: DecodeCosts | None = None
+    """Every cost term in seconds (``ppdmodel.DecodeCosts``; this project's extension). When
+    set, ``sim.costs_schedule`` runs: the k candidates as one batch on GPU 1 (``n_gpus`` 2, the
+    default) or on main's GPU 0 (``n_gpus`` 1, the default when shared_device_slowdown > 1);
+    ``cost``, ``link`` and the two overheads must then keep their defaults."""
+    early_head: str = "main"
+    """Where the early LM head runs with ``costs``: ``main`` (on main's critical path) or
+    ``candidates`` (main hands its layer-d_bar hidden state over and keeps going)."""
 
     def __post_init__(self) -> None:
         for name in ("d", "d_bar", "k", "ell"):
             _positive_int(name, getattr(self, name))
             setattr(self, name, int(getattr(self, name)))
+        check_early_head(self.early_head)
+        if self.costs is not None:
+            self._check_costs()
         if not self.d_bar < self.d:
             raise ValueError(
                 f"d_bar must be in [d/2, d) = [{self.d / 2}, {self.d}), got {self.d_bar}"
@@ -107,6 +119,31 @@ class SimConfig:
         if self.link is not None and self.shape is None:
             raise ValueError("shape is required with a link (it sets the hand-off bytes)")
 
+    def _check_costs(self) -> None:
+        """``costs`` excludes the per-layer ``cost`` model, links and overheads; sets n_gpus."""
+        if not isinstance(self.costs, DecodeCosts):
+            raise ValueError(f"costs must be a ppdmodel.DecodeCosts, got {self.costs!r}")
+        clashes = {
+            "cost": self.cost != UniformCost(),
+            "link": self.link is not None,
+            "per_token_overhead_s": self.per_token_overhead_s != 0,
+            "per_handoff_overhead_s": self.per_handoff_overhead_s != 0,
+            "allow_below_half": self.allow_below_half,
+        }
+        named = [name for name, clash in clashes.items() if clash]
+        if named:
+            raise ValueError(
+                f"costs (DecodeCosts) holds every cost term; leave {named} at their defaults"
+            )
+        if self.n_gpus is None:
+            self.n_gpus = 1 if self.costs.shared_device else 2
+        if self.n_gpus not in (1, 2):
+            raise ValueError(f"n_gpus must be 1 (shared) or 2 with costs, got {self.n_gpus}")
+        if self.n_gpus == 2 and self.costs.shared_device:
+            raise ValueError(
+                "costs.shared_device_slowdown > 1 models one shared device: n_gpus must be 1"
+            )
+
     @property
     def spec_layers(self) -> int:
         """Layers a sub-process runs per token: d - d_bar (or d_bar below d/2, the extension)."""
@@ -124,6 +161,7 @@ class SimConfig:
         data["cost"] = _cost_to_dict(self.cost)
         data["link"] = None if self.link is None else asdict(self.link)
         data["shape"] = None if self.shape is None else asdict(self.shape)
+        data["costs"] = None if self.costs is None else self.costs.to_dict()
         return data
 
     @classmethod
@@ -137,6 +175,8 @@ class SimConfig:
             data["link"] = Link(**data["link"])
         if data.get("shape") is not None:
             data["shape"] = ModelShape(**data["shape"])
+        if data.get("costs") is not None:
+            data["costs"] = DecodeCosts.from_dict(data["costs"])
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 

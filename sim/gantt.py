@@ -12,6 +12,9 @@ KIND_COLOURS = {
     "head": "#8172b3",
     "handoff": "#c44e52",
     "overhead": "#937860",
+    "early_head": "#8172b3",  # sim.costs_schedule (DecodeCosts) kinds below
+    "dispatch": "#da8bc3",
+    "abandoned": "#cccccc",
 }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config import SimConfig
+from sim.costs_schedule import CostsSchedule
 from sim.schedule import PPDSchedule
 
 EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind")
@@ -99,7 +100,8 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
         raise ValueError(f"m must hold ell - 1 = {config.ell - 1} values, got {len(m)}")
     elif any(x not in (0, 1) for x in m):
         raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)}")
-    schedule = PPDSchedule(config, m, record_events=record_events).run()
+    engine = PPDSchedule if config.costs is None else CostsSchedule
+    schedule = engine(config, m, record_events=record_events).run()
     return SimResult(
         config=config,
         m=schedule.m,
@@ -107,7 +109,7 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
         latency_s=schedule.latency_s,
         makespan_s=schedule.makespan_s,
         busy_s=schedule.busy_s,
-        unit_s=config.cost.unit_seconds(),
+        unit_s=config.cost.unit_seconds() if config.costs is None else config.costs.layer_s,
     )
 
 

@@ -1,0 +1,177 @@
+"""DecodeCosts: the seconds a PPD or greedy decode step spends on each part (this project's
+extension of the paper's unit-layer model; the latency formulas are in ``ppdmodel.passes``).
+
+Every field is in SI seconds (or a dimensionless factor) and can be filled from a measured
+profile: per-layer times at batch 1 and at the candidate batch, the embedding, the two LM heads,
+the messages between main and the candidate side, host time, and the slowdown of two streams
+sharing one device. ``DecodeCosts.unit()`` is the paper's model (unit layers, everything else
+free): with it every formula reduces to Theorem 4.1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from numbers import Real
+
+import numpy as np
+
+from ppdmodel.validation import check_positive_int
+
+EARLY_HEAD_PLACEMENTS = ("main", "candidates")
+"""Where the early LM head at layer d_bar runs: on main's critical path, or on the candidate
+side after main hands its layer-d_bar hidden state over."""
+
+_SECONDS_FIELDS = (
+    "layer_s",
+    "candidate_extra_row_layer_s",
+    "embedding_s",
+    "early_head_s",
+    "final_head_s",
+    "candidate_dispatch_s",
+    "hidden_dispatch_s",
+    "handoff_s",
+    "host_s",
+)
+
+
+def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: float) -> float:
+    """One message over a link: latency_s + nbytes / bandwidth_bytes_per_s, seconds."""
+    for name, value in (("latency_s", latency_s), ("nbytes", nbytes)):
+        _check_seconds(name, value)
+    if not (isinstance(bandwidth_bytes_per_s, Real) and bandwidth_bytes_per_s > 0):
+        raise ValueError(f"bandwidth_bytes_per_s must be > 0, got {bandwidth_bytes_per_s!r}")
+    return float(latency_s + nbytes / bandwidth_bytes_per_s)
+
+
+def check_early_head(early_head) -> str:
+    """Return ``early_head`` if it is one of ``EARLY_HEAD_PLACEMENTS``, else ValueError."""
+    if early_head not in EARLY_HEAD_PLACEMENTS:
+        raise ValueError(f"early_head must be one of {EARLY_HEAD_PLACEMENTS}, got {early_head!r}")
+    return early_head
+
+
+def _check_seconds(name: str, value, *, positive: bool = False) -> None:
+    """ValueError naming ``name`` unless ``value`` is a finite real >= 0 (> 0 if positive)."""
+    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    bound = "> 0" if positive else ">= 0"
+    if not ok or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DecodeCosts:
+    """Seconds per part of a decode step (SI units; defaults: the paper's unit-layer model).
+
+    Device work (layers, embedding, heads) is slowed by ``shared_device_slowdown`` while main
+    and the candidate batch both compute on one device; messages and host time are not.
+    """
+
+    layer_s: float = 1.0
+    """One decoder layer at batch 1 (main process, and greedy decoding), seconds (> 0)."""
+    candidate_extra_row_layer_s: float = 0.0
+    """Per-layer time added by each candidate row beyond the first, seconds: the k-row batch
+    runs a layer in layer_s + (k - 1) * candidate_extra_row_layer_s (linear fit of a profile).
+    Ignored where ``candidate_layer_s_by_k`` is given."""
+    candidate_layer_s_by_k: tuple[tuple[int, float], ...] = field(default=())
+    """Measured per-layer time of the k-row candidate batch, as (k, seconds) pairs (a dict is
+    accepted); other k are interpolated linearly between measured k and clamped outside them.
+    Empty: the linear model above."""
+    embedding_s: float = 0.0
+    """Token embedding, seconds (paid where a pass starts at layer 1, by main or candidates)."""
+    early_head_s: float = 0.0
+    """Early prediction at layer d_bar: final norm, LM head and top-k on one row, seconds."""
+    final_head_s: float = 0.0
+    """Final norm and LM head after layer d (main and greedy), seconds."""
+    candidate_dispatch_s: float = 0.0
+    """Sending the k candidate ids from main to the candidate side (early_head="main"), with
+    any state the candidate side lacks (e.g. KV entries), seconds."""
+    hidden_dispatch_s: float = 0.0
+    """Sending main's layer-d_bar hidden state to the candidate side (early_head="candidates"),
+    seconds."""
+    handoff_s: float = 0.0
+    """One accepted hand-off: the matching candidate's hidden state and KV entries to main,
+    seconds (a measured constant, or ``link_seconds(latency_s=, nbytes=, ...)``)."""
+    host_s: float = 0.0
+    """Host time per generated token (sampling, bookkeeping, launches), greedy and PPD, s."""
+    shared_device_slowdown: float = 1.0
+    """Factor (>= 1) by which device work of main and of the candidates slows while both run
+    on one device; 1: separate devices (or no contention)."""
+
+    def __post_init__(self) -> None:
+        for name in _SECONDS_FIELDS:
+            _check_seconds(f"DecodeCosts.{name}", getattr(self, name), positive=name == "layer_s")
+        slowdown = self.shared_device_slowdown
+        ok = isinstance(slowdown, Real) and not isinstance(slowdown, bool)
+        if not (ok and math.isfinite(slowdown) and slowdown >= 1):
+            raise ValueError(
+                f"DecodeCosts.shared_device_slowdown must be a finite factor >= 1, got {slowdown!r}"
+            )
+        object.__setattr__(self, "candidate_layer_s_by_k", _table(self.candidate_layer_s_by_k))
+
+    @classmethod
+    def unit(cls, seconds_per_layer: float = 1.0) -> DecodeCosts:
+        """The paper's model: every layer ``seconds_per_layer`` at any batch, all else free."""
+        return cls(layer_s=seconds_per_layer)
+
+    @property
+    def shared_device(self) -> bool:
+        """True when main and candidates slow each other (shared_device_slowdown > 1)."""
+        return self.shared_device_slowdown > 1
+
+    def candidate_layer_seconds(self, k):
+        """Per-layer seconds of the k-row candidate batch (vectorised over k)."""
+        if self.candidate_layer_s_by_k:
+            ks, secs = zip(*self.candidate_layer_s_by_k, strict=True)
+            out = np.interp(k, ks, secs)
+            return float(out) if np.ndim(out) == 0 else out
+        out = self.layer_s + np.multiply(np.subtract(k, 1), self.candidate_extra_row_layer_s)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def dispatch_seconds(self, early_head: str) -> float:
+        """The message that starts the candidates under ``early_head``, seconds."""
+        if check_early_head(early_head) == "main":
+            return self.candidate_dispatch_s
+        return self.hidden_dispatch_s
+
+    def greedy_token_seconds(self, d) -> float:
+        """One greedy token: embedding + d layers + final head + host time, seconds."""
+        return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (``from_dict`` inverts it); the batch table as {"k": seconds}."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["candidate_layer_s_by_k"] = {str(k): s for k, s in self.candidate_layer_s_by_k}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> DecodeCosts:
+        """Build from ``to_dict``'s output; unknown keys raise a ValueError naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"DecodeCosts.from_dict: unknown fields {unknown}; known {sorted(known)}"
+            )
+        return cls(**dict(data))
+
+
+def _table(value) -> tuple[tuple[int, float], ...]:
+    """Normalise the (k, seconds) table: sorted pairs, k positive ints, seconds finite > 0."""
+    items = value.items() if isinstance(value, Mapping) else value
+    pairs = {}
+    for item in items:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise ValueError(
+                f"DecodeCosts.candidate_layer_s_by_k must hold (k, seconds) pairs, got {item!r}"
+            )
+        k, seconds = item
+        k = int(k) if isinstance(k, str) and k.strip().isdigit() else k
+        try:
+            check_positive_int("DecodeCosts.candidate_layer_s_by_k key k", k)
+        except ValueError as err:
+            raise ValueError(f"{err} (the batch size of a measured candidate layer time)") from None
+        _check_seconds(f"DecodeCosts.candidate_layer_s_by_k[{k}]", seconds, positive=True)
+        pairs[int(k)] = float(seconds)
+    return tuple(sorted(pairs.items()))
