@@ -1,11 +1,12 @@
 """The PPD paper's reported numbers as tidy pandas DataFrames (Yang et al., TMLR 2024).
 
-Transcribed from the paper's Tables 2, 3, 5 and 6-8. Match rates are stored as fractions (38.90% -> 0.3890). The text extraction garbles the row labels
-(e.g. Table 2 prints "SQUAD 5 Y" where the row is k=3 trained, Table 6 prints k as "T", "0",
-"9"): every block has the same structure, rows (k, trained) = (1,N), (1,Y), (3,N), (3,Y),
-(5,N), (5,Y), so labels are rebuilt from that structure and only the numbers are transcribed.
-The structure is confirmed by the data: each Tables 6-8 "Total" equals the Table 2 entry for
-the same (dataset, k, trained, layer), and rates grow with k and with training.
+Transcribed from the paper's Tables 2, 3, 5 and 6-8. Match rates are stored as fractions (38.90% ->
+0.3890). The text extraction garbles the row labels (e.g. Table 2 prints "SQUAD 5 Y" where the row
+is k=3 trained, Table 6 prints k as "T", "0", "9"): every block has the same structure, rows (k,
+trained) = (1,N), (1,Y), (3,N), (3,Y), (5,N), (5,Y), so labels are rebuilt from that structure and
+only the numbers are transcribed. The structure is confirmed by the data: each Tables 6-8 "Total"
+equals the Table 2 entry for the same (dataset, k, trained, layer), and rates grow with k and with
+training.
 
 Ambiguity: Table 2's header prints layers 10, 20, 30, 35, 37 while the text says the 15th layer
 was probed; Tables 6-8 also print "10 layers", so layer 10 is used here.

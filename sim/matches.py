@@ -1,9 +1,9 @@
 """Match sources: where the m_t (t = 2..ell) of a simulated sequence come from.
 
-``m_t = 1`` when the pass producing token t starts from a handed-over candidate: the match at
-token position t - 1 (the rule is stated once, in ``ppdmodel.positions``). Every source
-returns ``len == ell - 1`` values via ``draw(ell, rng)``. Recorded traces use the JSON Lines format of ``sim.formats``
-(``MatchTrace``, ``read_traces``).
+``m_t = 1`` when the pass producing token t starts from a handed-over candidate: the match at token
+position t - 1 (the rule is stated once, in ``ppdmodel.positions``). Every source returns ``len ==
+ell - 1`` values via ``draw(ell, rng)``. Recorded traces use the JSON Lines format of
+``sim.formats`` (``MatchTrace``, ``read_traces``).
 """
 
 from __future__ import annotations

@@ -64,8 +64,9 @@ def to_traces(
     """Per-sequence m_t (t = 2..ell) at layer d_bar with k candidates, for sim/ replay.
 
     m_t is the match at position t - 1 (``ppdmodel.positions``), so each trace equals
-    ``PPDResult.m`` of a real PPD run on the same prompt with the same d_bar, k and head. One MatchTrace per prompt with records for (d_bar, k, head), in
-    first-appearance order; ``tokens`` optionally maps prompt id -> all ell generated tokens.
+    ``PPDResult.m`` of a real PPD run on the same prompt with the same d_bar, k and head. One
+    MatchTrace per prompt with records for (d_bar, k, head), in first-appearance order; ``tokens``
+    optionally maps prompt id -> all ell generated tokens.
     """
     rows = df[(df["layer"] == d_bar) & (df["k"] == k) & (df["head"] == head)]
     if "decoding" in rows.columns and rows["decoding"].nunique() > 1:
