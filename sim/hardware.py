@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ppdmodel.costs import link_seconds
+
 
 @dataclass(frozen=True)
 class GPUSpec:
@@ -66,10 +68,12 @@ class Link:
             raise ValueError("Link.bandwidth_bytes_per_s must be > 0")
 
     def transfer_time(self, nbytes: float) -> float:
-        """Seconds to move ``nbytes``: latency_s + nbytes / bandwidth_bytes_per_s."""
-        if not nbytes >= 0:
-            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-        return self.latency_s + nbytes / self.bandwidth_bytes_per_s
+        """Seconds to move ``nbytes``: ``ppdmodel.link_seconds``, the one transfer-time formula."""
+        return link_seconds(
+            latency_s=self.latency_s,
+            nbytes=nbytes,
+            bandwidth_bytes_per_s=self.bandwidth_bytes_per_s,
+        )
 
     @classmethod
     def from_name(cls, name: str) -> Link:

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from sim import Link
+from sim.passes import greedy_step_seconds, main_pass_seconds
 
 
 @dataclass(frozen=True)
@@ -94,25 +95,13 @@ def pass_durations(token_times_s) -> np.ndarray:
 
 
 def ppd_pass_compute(cost, *, d: int, d_bar: int, m) -> np.ndarray:
-    """C_t: main's layer and head seconds per pass (``cost`` is a sim cost model, 1-based)."""
-    ell, e = len(m) + 1, d - d_bar
-    out = np.empty(ell)
-    for t in range(1, ell + 1):
-        handed = t > 1 and m[t - 2] == 1
-        first = e + 1 if handed else 1  # 1-based first layer main runs
-        seconds = 0.0 if handed else cost.embed_seconds(1)
-        if first <= d_bar:
-            seconds += cost.block_seconds(first, d_bar, 1)
-        if t < ell:  # the early head (the last pass makes no candidates)
-            seconds += cost.head_seconds(1)
-        seconds += cost.block_seconds(d_bar + 1, d, 1) + cost.head_seconds(1)
-        out[t - 1] = seconds
-    return out
+    """C_t: main's layer and head seconds per pass (``sim.passes.main_pass_seconds``)."""
+    return main_pass_seconds(cost, d=d, d_bar=d_bar, m=m)
 
 
 def greedy_step_compute(cost, d: int) -> float:
     """Seconds of one greedy step's parts: embedding, d layers, head."""
-    return cost.embed_seconds(1) + cost.block_seconds(1, d, 1) + cost.head_seconds(1)
+    return greedy_step_seconds(cost, d)
 
 
 def fit_overheads(ppd_results, cost, *, greedy_results=(), link_samples=None) -> Calibration:
