@@ -150,7 +150,7 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
         raise ValueError(f"n must be a positive integer, got {n}")
     if isinstance(processes, bool) or int(processes) != processes or processes < 1:
         raise ValueError(f"processes must be a positive integer, got {processes}")
-    seeds = np.random.SeedSequence(seed).spawn(int(n))
+    seeds = np.random.SeedSequence(seed).spawn(int(n))  # seeds[i] == sequence_seed(seed, i)
     jobs = [(config, s) for s in seeds]
     if processes > 1:
         import multiprocessing
@@ -161,6 +161,11 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
         rows = [_run_one(job) for job in jobs]
     samples = pd.DataFrame(rows, columns=["latency_units", "latency_s", "compute_units", "n_runs"])
     return summarise(samples)
+
+
+def sequence_seed(seed, i: int) -> np.random.SeedSequence:
+    """The seed of sequence i of ``monte_carlo(config, n, seed)`` (any n > i)."""
+    return np.random.SeedSequence(seed, spawn_key=(int(i),))
 
 
 def summarise(samples: pd.DataFrame) -> MonteCarloSummary:
