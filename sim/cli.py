@@ -104,7 +104,6 @@ def select_traces(traces, *, d=None, d_bar=None, k=None, head=None) -> list:
 
 def _match_sources(args) -> tuple[list, int, int, int]:
     """(match sources, d, d_bar, k): a trace's own shape, or the options' with their defaults."""
-    import numpy as np
 
     from sim.formats import read_traces
     from sim.matches import Bernoulli, PerPosition, Replay
@@ -119,10 +118,27 @@ def _match_sources(args) -> tuple[list, int, int, int]:
     d = DEFAULT_D if args.d is None else args.d
     d_bar = default_d_bar(d) if args.d_bar is None else args.d_bar
     k = DEFAULT_K if args.k is None else args.k
+    if 2 * d_bar < d and not args.allow_below_half:
+        raise ValueError(
+            f"--d-bar {d_bar} is below d/2 = {d / 2:g}: outside Algorithm 2 and Theorem 4.1; "
+            "add --allow-below-half to simulate it as an extension"
+        )
     if args.per_position:
-        values = np.loadtxt(args.per_position, delimiter=",", ndmin=1, dtype=float)
-        return [PerPosition(values)], d, d_bar, k
+        return [PerPosition(_read_p_t(args.per_position))], d, d_bar, k
     return [Bernoulli(0.5 if args.p is None else args.p)], d, d_bar, k
+
+
+def _read_p_t(path: str):
+    """p_t values (t = 2..ell) from a text or CSV file: numbers separated by commas or lines."""
+    import numpy as np
+
+    try:
+        return np.loadtxt(path, delimiter=",", ndmin=1, dtype=float).ravel()
+    except ValueError:
+        raise ValueError(
+            f"--per-position {path}: expected numbers p_t for t = 2..ell, separated by commas "
+            "or newlines (a text or CSV file, not JSON)"
+        ) from None
 
 
 def run_simulate(args: argparse.Namespace) -> int:

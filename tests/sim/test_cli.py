@@ -66,7 +66,7 @@ def test_simulate_roofline_link_and_per_position(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "extra, name",
-    [(["--d-bar", "1", "--d", "4"], "d_bar"), (["--gpus", "9"], "n_gpus"),
+    [(["--d-bar", "1", "--d", "4"], "d-bar"), (["--gpus", "9"], "n_gpus"),
      (["--cost", "measured"], "layer-times"), (["--link", "wifi"], "link name")],
 )  # fmt: skip
 def test_simulate_bad_input_is_a_clean_error(extra, name, capsys):
@@ -96,3 +96,17 @@ def test_trace_file_with_several_configurations_is_narrowed_by_options(tmp_path,
     with pytest.raises(SystemExit):
         main(["simulate", "--trace", str(path), "--d", "40"])  # no sequence of that model
     assert "no sequence" in capsys.readouterr().err
+
+
+def test_per_position_json_is_a_clean_error(tmp_path, capsys):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"m": [1]}\n')
+    with pytest.raises(SystemExit, match="2"):
+        main(["simulate", "--per-position", str(bad)])
+    assert "not JSON" in capsys.readouterr().err
+
+
+def test_below_half_message_names_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--d-bar", "10"])
+    assert "--allow-below-half" in capsys.readouterr().err
