@@ -19,7 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.theorem import _as_result, expected_latency, expected_matches
-from ppdmodel.validation import check_nonnegative, check_positive, check_positive_int
+from ppdmodel.validation import (
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 
 
 def expected_latency_seconds(
@@ -37,10 +42,11 @@ def expected_latency_seconds(
 
     With both overheads 0 this is seconds_per_layer times Theorem 4.1's E[T].
     """
-    check_positive("seconds_per_layer", seconds_per_layer)
-    check_nonnegative("per_token_overhead_s", per_token_overhead_s)
-    check_nonnegative("per_handoff_overhead_s", per_handoff_overhead_s)
+    seconds_per_layer = check_positive("seconds_per_layer", seconds_per_layer)
+    per_token_overhead_s = check_nonnegative("per_token_overhead_s", per_token_overhead_s)
+    per_handoff_overhead_s = check_nonnegative("per_handoff_overhead_s", per_handoff_overhead_s)
     layers = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
+    ell, p = check_positive_int("ell", ell), check_probability("p", p)  # float64: no wrap-around
     handoffs = expected_matches(ell=ell, p=p, per_position=per_position)
     total = (
         np.multiply(seconds_per_layer, layers)
@@ -52,9 +58,9 @@ def expected_latency_seconds(
 
 def greedy_latency_seconds(*, d, ell, seconds_per_layer, per_token_overhead_s=0.0):
     """Greedy (no PPD) decoding latency in seconds: ell * (d * seconds_per_layer + overhead)."""
-    check_positive_int("d", d)
-    check_positive_int("ell", ell)
-    check_positive("seconds_per_layer", seconds_per_layer)
-    check_nonnegative("per_token_overhead_s", per_token_overhead_s)
+    d = check_positive_int("d", d)
+    ell = check_positive_int("ell", ell)
+    seconds_per_layer = check_positive("seconds_per_layer", seconds_per_layer)
+    per_token_overhead_s = check_nonnegative("per_token_overhead_s", per_token_overhead_s)
     per_token = np.multiply(d, seconds_per_layer) + np.asarray(per_token_overhead_s)
     return _as_result(np.multiply(ell, per_token))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.validation import (
+    check_broadcast,
     check_d_bar,
+    check_flag,
     check_positive_int,
     check_probability,
 )
@@ -26,6 +28,7 @@ def _is_per_position(ell, p, per_position: bool | None) -> bool:
     ``None`` means auto: per-position exactly when ell is a scalar and p's last axis has
     ell - 1 entries. Pass ``per_position=False`` to broadcast such a p as a grid instead.
     """
+    check_flag("per_position", per_position, allow_none=True)
     if per_position is False:
         return False
     p_shape = np.shape(p)
@@ -53,12 +56,20 @@ def expected_matches(*, ell, p, per_position: bool | None = None):
     return np.multiply(np.subtract(ell, 1), p)
 
 
-def validate_theorem_args(d, d_bar, ell, p) -> None:
-    """Check d, ell positive integers, d/2 <= d_bar < d and p in [0, 1] (ValueError)."""
-    check_positive_int("d", d)
-    check_positive_int("ell", ell)
-    check_d_bar(d, d_bar)
-    check_probability("p", p)
+def validate_theorem_args(d, d_bar, ell, p, per_position: bool | None = None):
+    """Check d, ell positive integers <= 2^53, d_bar an integer in [d/2, d), p in [0, 1].
+
+    Returns (d, d_bar, ell, p) as float64 (Python floats for scalars) so that the formulas
+    cannot wrap around in a small integer dtype, after checking that they broadcast together
+    (a per-position p's last axis excluded). Raises ValueError naming the parameter.
+    """
+    d = check_positive_int("d", d)
+    ell = check_positive_int("ell", ell)
+    d_bar = check_d_bar(d, d_bar)
+    p = check_probability("p", p)
+    p_shape = np.shape(p)[:-1] if _is_per_position(ell, p, per_position) else np.shape(p)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), ell=np.shape(ell), p=p_shape)
+    return d, d_bar, ell, p
 
 
 def _as_result(x):
@@ -73,9 +84,15 @@ def expected_latency(*, d, d_bar, ell, p, per_position: bool | None = None):
     E[T] = d*ell - (d - d_bar) sum_{t=2..ell} p_t     (per-position p, Tables 6-8)
 
     Greedy decoding takes d*ell. Broadcasts over numpy arrays; see the module docstring for how
-    a per-position ``p`` is recognised (``per_position`` forces the choice).
+    a per-position ``p`` is recognised (``per_position`` forces the choice). Computed in float64
+    whatever the input dtypes.
     """
-    validate_theorem_args(d, d_bar, ell, p)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position)
+    return _latency(d, d_bar, ell, p, per_position)
+
+
+def _latency(d, d_bar, ell, p, per_position):
+    """Theorem 4.1's E[T] for arguments already validated (float64)."""
     gap = np.subtract(d, d_bar)
     if _is_per_position(ell, p, per_position):
         saved = np.multiply(gap, np.sum(p, axis=-1))
@@ -105,8 +122,9 @@ def expected_compute(*, d, d_bar, ell, p, k, per_position: bool | None = None):
     Per-position p replaces (ell - 1) p by sum_{t=2..ell} p_t. ``k`` is the number of
     candidates (sub-processes), a positive integer; k + 1 compute units run in parallel.
     """
-    check_positive_int("k", k)
-    latency = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
+    k = check_positive_int("k", k)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position)
+    latency = _latency(d, d_bar, ell, p, per_position)
     extra = np.multiply(np.multiply(k, np.subtract(d, d_bar)), ell)
     return _as_result(np.add(latency, extra))
 
@@ -117,7 +135,7 @@ def latency_variance(*, d, d_bar, ell, p, per_position: bool | None = None):
     i.i.d.: N - 1 ~ Bin(ell - 1, 1 - p), so Var[T] = (d - d_bar)^2 (ell - 1) p (1 - p).
     Per-position: N - 1 is Poisson-binomial, Var[T] = (d - d_bar)^2 sum_t p_t (1 - p_t).
     """
-    validate_theorem_args(d, d_bar, ell, p)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position)
     p_arr = np.asarray(p, dtype=float)
     pq = p_arr * (1.0 - p_arr)
     var_n = expected_matches(ell=ell, p=pq, per_position=per_position)
