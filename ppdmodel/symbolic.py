@@ -59,9 +59,19 @@ EQ6 = d * (2 + k - p) / 2
 
 def at_half_depth(expr: sp.Expr) -> sp.Expr:
     """Substitute the paper's d_bar = d/2 and simplify."""
+    _check_expr(expr)
     return sp.simplify(expr.subs(d_bar, d / 2))
 
 
 def lambdified(expr: sp.Expr, args=(d, d_bar, ell, p, k)):
     """A numpy function of ``args`` evaluating ``expr`` (for comparison with ppdmodel)."""
+    _check_expr(expr)
+    if not (isinstance(args, tuple | list) and all(isinstance(a, sp.Symbol) for a in args)):
+        raise ValueError(f"args must be a tuple of sympy Symbols, got {args!r:.80}")
     return sp.lambdify(args, expr, modules="numpy")
+
+
+def _check_expr(expr) -> None:
+    """ValueError unless ``expr`` is a sympy expression."""
+    if not isinstance(expr, sp.Expr):
+        raise ValueError(f"expr must be a sympy expression, got {type(expr).__name__}")

@@ -11,13 +11,17 @@ from __future__ import annotations
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import check_columns, check_d_bar, check_positive_int
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
     4: ("normalized_compute_per_token", "Average compute resources per token (x d)"),
 }
 """x column and label of each figure; the y axis is ``normalized_latency`` in both."""
+TABLE_COLUMNS = ("dataset", "trained", "k", "layer", "p_correct")
+"""Columns ``tradeoff_curves`` needs in its ``table`` (those of ``ppdmodel.paper.TABLE2``)."""
+CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency")
+"""Columns ``plot_tradeoff`` needs besides the figure's x column."""
 
 
 def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None = None):
@@ -32,9 +36,13 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     check_d_bar(d, layer)
     if table is None:
         from ppdmodel.paper import TABLE2 as table
+    check_columns("table", table, TABLE_COLUMNS)
+    for column in ("layer", "k"):
+        if not pd.api.types.is_numeric_dtype(table[column]):
+            raise ValueError(f"table column {column!r} must hold integers")
     rows = table[table["layer"] == layer]
     if rows.empty:
-        layers = sorted(int(x) for x in table["layer"].unique())
+        layers = sorted(table["layer"].dropna().unique().tolist())
         raise ValueError(f"layer must be one of the table's layers {layers}, got {layer!r}")
     order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
     rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
@@ -65,12 +73,13 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3):
     ``curves`` defaults to ``tradeoff_curves()``. Nothing is shown or saved here: the caller
     decides (``fig.savefig(path)``). Uses matplotlib's object API, so no GUI backend is needed.
     """
-    if figure not in FIGURE_AXES:
+    if isinstance(figure, bool) or figure not in (3, 4):
         raise ValueError(f"figure must be 3 or 4, got {figure!r}")
+    curves = tradeoff_curves() if curves is None else curves
+    x_col, x_label = FIGURE_AXES[int(figure)]
+    check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
     from matplotlib.figure import Figure
 
-    curves = tradeoff_curves() if curves is None else curves
-    x_col, x_label = FIGURE_AXES[figure]
     fig = Figure(figsize=(6.4, 4.8), layout="constrained")
     ax = fig.subplots()
     colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(curves["dataset"]))}
