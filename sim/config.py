@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
+from ppdmodel.validation import as_int, as_real, check_flag, check_instance
 from sim.cost import CostModel, MeasuredCost, RooflineCost, UniformCost
 from sim.hardware import GPUSpec, Link
 from sim.matches import (
+    MAX_ELL,
     Bernoulli,
     MatchSource,
     PerPosition,
@@ -20,19 +21,20 @@ from sim.matches import (
 from sim.shape import ModelShape
 
 SCHEDULES = ("ppd", "greedy")
+MAX_K = 2**18
+"""Largest k: 262,144 candidates, above the largest vocabularies in use (256k)."""
+MAX_GPUS = 4096
+"""Largest n_gpus (modelled GPUs); more candidates are batched on fewer GPUs."""
+MAX_BLOCKS = 10**6
+"""Largest estimated number of simulated blocks of one sequence, ell * (n_gpus + 2) (times d
+with per_layer_events): about 1 s on the fast path, up to ~10 s on a shared GPU."""
 
 
-def _positive_int(name: str, value: object) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an integer >= 1 (40.0 allowed)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or int(value) != value
-    ):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+def estimated_blocks(config: SimConfig) -> int:
+    """Blocks (SimPy events) one sequence of ``config`` simulates, roughly: per token, main's
+    prefix and suffix, one speculation per GPU and a hand-off; per layer with per_layer_events."""
+    per_token = config.n_gpus + 2
+    return config.ell * per_token * (config.d if config.per_layer_events else 1)
 
 
 @dataclass
@@ -71,13 +73,16 @@ class SimConfig:
     """Log (and simulate) every layer as its own event instead of one event per block."""
 
     def __post_init__(self) -> None:
-        for name in ("d", "d_bar", "k", "ell"):
-            _positive_int(name, getattr(self, name))
-            setattr(self, name, int(getattr(self, name)))
+        self.d = as_int("d", self.d)
+        self.d_bar = as_int("d_bar", self.d_bar)
+        self.k = as_int("k", self.k, limit=MAX_K)
+        self.ell = as_int("ell", self.ell, limit=MAX_ELL)
         if not self.d_bar < self.d:
             raise ValueError(
                 f"d_bar must be in [d/2, d) = [{self.d / 2}, {self.d}), got {self.d_bar}"
             )
+        self.allow_below_half = check_flag("allow_below_half", self.allow_below_half)
+        self.per_layer_events = check_flag("per_layer_events", self.per_layer_events)
         if 2 * self.d_bar < self.d and not self.allow_below_half:
             raise ValueError(
                 f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1"
@@ -85,14 +90,18 @@ class SimConfig:
                 "pass allow_below_half=True to simulate it as an extension"
             )
         if self.n_gpus is None:
+            if self.k + 1 > MAX_GPUS:
+                raise ValueError(
+                    f"n_gpus defaults to k + 1 = {self.k + 1}, above the limit {MAX_GPUS} "
+                    "modelled GPUs: pass n_gpus (sub-processes on one GPU run as one batch)"
+                )
             self.n_gpus = self.k + 1
-        _positive_int("n_gpus", self.n_gpus)
+        self.n_gpus = as_int("n_gpus", self.n_gpus, limit=MAX_GPUS)
         if not 1 <= self.n_gpus <= self.k + 1:
             raise ValueError(f"n_gpus must be in [1, k+1] = [1, {self.k + 1}], got {self.n_gpus}")
         for name in ("per_token_overhead_s", "per_handoff_overhead_s"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.schedule not in SCHEDULES:
+            setattr(self, name, as_real(name, getattr(self, name)))
+        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not isinstance(self.matches, Bernoulli | PerPosition | Replay):
             raise ValueError("matches must be a Bernoulli, PerPosition or Replay")
@@ -102,10 +111,27 @@ class SimConfig:
             raise ValueError(f"matches (PerPosition) p_t needs ell - 1 = {self.ell - 1} values")
         if not isinstance(self.cost, UniformCost | RooflineCost | MeasuredCost):
             raise ValueError("cost must be a UniformCost, RooflineCost or MeasuredCost")
+        if isinstance(self.cost, MeasuredCost) and self.cost.num_layers != self.d:
+            raise ValueError(
+                f"cost (MeasuredCost) holds per-layer times of a {self.cost.num_layers}-layer "
+                f"model, but d = {self.d}"
+            )
+        if self.link is not None:
+            check_instance("link", self.link, Link, "e.g. Link.from_name('nvlink4')")
+        if self.shape is not None:
+            check_instance("shape", self.shape, ModelShape, "e.g. ModelShape.from_name(...)")
         if self.shape is None and isinstance(self.cost, RooflineCost):
             self.shape = self.cost.shape
         if self.link is not None and self.shape is None:
             raise ValueError("shape is required with a link (it sets the hand-off bytes)")
+        blocks = estimated_blocks(self)
+        if blocks > MAX_BLOCKS:
+            per_layer = " * d" if self.per_layer_events else ""
+            raise ValueError(
+                f"ell * (n_gpus + 2){per_layer} = {blocks} simulated blocks is above the limit "
+                f"{MAX_BLOCKS}: reduce ell or n_gpus"
+                + (" or drop per_layer_events" if self.per_layer_events else "")
+            )
 
     @property
     def spec_layers(self) -> int:
@@ -128,6 +154,7 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> SimConfig:
+        check_instance("data", data, dict)
         data = dict(data)
         if "matches" in data:
             data["matches"] = match_source_from_dict(data["matches"])
