@@ -25,16 +25,26 @@ MAX_K = 2**18
 """Largest k: 262,144 candidates, above the largest vocabularies in use (256k)."""
 MAX_GPUS = 4096
 """Largest n_gpus (modelled GPUs); more candidates are batched on fewer GPUs."""
-MAX_BLOCKS = 10**6
-"""Largest estimated number of simulated blocks of one sequence, ell * (n_gpus + 2) (times d
-with per_layer_events): about 1 s on the fast path, up to ~10 s on a shared GPU."""
+MAX_WORK = 5 * 10**6
+"""Largest ``estimated_work`` of one simulated sequence (about 5 s on one core)."""
+RUN_OVERHEAD = 200
+"""Work units of setting up one simulated sequence (measured: ~150 us fast path, ~500 us
+on a shared GPU for 3 tokens)."""
+SHARED_GPU_WEIGHT = 40
+"""Work units per block when main and sub-processes share one GPU (SimPy resources and
+processes, ~40 us a block) instead of ~1 us on the fast path."""
 
 
-def estimated_blocks(config: SimConfig) -> int:
-    """Blocks (SimPy events) one sequence of ``config`` simulates, roughly: per token, main's
-    prefix and suffix, one speculation per GPU and a hand-off; per layer with per_layer_events."""
-    per_token = config.n_gpus + 2
-    return config.ell * per_token * (config.d if config.per_layer_events else 1)
+def estimated_work(config: SimConfig) -> int:
+    """Rough cost of simulating one sequence of ``config`` in work units of about 1 us.
+
+    Blocks per token: main's prefix and suffix, one speculation per GPU and a hand-off,
+    ell * (n_gpus + 2) in all (times d with per_layer_events), each weighted
+    ``SHARED_GPU_WEIGHT`` on a shared GPU, plus ``RUN_OVERHEAD``.
+    """
+    blocks = config.ell * (config.n_gpus + 2) * (config.d if config.per_layer_events else 1)
+    shared = config.n_gpus == 1 and config.schedule == "ppd"
+    return RUN_OVERHEAD + blocks * (SHARED_GPU_WEIGHT if shared else 1)
 
 
 @dataclass
@@ -124,13 +134,13 @@ class SimConfig:
             self.shape = self.cost.shape
         if self.link is not None and self.shape is None:
             raise ValueError("shape is required with a link (it sets the hand-off bytes)")
-        blocks = estimated_blocks(self)
-        if blocks > MAX_BLOCKS:
-            per_layer = " * d" if self.per_layer_events else ""
+        work = estimated_work(self)
+        if work > MAX_WORK:
             raise ValueError(
-                f"ell * (n_gpus + 2){per_layer} = {blocks} simulated blocks is above the limit "
-                f"{MAX_BLOCKS}: reduce ell or n_gpus"
-                + (" or drop per_layer_events" if self.per_layer_events else "")
+                f"ell = {self.ell} tokens with n_gpus = {self.n_gpus}"
+                + (f", d = {self.d} per-layer events" if self.per_layer_events else "")
+                + f" is about {work / 1e6:.3g} s of simulation, above the limit of "
+                f"{MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK): reduce ell or n_gpus"
             )
 
     @property

@@ -10,13 +10,11 @@ import numpy as np
 import pandas as pd
 
 from ppdmodel.validation import as_int, check_columns, check_flag, check_instance
-from sim.config import SimConfig, estimated_blocks
+from sim.config import MAX_WORK, SimConfig, estimated_work
 from sim.schedule import PPDSchedule
 
 MAX_RUNS = 10**6
 """Largest n of monte_carlo (one seed and one row per run)."""
-MAX_TOTAL_BLOCKS = 2 * 10**7
-"""Largest n times the blocks of one run (``estimated_blocks``): about 10 s on the fast path."""
 MAX_PROCESSES = 256
 """Largest worker pool of monte_carlo."""
 SAMPLE_COLUMNS = ("latency_units", "latency_s", "compute_units", "n_runs")
@@ -160,11 +158,12 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
     check_instance("config", config, SimConfig)
     n = as_int("n", n, limit=MAX_RUNS)
     processes = as_int("processes", processes, limit=MAX_PROCESSES)
-    total = n * estimated_blocks(config)
-    if total > MAX_TOTAL_BLOCKS:
+    work = n * estimated_work(config) / processes
+    if work > MAX_WORK:
         raise ValueError(
-            f"n * ell * (n_gpus + 2) = {total} simulated blocks is above the limit "
-            f"{MAX_TOTAL_BLOCKS}: reduce n, ell or n_gpus"
+            f"n = {n} runs on {processes} process(es) is about {work / 1e6:.3g} s of "
+            f"simulation, above the limit of {MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK): "
+            "reduce n or raise processes"
         )
     seeds = np.random.SeedSequence(seed).spawn(int(n))
     jobs = [(config, s) for s in seeds]
