@@ -86,7 +86,7 @@ def check_positive_int(name: str, value, limit: int = MAX_EXACT_INT) -> ArrayLik
             ok = math.isfinite(value) and value >= 1 and value == int(value)
         if not ok:
             raise ValueError(f"{name} must be a positive integer (>= 1), got {_show(value)}")
-        if value > limit:
+        if (int(value) if isinstance(value, Integral) else float(value)) > limit:
             raise ValueError(f"{name} must be <= {_limit(limit)}, got {_show(value)}")
         return float(value)
     arr = _as_array(name, value)
@@ -99,7 +99,7 @@ def check_positive_int(name: str, value, limit: int = MAX_EXACT_INT) -> ArrayLik
         ok = bool(lo >= 1)
     if not ok:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {_describe(arr)}")
-    if hi > limit:
+    if (int(hi) if arr.dtype.kind in "iu" else float(hi)) > limit:
         raise ValueError(f"{name} must be <= {_limit(limit)}, got {_describe(arr)}")
     return _float(arr)
 
@@ -129,6 +129,8 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False) -> ArrayLike:
     evaluates them there (its default). ``d`` must have been checked already.
     """
     if _is_number(d_bar) and _is_number(d):
+        if d == 1 and not half_depth_ok:
+            raise ValueError(f"d_bar: d = 1 has no such layer (d/2 <= d_bar < d), got {d_bar!r}")
         if not isinstance(d_bar, Integral) and not math.isfinite(d_bar):
             raise ValueError(f"d_bar must be a finite number in [d/2, d), got {_show(d_bar)}")
         half = float(d) / 2  # compared natively: exact for any int, no int8 wrap-around
@@ -257,11 +259,12 @@ def as_int(name: str, value, *, minimum: int = 1, limit: int = MAX_EXACT_INT) ->
     if not isinstance(value, Integral):
         if not (math.isfinite(value) and value == math.floor(value)):
             raise ValueError(f"{name} must be {expected}, got {_show(value)}")
+    value = int(value)  # exact, and no numpy scalar overflow in the comparisons below
     if value < minimum:
         raise ValueError(f"{name} must be {expected}, got {_show(value)}")
     if value > limit:
         raise ValueError(f"{name} must be <= {_limit(limit)}, got {_show(value)}")
-    return int(value)
+    return value
 
 
 def as_real(

@@ -86,14 +86,12 @@ def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.Da
 
 
 def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
-    """A column as a float64 array; ValueError naming it if it holds text, None or booleans."""
+    """A column as a float64 array (NaN for empty cells); ValueError naming it if it holds
+    text, None or booleans."""
     series = df[column]
     if series.dtype.kind not in "iuf":
         raise ValueError(f"{source}: {column} must hold numbers, got dtype {series.dtype}")
-    values = series.to_numpy(dtype=float)
-    if np.isnan(values).any():
-        raise ValueError(f"{source}: {column} must not hold NaN or empty cells")
-    return values
+    return series.to_numpy(dtype=float)
 
 
 def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
