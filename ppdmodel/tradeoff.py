@@ -37,9 +37,7 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     if table is None:
         from ppdmodel.paper import TABLE2 as table
     check_columns("table", table, TABLE_COLUMNS)
-    for column in ("layer", "k"):
-        if not pd.api.types.is_numeric_dtype(table[column]):
-            raise ValueError(f"table column {column!r} must hold integers")
+    _check_table_types(table)
     rows = table[table["layer"] == layer]
     if rows.empty:
         layers = sorted(table["layer"].dropna().unique().tolist())
@@ -55,6 +53,18 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     out["compute_per_token"] = compute_per_token(d=d, d_bar=layer, p=p, k=k)
     out["normalized_compute_per_token"] = out["compute_per_token"] / d
     return out
+
+
+def _check_table_types(table: pd.DataFrame) -> None:
+    """ValueError naming the column unless dataset holds names, trained booleans, k and layer
+    numbers (p_correct is checked by the formulas)."""
+    for column in ("layer", "k"):
+        if not pd.api.types.is_numeric_dtype(table[column]) or table[column].dtype == bool:
+            raise ValueError(f"table column {column!r} must hold integers")
+    if table["trained"].dtype != bool:
+        raise ValueError("table column 'trained' must hold booleans")
+    if not all(isinstance(name, str) for name in table["dataset"]):
+        raise ValueError("table column 'dataset' must hold dataset names (strings)")
 
 
 def _order_key(order: dict):

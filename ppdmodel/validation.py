@@ -300,6 +300,16 @@ def check_instance(name: str, value, types, hint: str = ""):
     return value
 
 
+def check_keys(name: str, mapping, keys: Iterable[str]) -> dict:
+    """Check that ``mapping`` is a dict holding ``keys``; return it."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{name} must be a dict, got {type(mapping).__name__}")
+    missing = [key for key in keys if key not in mapping]
+    if missing:
+        raise ValueError(f"{name} is missing keys {missing}")
+    return mapping
+
+
 def check_columns(name: str, frame, columns: Iterable[str]):
     """Check that ``frame`` is a pandas DataFrame holding ``columns``; return it."""
     import pandas as pd  # pandas is imported only where frames are checked

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
-from ppdmodel.validation import as_int, as_real, check_flag, check_instance
+from ppdmodel.validation import as_int, as_real, check_flag, check_instance, check_keys
 from sim.cost import CostModel, MeasuredCost, RooflineCost, UniformCost
 from sim.hardware import GPUSpec, Link
 from sim.matches import (
@@ -193,10 +193,11 @@ def _cost_to_dict(cost: CostModel) -> dict:
 
 
 def _cost_from_dict(data: dict) -> CostModel:
-    kind = data.get("type")
+    kind = check_keys("cost", data, ("type",))["type"]
     if kind == "uniform":
-        return UniformCost(data["seconds_per_layer"])
+        return UniformCost(check_keys("cost", data, ("seconds_per_layer",))["seconds_per_layer"])
     if kind == "roofline":
+        check_keys("cost", data, ("shape", "gpu", "flops_efficiency", "bandwidth_efficiency"))
         return RooflineCost(
             ModelShape(**data["shape"]),
             GPUSpec(**data["gpu"]),
@@ -204,5 +205,5 @@ def _cost_from_dict(data: dict) -> CostModel:
             data["bandwidth_efficiency"],
         )
     if kind == "measured":
-        return MeasuredCost(pd.DataFrame(data["rows"]))
+        return MeasuredCost(pd.DataFrame(check_keys("cost", data, ("rows",))["rows"]))
     raise ValueError(f"cost type must be uniform, roofline or measured, got {kind!r}")

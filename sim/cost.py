@@ -28,14 +28,16 @@ MAX_LAYERS = 10**6
 """Largest layer index a block may name (a sanity bound: no model has more layers)."""
 
 
-def _check_block(layer_start: int, layer_end: int, batch: int) -> None:
+def _check_block(layer_start: int, layer_end: int, batch: int) -> tuple[int, int, int]:
+    """The block's arguments as Python ints (no numpy wrap-around), or ValueError naming one."""
     layer_start = as_int("layer_start", layer_start, limit=MAX_LAYERS)
-    as_int("layer_end", layer_end, minimum=layer_start - 1, limit=MAX_LAYERS)
-    as_int("batch", batch)
+    layer_end = as_int("layer_end", layer_end, minimum=layer_start - 1, limit=MAX_LAYERS)
+    return layer_start, layer_end, _check_batch(batch)
 
 
-def _check_batch(batch: int) -> None:
-    as_int("batch", batch)
+def _check_batch(batch: int) -> int:
+    """``batch`` as a Python int >= 1, or ValueError."""
+    return as_int("batch", batch)
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,15 @@ class UniformCost:
         as_real("seconds_per_layer", self.seconds_per_layer, strict=True)
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
-        _check_block(layer_start, layer_end, batch)
+        layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
         return (layer_end - layer_start + 1) * self.seconds_per_layer
 
     def embed_seconds(self, batch: int = 1) -> float:
-        _check_batch(batch)
+        batch = _check_batch(batch)
         return 0.0
 
     def head_seconds(self, batch: int = 1) -> float:
-        _check_batch(batch)
+        batch = _check_batch(batch)
         return 0.0
 
     def unit_seconds(self) -> float:
@@ -102,30 +104,30 @@ class RooflineCost:
 
     def layer_flops(self, batch: int = 1) -> float:
         """FLOPs of one decoder layer for ``batch`` rows."""
-        _check_batch(batch)
+        batch = _check_batch(batch)
         s = self.shape
         attention = 4 * s.num_attention_heads * s.head_dim * s.context_len
         return batch * (2 * s.layer_params() + attention)
 
     def layer_bytes(self, batch: int = 1) -> float:
         """Bytes moved by one decoder layer for ``batch`` rows (weights + KV cache reads)."""
-        _check_batch(batch)
+        batch = _check_batch(batch)
         s = self.shape
         weights = s.layer_params() * s.dtype_bytes
         return weights + batch * s.context_len * s.kv_bytes_per_token_layer()
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
-        _check_block(layer_start, layer_end, batch)
+        layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
         n = layer_end - layer_start + 1
         return n * self._roofline(self.layer_flops(batch), self.layer_bytes(batch))
 
     def embed_seconds(self, batch: int = 1) -> float:
-        _check_batch(batch)
+        batch = _check_batch(batch)
         s = self.shape
         return self._roofline(0.0, batch * s.hidden_size * s.dtype_bytes)
 
     def head_seconds(self, batch: int = 1) -> float:
-        _check_batch(batch)
+        batch = _check_batch(batch)
         s = self.shape
         params = s.vocab_size * s.hidden_size
         return self._roofline(2.0 * batch * params, params * s.dtype_bytes)
@@ -180,8 +182,8 @@ class MeasuredCost:
 
     def layer_seconds(self, layer: int, batch: int = 1) -> float:
         """Seconds of decoder layer ``layer`` (1-based) for ``batch`` rows."""
-        as_int("layer", layer, limit=self.num_layers)
-        _check_batch(batch)
+        layer = as_int("layer", layer, limit=self.num_layers)
+        batch = _check_batch(batch)
         value = self._lookup("layer", layer - 1, batch)
         if value is None:
             measured = [self._lookup("layer", i, batch) for i in range(self.num_layers)]
@@ -189,7 +191,7 @@ class MeasuredCost:
         return value
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
-        _check_block(layer_start, layer_end, batch)
+        layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
         as_int("layer_end", layer_end, minimum=0, limit=self.num_layers)  # measured layers only
         key = (layer_start, layer_end, batch)
         if key not in self._cache:
@@ -199,11 +201,11 @@ class MeasuredCost:
         return self._cache[key]
 
     def embed_seconds(self, batch: int = 1) -> float:
-        _check_batch(batch)
+        batch = _check_batch(batch)
         return self._lookup("embed", -1, batch) or 0.0
 
     def head_seconds(self, batch: int = 1) -> float:
-        _check_batch(batch)
+        batch = _check_batch(batch)
         return self._lookup("head", -1, batch) or 0.0
 
     def unit_seconds(self) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppdmodel.validation import as_int, check_instance, check_probability
+from ppdmodel.validation import as_int, check_instance, check_keys, check_probability
 from sim.formats import MatchTrace
 
 MAX_ELL = 10**7
@@ -139,12 +139,11 @@ def match_source_to_dict(source: MatchSource) -> dict:
 
 def match_source_from_dict(data: dict) -> MatchSource:
     """Inverse of ``match_source_to_dict``."""
-    check_instance("matches", data, dict)
-    kind = data.get("type")
+    kind = check_keys("matches", data, ("type",))["type"]
     if kind == "bernoulli":
-        return Bernoulli(data["p"])
+        return Bernoulli(check_keys("matches", data, ("p",))["p"])
     if kind == "per_position":
-        return PerPosition(data["p_t"])
+        return PerPosition(check_keys("matches", data, ("p_t",))["p_t"])
     if kind == "replay":
-        return Replay(data["m"])
+        return Replay(check_keys("matches", data, ("m",))["m"])
     raise ValueError(f"matches type must be bernoulli, per_position or replay, got {kind!r}")

@@ -77,8 +77,10 @@ class ModelShape:
         After an accepted early prediction the receiving process lacks the keys and values
         of ``n_missing_tokens`` tokens in the ``n_layers`` layers the sender ran for them.
         """
-        as_int("n_missing_tokens", n_missing_tokens, minimum=0, limit=MAX_DIMENSION)
-        as_int("n_layers", n_layers, minimum=0, limit=MAX_DIMENSION)
+        n_missing_tokens = as_int(
+            "n_missing_tokens", n_missing_tokens, minimum=0, limit=MAX_DIMENSION
+        )
+        n_layers = as_int("n_layers", n_layers, minimum=0, limit=MAX_DIMENSION)
         hidden = self.hidden_size * self.dtype_bytes
         return hidden + n_missing_tokens * n_layers * self.kv_bytes_per_token_layer()
 
