@@ -48,12 +48,13 @@ def expected_latency_seconds(
     layers = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
     ell, p = check_positive_int("ell", ell), check_probability("p", p)  # float64: no wrap-around
     handoffs = expected_matches(ell=ell, p=p, per_position=per_position)
-    total = (
-        np.multiply(seconds_per_layer, layers)
-        + np.multiply(ell, per_token_overhead_s)
-        + np.multiply(handoffs, per_handoff_overhead_s)
-    )
-    return _as_result(total)
+    with np.errstate(over="ignore"):
+        total = (
+            np.multiply(seconds_per_layer, layers)
+            + np.multiply(ell, per_token_overhead_s)
+            + np.multiply(handoffs, per_handoff_overhead_s)
+        )
+    return _as_result(_finite_seconds(total))
 
 
 def greedy_latency_seconds(*, d, ell, seconds_per_layer, per_token_overhead_s=0.0):
@@ -62,5 +63,16 @@ def greedy_latency_seconds(*, d, ell, seconds_per_layer, per_token_overhead_s=0.
     ell = check_positive_int("ell", ell)
     seconds_per_layer = check_positive("seconds_per_layer", seconds_per_layer)
     per_token_overhead_s = check_nonnegative("per_token_overhead_s", per_token_overhead_s)
-    per_token = np.multiply(d, seconds_per_layer) + np.asarray(per_token_overhead_s)
-    return _as_result(np.multiply(ell, per_token))
+    with np.errstate(over="ignore"):
+        per_token = np.multiply(d, seconds_per_layer) + np.asarray(per_token_overhead_s)
+        total = np.multiply(ell, per_token)
+    return _as_result(_finite_seconds(total))
+
+
+def _finite_seconds(total):
+    """``total``, or ValueError if a huge per-layer time or overhead made it overflow."""
+    if not np.all(np.isfinite(total)):
+        raise ValueError(
+            "seconds_per_layer and the overheads are too large: the latency overflows float64"
+        )
+    return total

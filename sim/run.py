@@ -184,8 +184,8 @@ def summarise(samples: pd.DataFrame) -> MonteCarloSummary:
     if samples.empty:
         raise ValueError("samples must hold at least one run")
     for column in ("latency_units", "compute_units"):
-        if samples[column].dtype.kind not in "iuf":
-            raise ValueError(f"samples column {column!r} must hold numbers")
+        if samples[column].dtype.kind not in "iuf" or not np.isfinite(samples[column]).all():
+            raise ValueError(f"samples column {column!r} must hold finite numbers")
     latency = samples["latency_units"].to_numpy()
     n = len(latency)
     mean = float(latency.mean())

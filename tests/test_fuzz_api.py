@@ -38,8 +38,8 @@ from ppdmodel.distribution import poisson_binomial_pmf  # noqa: E402
 from sim.formats import LAYER_TIMES_COLUMNS, MatchTrace, validate_layer_times  # noqa: E402
 from sim.run import summarise  # noqa: E402
 
-CI_EXAMPLES = 150
-"""Examples per target in the CI profile (about 40 targets: ~6,000 calls, < 60 s)."""
+CI_EXAMPLES = 200
+"""Examples per target in the CI profile (53 targets: ~10,000 calls, ~25 s of CPU)."""
 SLOW_EXAMPLES = 1000
 """Examples per target in the slow profile (~40,000 calls)."""
 CALL_TIME_BOUND_S = 10.0
