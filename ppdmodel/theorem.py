@@ -7,6 +7,11 @@ predictions runs; latency T = d_bar*ell + (d - d_bar)*N and compute C = T + k*(d
 ``p`` is either the i.i.d. match rate p_correct (scalar or array, broadcast against d, d_bar,
 ell, k) or a per-position match rate p_t for t = 2..ell (paper Tables 6-8): an array whose last
 axis has ell - 1 entries, summed over that axis.
+
+Arguments: d, ell (and k) are integers in [1, 2^53]; d_bar is an integer layer with
+d/2 <= d_bar < d (20.5 is not a layer and is refused; only the ell -> infinity forms of
+``ppdmodel.asymptotic`` also take d_bar = d/2 for odd d, the paper's Eq. 3, 5, 6 setting).
+Everything is computed in float64, whatever the input dtypes.
 """
 
 from __future__ import annotations

@@ -146,10 +146,13 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False) -> ArrayLike:
             )
         d_bar_f = float(d_bar)
         if d_bar_f != math.floor(d_bar_f) and not (half_depth_ok and d_bar_f == half):
+            hint = ""
+            if d_bar_f == half:
+                hint = f" (d = {int(d)} is odd: use {math.floor(half)} or {math.ceil(half)})"
             raise ValueError(
                 "d_bar must be an integer layer (the early prediction's layer)"
                 + (" or exactly d/2" if half_depth_ok else "")
-                + f", got {_show(d_bar)}"
+                + f", got {_show(d_bar)}{hint}"
             )
         return d_bar_f
     d_bar_arr = _as_array("d_bar", d_bar)
