@@ -26,6 +26,9 @@ from ppdmodel.validation import (
     check_probability,
 )
 
+F = np.float64
+"""The dtype everything is computed in."""
+
 
 def _is_per_position(ell, p, per_position: bool | None) -> bool:
     """Decide whether ``p`` is per-position (last axis = t = 2..ell) or i.i.d. and broadcast.
@@ -61,16 +64,18 @@ def expected_matches(*, ell, p, per_position: bool | None = None):
     return np.multiply(np.subtract(ell, 1), p)
 
 
-def validate_theorem_args(d, d_bar, ell, p, per_position: bool | None = None):
+def validate_theorem_args(d, d_bar, ell, p, per_position: bool | None = None, as_float=True):
     """Check d, ell positive integers <= 2^53, d_bar an integer in [d/2, d), p in [0, 1].
 
     Returns (d, d_bar, ell, p) as float64 (Python floats for scalars) so that the formulas
     cannot wrap around in a small integer dtype, after checking that they broadcast together
     (a per-position p's last axis excluded). Raises ValueError naming the parameter.
+    ``as_float=False`` leaves integer arrays as they are, for callers that compute in float64
+    with ufunc ``dtype=`` arguments (one pass less over each array).
     """
-    d = check_positive_int("d", d)
-    ell = check_positive_int("ell", ell)
-    d_bar = check_d_bar(d, d_bar)
+    d = check_positive_int("d", d, as_float=as_float)
+    ell = check_positive_int("ell", ell, as_float=as_float)
+    d_bar = check_d_bar(d, d_bar, as_float=as_float)
     p = check_probability("p", p)
     p_shape = np.shape(p)[:-1] if _is_per_position(ell, p, per_position) else np.shape(p)
     check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), ell=np.shape(ell), p=p_shape)
@@ -92,18 +97,18 @@ def expected_latency(*, d, d_bar, ell, p, per_position: bool | None = None):
     a per-position ``p`` is recognised (``per_position`` forces the choice). Computed in float64
     whatever the input dtypes.
     """
-    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, as_float=False)
     return _latency(d, d_bar, ell, p, per_position)
 
 
 def _latency(d, d_bar, ell, p, per_position):
-    """Theorem 4.1's E[T] for arguments already validated (float64)."""
-    gap = np.subtract(d, d_bar)
+    """Theorem 4.1's E[T] for validated arguments, computed in float64 (``dtype=F``)."""
+    gap = np.subtract(d, d_bar, dtype=F)
     if _is_per_position(ell, p, per_position):
-        saved = np.multiply(gap, np.sum(p, axis=-1))
+        saved = np.multiply(gap, np.sum(p, axis=-1, dtype=F))
     else:  # scalar factors first: one full-size pass when only p is an array
-        saved = np.multiply(np.multiply(gap, np.subtract(ell, 1)), p)
-    greedy = np.multiply(d, ell)
+        saved = np.multiply(np.multiply(gap, np.subtract(ell, 1, dtype=F)), p, dtype=F)
+    greedy = np.multiply(d, ell, dtype=F)
     if _writable_float_result(saved, greedy):
         return np.subtract(greedy, saved, out=saved)  # reuse the temporary: no allocation
     return _as_result(greedy - saved)
@@ -127,10 +132,10 @@ def expected_compute(*, d, d_bar, ell, p, k, per_position: bool | None = None):
     Per-position p replaces (ell - 1) p by sum_{t=2..ell} p_t. ``k`` is the number of
     candidates (sub-processes), a positive integer; k + 1 compute units run in parallel.
     """
-    k = check_positive_int("k", k)
-    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position)
+    k = check_positive_int("k", k, as_float=False)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, as_float=False)
     latency = _latency(d, d_bar, ell, p, per_position)
-    extra = np.multiply(np.multiply(k, np.subtract(d, d_bar)), ell)
+    extra = np.multiply(np.multiply(k, np.subtract(d, d_bar, dtype=F), dtype=F), ell, dtype=F)
     return _as_result(np.add(latency, extra))
 
 

@@ -73,11 +73,14 @@ def _float(value) -> float | np.ndarray:
     return float(value)
 
 
-def check_positive_int(name: str, value, limit: int = MAX_EXACT_INT) -> ArrayLike:
+def check_positive_int(
+    name: str, value, limit: int = MAX_EXACT_INT, *, as_float: bool = True
+) -> ArrayLike:
     """Check that ``value`` is an integer in [1, limit] (or an array of them); return float64.
 
     Integer-valued floats (``40.0``) are accepted; NaN, inf, 0, negatives, 2.5, booleans and
-    values above ``limit`` (default 2^53) are not.
+    values above ``limit`` (default 2^53) are not. ``as_float=False`` returns an array
+    unconverted (the caller computes in float64 itself, saving a copy).
     """
     if _is_number(value):
         if isinstance(value, Integral):
@@ -91,7 +94,7 @@ def check_positive_int(name: str, value, limit: int = MAX_EXACT_INT) -> ArrayLik
         return float(value)
     arr = _as_array(name, value)
     if arr.size == 0:
-        return _float(arr)
+        return _float(arr) if as_float else arr
     lo, hi = arr.min(), arr.max()
     if arr.dtype.kind == "f":
         ok = bool(lo >= 1) and math.isfinite(hi) and bool(np.all(arr == np.floor(arr)))
@@ -101,7 +104,7 @@ def check_positive_int(name: str, value, limit: int = MAX_EXACT_INT) -> ArrayLik
         raise ValueError(f"{name} must be a positive integer (>= 1), got {_describe(arr)}")
     if (int(hi) if arr.dtype.kind in "iu" else float(hi)) > limit:
         raise ValueError(f"{name} must be <= {_limit(limit)}, got {_describe(arr)}")
-    return _float(arr)
+    return _float(arr) if as_float else arr
 
 
 def check_probability(name: str, value) -> ArrayLike:
@@ -120,13 +123,14 @@ def check_probability(name: str, value) -> ArrayLike:
     return _float(arr)
 
 
-def check_d_bar(d, d_bar, *, half_depth_ok: bool = False) -> ArrayLike:
+def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True) -> ArrayLike:
     """Check that d_bar is an integer layer with d/2 <= d_bar < d (Theorem 4.1); return float64.
 
     d_bar is the layer the early prediction is made at, so it must be a whole number: 20.5 is
     refused. ``half_depth_ok`` also admits d_bar = d/2 exactly for odd d: the ell -> infinity
     formulas (Eq. 3, 5, 6) are stated at d_bar = d/2 for any d, and ``ppdmodel.asymptotic``
-    evaluates them there (its default). ``d`` must have been checked already.
+    evaluates them there (its default). ``d`` must have been checked already. ``as_float``:
+    as for ``check_positive_int``.
     """
     if _is_number(d_bar) and _is_number(d):
         if d == 1 and not half_depth_ok:
@@ -157,9 +161,10 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False) -> ArrayLike:
         return d_bar_f
     d_bar_arr = _as_array("d_bar", d_bar)
     if d_bar_arr.size == 0:
-        return _float(d_bar_arr)
-    d_bar_arr = d_bar_arr.astype(np.float64, copy=False)
-    ratio = np.true_divide(d_bar_arr, d)  # d > 0 is checked first; one pass, two reductions
+        return _float(d_bar_arr) if as_float else d_bar_arr
+    ratio = np.true_divide(
+        d_bar_arr, d, dtype=np.float64
+    )  # d > 0 is checked first; one pass, two reductions
     lo, hi = ratio.min(), ratio.max()
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError("d_bar must be a finite number in [d/2, d), got NaN or inf")
@@ -170,16 +175,20 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False) -> ArrayLike:
         )
     if hi >= 1:
         raise ValueError("d_bar must satisfy d/2 <= d_bar < d; got d_bar >= d for some element")
-    whole = d_bar_arr == np.floor(d_bar_arr)
-    if half_depth_ok:
-        whole |= ratio == 0.5
-    if not bool(np.all(whole)):
+    if d_bar_arr.dtype.kind == "f":  # integer dtypes hold whole layers
+        whole = d_bar_arr == np.floor(d_bar_arr)
+        if half_depth_ok:
+            whole |= ratio == 0.5
+        whole = bool(np.all(whole))
+    else:
+        whole = True
+    if not whole:
         raise ValueError(
             "d_bar must be an integer layer (the early prediction's layer)"
             + (" or exactly d/2" if half_depth_ok else "")
             + ", got a non-integer element"
         )
-    return d_bar_arr
+    return _float(d_bar_arr) if as_float else d_bar_arr
 
 
 def check_nonnegative(name: str, value) -> ArrayLike:
