@@ -88,6 +88,8 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3):
     curves = tradeoff_curves() if curves is None else curves
     x_col, x_label = FIGURE_AXES[int(figure)]
     check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
+    if curves.empty:
+        raise ValueError("curves must hold at least one row (one point of a curve)")
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.8), layout="constrained")

@@ -192,6 +192,10 @@ def test_tradeoff_and_paper_helpers_name_what_is_wrong():
         ppdmodel.tradeoff_curves(table=text)
     with pytest.raises(ValueError, match=r"curves is missing columns"):
         ppdmodel.plot_tradeoff(pd.DataFrame({"x": [1]}))
+    with pytest.raises(ValueError, match=r"curves must hold at least one row"):
+        ppdmodel.plot_tradeoff(ppdmodel.tradeoff_curves().iloc[:0])
+    with pytest.raises(ValueError, match=r"table column 'dataset' must hold dataset names"):
+        ppdmodel.tradeoff_curves(table=paper.TABLE2.assign(dataset=np.nan))  # InvalidIndexError
     with pytest.raises(ValueError, match=r"^dataset must be one of"):
         paper.p_correct(dataset=3, k=1, trained=True, layer=20)
     with pytest.raises(ValueError, match=r"^trained must be True or False"):
