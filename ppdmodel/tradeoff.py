@@ -11,13 +11,17 @@ from __future__ import annotations
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import check_columns, check_d_bar, check_positive_int
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
     4: ("normalized_compute_per_token", "Average compute resources per token (x d)"),
 }
 """x column and label of each figure; the y axis is ``normalized_latency`` in both."""
+TABLE_COLUMNS = ("dataset", "trained", "k", "layer", "p_correct")
+"""Columns ``tradeoff_curves`` needs in its ``table`` (those of ``ppdmodel.paper.TABLE2``)."""
+CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency")
+"""Columns ``plot_tradeoff`` needs besides the figure's x column."""
 
 
 def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None = None):
@@ -32,9 +36,11 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     check_d_bar(d, layer)
     if table is None:
         from ppdmodel.paper import TABLE2 as table
+    check_columns("table", table, TABLE_COLUMNS)
+    _check_table_types(table)
     rows = table[table["layer"] == layer]
     if rows.empty:
-        layers = sorted(int(x) for x in table["layer"].unique())
+        layers = sorted(table["layer"].dropna().unique().tolist())
         raise ValueError(f"layer must be one of the table's layers {layers}, got {layer!r}")
     order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
     rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
@@ -47,6 +53,18 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     out["compute_per_token"] = compute_per_token(d=d, d_bar=layer, p=p, k=k)
     out["normalized_compute_per_token"] = out["compute_per_token"] / d
     return out
+
+
+def _check_table_types(table: pd.DataFrame) -> None:
+    """ValueError naming the column unless dataset holds names, trained booleans, k and layer
+    numbers (p_correct is checked by the formulas)."""
+    for column in ("layer", "k"):
+        if not pd.api.types.is_numeric_dtype(table[column]) or table[column].dtype == bool:
+            raise ValueError(f"table column {column!r} must hold integers")
+    if table["trained"].dtype != bool:
+        raise ValueError("table column 'trained' must hold booleans")
+    if not all(isinstance(name, str) for name in table["dataset"]):
+        raise ValueError("table column 'dataset' must hold dataset names (strings)")
 
 
 def _order_key(order: dict):
@@ -88,16 +106,19 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3, measur
     """Plot Figure 3 (``figure=3``) or Figure 4 (``figure=4``); return a matplotlib Figure.
 
     ``curves`` defaults to ``tradeoff_curves()``; ``measured`` (columns ``MEASURED_COLUMNS``)
-    adds measured (p, k) points as stars. Greedy decoding is the point (1, 1). Nothing is shown
+    adds measured (p, k) points as crosses. Greedy decoding is the point (1, 1). Nothing is shown
     or saved here: the caller decides (``fig.savefig(path)``); no GUI backend is needed.
     """
-    if figure not in FIGURE_AXES:
+    if isinstance(figure, bool) or figure not in (3, 4):
         raise ValueError(f"figure must be 3 or 4, got {figure!r}")
+    curves = tradeoff_curves() if curves is None else curves
+    x_col, x_label = FIGURE_AXES[int(figure)]
+    check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
+    if curves.empty:
+        raise ValueError("curves must hold at least one row (one point of a curve)")
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    curves = tradeoff_curves() if curves is None else curves
-    x_col, x_label = FIGURE_AXES[figure]
     fig = Figure(figsize=(7.2, 5.0), layout="constrained")
     ax = fig.subplots()
     colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(curves["dataset"]))}

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+
+from ppdmodel.validation import check_flag, check_instance
+from sim.run import SimResult
 
 KIND_COLOURS = {
     "prefix": "#4c72b0",
@@ -30,7 +34,15 @@ def plot_gantt(result, ax=None, units: bool | None = None, label_tokens: bool = 
     and seconds under roofline or measured costs. Token labels are thinned to at most
     ``MAX_LABELLED_TOKENS`` per row; bar edges are dropped when bars get too narrow for them.
     """
+    check_instance("result", result, SimResult, "the output of sim.simulate")
+    if ax is not None:
+        check_instance("ax", ax, Axes, "a matplotlib Axes or None")
+    if units is not None:
+        check_flag("units", units)
+    check_flag("label_tokens", label_tokens)
     events = result.events
+    if events.empty:
+        raise ValueError("result has no events: simulate with record_events=True to plot it")
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 1.0 + 0.5 * max(1, events["process"].nunique())))
     if units is None:
