@@ -9,12 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from measure.decode.backends import ppd_generate, ppd_many  # noqa: E402
+from measure.decode.comm import HeaderReader  # noqa: E402
 from measure.decode.dist import (  # noqa: E402
     END,
     KIND_CODES,
     VERDICT,
     CandidateWorker,
-    HeaderReader,
     owner,
     share,
 )
