@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from measure.decode.backends import ppd_generate, ppd_many  # noqa: E402
-from measure.decode.comm import HeaderReader  # noqa: E402
+from measure.decode.comm import HeaderReader, PendingRecv  # noqa: E402
 from measure.decode.dist import (  # noqa: E402
     END,
     KIND_CODES,
@@ -241,6 +241,23 @@ def test_header_reader_peeks_without_blocking_and_raises_failures():
     gate.set()
     with pytest.raises(RuntimeError, match="waiting for rank 0"):
         reader.take()
+
+
+def test_pending_recv_names_the_silent_rank():
+    """Main waits for a rank's IDS at verdict time; a timeout there names that rank."""
+
+    class Work:
+        def __init__(self, error=None):
+            self.error = error
+
+        def wait(self):
+            if self.error:
+                raise RuntimeError(self.error)
+
+    ids = torch.tensor([4, 5])
+    assert PendingRecv(Work(), ids, 2).wait() is ids
+    with pytest.raises(RuntimeError, match="from rank 2 failed: Timed out"):
+        PendingRecv(Work("Timed out"), ids, 2).wait()
 
 
 @pytest.mark.gpu
