@@ -12,7 +12,16 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 ARCHS = ("llama", "mistral", "qwen2", "gpt2", "opt")
-"""Architectures that measure/arch.py supports; every measure test runs over these."""
+"""The core architectures every measure test runs over (kept short: the suite has a budget)."""
+MORE_ARCHS = ("qwen3", "gemma2", "gemma3_text", "phi3")
+"""Further layouts found by model surgery (QK norms, embedding scaling, logit soft-capping,
+alternating sliding windows, per-layer-type rotary, fused QKV); the layer-split, PPD and
+architecture tests run over ALL_ARCHS."""
+ALL_ARCHS = ARCHS + MORE_ARCHS
+"""Every architecture with a tiny config here."""
+SLIDING_WINDOW = 4
+"""Sliding window of the Gemma configs: short enough that 8-token prompts and 12 new tokens
+run past it, so the windowed cache and masks are exercised."""
 
 VOCAB_SIZE = 128
 NUM_LAYERS = 4
@@ -38,6 +47,28 @@ _BASE = {
     "llama": dict(_ROPE_GQA, tie_word_embeddings=False),
     "mistral": dict(_ROPE_GQA, sliding_window=None, tie_word_embeddings=False),
     "qwen2": dict(_ROPE_GQA, use_sliding_window=False, tie_word_embeddings=True),
+    "qwen3": dict(_ROPE_GQA, head_dim=HIDDEN_SIZE // NUM_HEADS, tie_word_embeddings=True),
+    "gemma2": dict(  # alternating sliding/full layers, final logit soft-capping at 30
+        _ROPE_GQA,
+        head_dim=HIDDEN_SIZE // NUM_HEADS,
+        sliding_window=SLIDING_WINDOW,
+        final_logit_softcapping=5.0,
+        query_pre_attn_scalar=HIDDEN_SIZE // NUM_HEADS,
+    ),
+    "gemma3_text": dict(  # local (sliding) and global layers with their own rotary bases
+        _ROPE_GQA,
+        head_dim=HIDDEN_SIZE // NUM_HEADS,
+        sliding_window=SLIDING_WINDOW,
+        layer_types=["sliding_attention", "full_attention"] * (NUM_LAYERS // 2),
+        query_pre_attn_scalar=HIDDEN_SIZE // NUM_HEADS,
+    ),
+    "phi3": dict(  # fused qkv and gate_up projections
+        _ROPE_GQA,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    ),
     "gpt2": dict(
         n_embd=HIDDEN_SIZE,
         n_layer=NUM_LAYERS,
@@ -64,12 +95,12 @@ _BASE = {
 
 
 def tiny_config(arch: str, **overrides):
-    """A tiny fp32 config of `arch` (one of ARCHS); keyword overrides replace the defaults.
+    """A tiny fp32 config of `arch` (one of ALL_ARCHS); keyword overrides replace the defaults.
 
     ``tiny_config("opt", word_embed_proj_dim=16)`` exercises OPT's project_in/project_out.
     """
     if arch not in _BASE:
-        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
+        raise ValueError(f"arch must be one of {ALL_ARCHS}, got {arch!r}")
     kwargs = {**_BASE[arch], **overrides}
     kwargs.setdefault("attn_implementation", ATTN_IMPLEMENTATION)
     kwargs.setdefault("init_std" if arch == "opt" else "initializer_range", INIT_STD)
