@@ -160,3 +160,73 @@ def save_tiny_model_dir(path: Path, *, arch: str = "llama", num_layers: int = NU
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def save_tiny_gguf(path: Path, *, seed: int = 0) -> Path:
+    """Write a tiny random Llama GGUF file (2 layers, a BPE tokenizer) as llama.cpp lays it out.
+
+    Weights use llama.cpp tensor names; the attention and MLP matrices are Q8_0-quantized so
+    loading it exercises dequantization. Needs the ``gguf`` package.
+    """
+    import json
+
+    import gguf
+    import numpy as np
+
+    tokenizer = tiny_tokenizer()
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    tokens = [""] * len(spec["model"]["vocab"])
+    for token, i in spec["model"]["vocab"].items():
+        tokens[i] = token
+    special = {added["id"] for added in spec["added_tokens"]}
+    hidden, ffn, heads, kv_heads, layers = HIDDEN_SIZE, 64, NUM_HEADS, 2, 2
+    kv = kv_heads * hidden // heads
+    path = Path(path)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_context_length(512)
+    writer.add_block_count(layers)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_dimension_count(hidden // heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(
+        [" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]]
+    )
+    writer.add_token_types([3 if i in special else 1 for i in range(len(tokens))])
+    writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    rng = np.random.default_rng(seed)
+
+    def add(name, shape, quantize=False):
+        data = (rng.standard_normal(shape) * INIT_STD).astype(np.float32)
+        if quantize:
+            kind = gguf.GGMLQuantizationType.Q8_0
+            writer.add_tensor(name, gguf.quants.quantize(data, kind), raw_dtype=kind)
+        else:
+            writer.add_tensor(name, data)
+
+    add("token_embd.weight", (len(tokens), hidden))
+    add("output_norm.weight", (hidden,))
+    add("output.weight", (len(tokens), hidden))
+    for i in range(layers):
+        add(f"blk.{i}.attn_norm.weight", (hidden,))
+        add(f"blk.{i}.ffn_norm.weight", (hidden,))
+        for name, shape in [("attn_q", (hidden, hidden)), ("attn_k", (kv, hidden))]:
+            add(f"blk.{i}.{name}.weight", shape, quantize=True)
+        for name, shape in [("attn_v", (kv, hidden)), ("attn_output", (hidden, hidden))]:
+            add(f"blk.{i}.{name}.weight", shape, quantize=True)
+        for name, shape in [("ffn_gate", (ffn, hidden)), ("ffn_up", (ffn, hidden))]:
+            add(f"blk.{i}.{name}.weight", shape, quantize=True)
+        add(f"blk.{i}.ffn_down.weight", (hidden, ffn), quantize=True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
