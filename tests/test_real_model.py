@@ -100,11 +100,10 @@ def test_ppd_single_equals_generate(smollm2, d_bar, k):
 
 def test_ppd_dist_equals_generate_on_one_prompt(smollm2):
     from measure.decode.backends import ppd_generate
-    from measure.hf.loading import resolve_model_dir
 
     model, tokenizer, prompts, greedy = smollm2
     got = ppd_generate(
-        str(resolve_model_dir("smollm2")),  # the cached directory: no temporary copy
+        "smollm2",  # each rank loads the cached conversion: no temporary copy
         prompts[0],
         d_bar=15,
         k=3,

@@ -197,7 +197,7 @@ def verify_layout(lsm: LayerSplitModel) -> float:
         cache = lsm.new_cache()
         lsm.prefill(ids[:, :3], cache)
         step = lsm.decode_step(ids[:, 3:], cache, 3).float()  # [1, V]
-    except torch.OutOfMemoryError:
+    except torch.cuda.OutOfMemoryError:
         raise
     except (TypeError, RuntimeError) as exc:  # e.g. a layer wants other arguments or shapes
         raise ValueError(f"{what} failed: {exc}; {_EXCEPTION_HINT}") from exc
