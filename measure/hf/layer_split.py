@@ -49,7 +49,7 @@ class LayerSplitModel:
         self._rotary_emb = get_module(model, self.spec.rotary_emb)
         self._project_in = get_module(model, self.spec.project_in)
         self._project_out = get_module(model, self.spec.project_out)
-        self._first_of_type = _indices_by_type(self.spec.layer_types)
+        self._layers_of_type = _indices_by_type(self.spec.layer_types)
         forward_params = inspect.signature(model.forward).parameters
         self._keeps_logits = "logits_to_keep" in forward_params
         if verify and model not in _verified:
@@ -99,7 +99,7 @@ class LayerSplitModel:
         Rotary ``(cos, sin)`` is computed once per call, per layer type where it differs.
         """
         out, shared_rotary = {}, None
-        for layer_type, first in self._first_of_type.items():
+        for layer_type, first in self._layers_of_type.items():
             i = next((j for j in first if j >= a), None)
             if i is None:
                 continue
