@@ -19,6 +19,7 @@ from transformers import AutoConfig
 
 from measure.decode.checks import (
     as_prompt_ids,
+    check_context,
     check_head_layer,
     check_ppd_args,
     check_prompt_ids,
@@ -339,6 +340,7 @@ def ppd_dist_many(
     ids = [as_prompt_ids(p, "cpu") for p in prompts]
     for one in ids:
         check_prompt_ids(one, config.vocab_size)
+    check_context(config, [one.shape[1] for one in ids], max_new_tokens, names=sequences)
     with tempfile.TemporaryDirectory(prefix="ppd-dist-") as tmp:
         task = DistTask(
             model_dir=_model_dir(model, tmp),

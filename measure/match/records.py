@@ -29,6 +29,7 @@ from measure.match.rate import (
     PromptResult,
     _vocab_size,
     as_layer_split,
+    check_inputs_context,
     empty_records,
     eos_token_ids,
     measure_prompt,
@@ -97,6 +98,7 @@ def run_match_rate(
     shard (prompts ``rank::world_size``); default from torch.distributed when initialised,
     else 0/1. resume: continue a previous run in ``out_dir`` (else it must hold none).
     on_prompt_done(prompt_id) is called after each prompt is safely on disk.
+    Prompts that do not fit max_new_tokens in the model's context are refused before any work.
     """
     if records_format not in RECORD_FORMATS:
         raise ValueError(f"records_format must be one of {RECORD_FORMATS}, got {records_format!r}")
@@ -124,6 +126,8 @@ def run_match_rate(
         raise ValueError(
             f"ks must be <= the vocabulary size {_vocab_size(lsm)}, got {config.max_k}"
         )
+    inputs = list(prompt_inputs(prompts, tokenizer, lsm.device))
+    check_inputs_context(lsm, inputs, config.max_new_tokens)
     out_dir = Path(out_dir)
     part = out_dir / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
     meta = sidecar(
@@ -139,19 +143,18 @@ def run_match_rate(
     )
     _prepare(out_dir, part, meta, resume, records_format)
     done = completed_prompts(out_dir, own_part=part)
-    todo = [p for p in prompts[rank::world_size] if str(p.id) not in done]
-    _measure_all(lsm, todo, tokenizer, config, heads, part, rank, progress, on_prompt_done)
+    todo = [(pid, x) for pid, x in inputs[rank::world_size] if pid not in done]
+    _measure_all(lsm, todo, config, heads, part, rank, progress, on_prompt_done)
     return _finish(out_dir, part, ids, config, records_format)
 
 
-def _measure_all(lsm, prompts, tokenizer, config, heads, part, rank, progress, hook) -> None:
+def _measure_all(lsm, inputs, config, heads, part, rank, progress, hook) -> None:
     from tqdm.auto import tqdm
 
     eos = eos_token_ids(lsm.model)
-    inputs = prompt_inputs(prompts, tokenizer, lsm.device)
     bar = tqdm(
         inputs,
-        total=len(prompts),
+        total=len(inputs),
         desc=f"match-rate rank {rank}",
         position=rank,
         disable=not progress,
