@@ -6,6 +6,8 @@ from pathlib import Path
 
 import torch
 
+from measure.hf.weight_files import refuse_pickle_weights
+
 DTYPES = {
     "float32": torch.float32,
     "fp32": torch.float32,
@@ -64,6 +66,7 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
     from transformers import AutoModelForCausalLM
 
     root = _model_dir(path)
+    refuse_pickle_weights(root)
     torch_dtype = resolve_dtype(dtype)
     torch_device = resolve_device(device)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
