@@ -68,6 +68,11 @@ def _add_match_rate(subparsers) -> None:
     p.add_argument("--records-format", default="csv", choices=("csv", "parquet"))
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument(
+        "--wait-lock",
+        action="store_true",
+        help="if another process is using --out, wait for it (default: fail at once)",
+    )
+    p.add_argument(
         "--no-verify",
         action="store_true",
         help="skip the per-prompt check against the model's own forward pass",
@@ -127,6 +132,7 @@ def _match_rate(args) -> int:
             device=_rank_device(args.device),
             records_format=args.records_format,
             resume=args.resume,
+            wait_lock=args.wait_lock,
             verify=not args.no_verify,
             progress=not args.no_progress,
         )
