@@ -44,7 +44,7 @@ each dies with it (``measure.decode.lifeline``).
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -112,6 +112,14 @@ class DistJob:
     """Rendezvous address (spawned ranks)."""
     master_port: int = 0
     """Rendezvous port (0: pick a free one)."""
+
+    def to_dict(self) -> dict:
+        """Plain data (a spawned rank unpickles it before it imports torch)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DistJob:
+        return cls(**{**data, "tasks": [DistTask(**task) for task in data["tasks"]]})
 
 
 def free_port() -> int:

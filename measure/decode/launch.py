@@ -42,7 +42,7 @@ from measure.decode.dist import (
     RemoteCandidates,
     free_port,
 )
-from measure.decode.lifeline import tie_to_parent
+from measure.decode.lifeline import run_tied
 from measure.decode.loop import run_main
 from measure.decode.results import build_result, handoff_nbytes
 from measure.hf.layer_split import LayerSplitModel
@@ -222,8 +222,12 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
         dist.destroy_process_group()
 
 
-def _spawn_entry(rank: int, job: DistJob, queue, parent_pid: int) -> None:
-    tie_to_parent(parent_pid)  # first: a killed parent must not leave this rank behind
+RANK_ENTRY = "measure.decode.launch:_spawn_entry"
+"""What a spawned rank runs once ``lifeline.run_tied`` has tied it to this process."""
+
+
+def _spawn_entry(rank: int, job: dict, queue) -> None:
+    job = DistJob.from_dict(job)
     os.environ.update(
         MASTER_ADDR=job.master_addr,
         MASTER_PORT=str(job.master_port),
@@ -260,7 +264,11 @@ def run_job(job: DistJob) -> list[list]:
     ctx = torch.multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_spawn_entry, args=(r, job, queue, os.getpid()), daemon=True)
+        ctx.Process(
+            target=run_tied,
+            args=(os.getpid(), RANK_ENTRY, r, job.to_dict(), queue),
+            daemon=True,
+        )
         for r in range(job.world_size)
     ]
     for proc in procs:

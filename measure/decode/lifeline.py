@@ -2,7 +2,8 @@
 
 A parent killed by SIGKILL or the OOM killer runs no cleanup, and ranks blocked on a peer
 would otherwise idle until their process-group timeout. Two mechanisms, both armed by
-``tie_to_parent`` at the very start of a rank:
+``tie_to_parent``; a rank starts in ``run_tied``, which ties it before importing anything heavy
+(torch takes seconds to import: a parent dying meanwhile must not leave the rank behind):
 
 * Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills the rank when its parent
   dies, even while the rank is blocked inside C code;
@@ -15,6 +16,7 @@ would otherwise idle until their process-group timeout. Two mechanisms, both arm
 from __future__ import annotations
 
 import ctypes
+import importlib
 import multiprocessing
 import os
 import signal
@@ -58,6 +60,14 @@ def tie_to_parent(parent_pid: int) -> None:
     threading.Thread(
         target=_watchdog, args=(parent_pid,), name="ppd-parent-watchdog", daemon=True
     ).start()
+
+
+def run_tied(parent_pid: int, target: str, *args) -> None:
+    """Process target of a spawned rank: tie to ``parent_pid``, then import and call ``target``
+    (``"package.module:function"``) with ``args``, which must unpickle without heavy imports."""
+    tie_to_parent(parent_pid)
+    module, _, name = target.partition(":")
+    getattr(importlib.import_module(module), name)(*args)
 
 
 def _watchdog(parent_pid: int) -> None:

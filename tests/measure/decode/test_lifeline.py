@@ -141,12 +141,15 @@ def test_tied_child_dies_with_its_killed_parent(mechanism):
         kill_all([child])
 
 
-def _idle_ranks(parent: int, timeout_s: float) -> list[int]:
-    """The parent's descendants once its two ranks have started and gone idle (hanging)."""
+def _ranks_in(parent: int, state: str, timeout_s: float) -> list[int]:
+    """The parent's descendants once its two ranks exist (``start-up``: they are importing
+    torch) or have gone idle (``idle``: hanging, as in issue 10)."""
     deadline, last = time.monotonic() + timeout_s, {}
     while time.monotonic() < deadline:
         kids = descendants(parent)
         ranks = [k for k in kids if "spawn_main" in cmdline(k)]
+        if len(ranks) == 2 and state == "start-up":
+            return kids
         if len(ranks) == 2:
             cpu = {k: cpu_seconds(k) for k in ranks}
             if last.keys() == cpu.keys() and all(
@@ -159,8 +162,9 @@ def _idle_ranks(parent: int, timeout_s: float) -> list[int]:
 
 
 @needs_proc
-def test_killing_the_parent_of_a_dist_run_leaves_no_process_behind():
-    """SIGKILL the parent of a hanging 2-rank run: ranks and resource tracker end in < 10 s."""
+@pytest.mark.parametrize("state", ["start-up", "idle"])
+def test_killing_the_parent_of_a_dist_run_leaves_no_process_behind(state):
+    """SIGKILL the parent of a 2-rank run: ranks and resource tracker end in < 10 s."""
     parent = subprocess.Popen(
         [sys.executable, "-c", HANGING_DIST_RUN],
         cwd=ROOT,
@@ -169,7 +173,7 @@ def test_killing_the_parent_of_a_dist_run_leaves_no_process_behind():
     )
     kids = []
     try:
-        kids = _idle_ranks(parent.pid, timeout_s=240)
+        kids = _ranks_in(parent.pid, state, timeout_s=240)
         assert len(kids) >= 3  # 2 ranks + the resource tracker
         parent.send_signal(signal.SIGKILL)
         parent.wait()
@@ -180,6 +184,26 @@ def test_killing_the_parent_of_a_dist_run_leaves_no_process_behind():
         kill_all(kids)
         if parent.poll() is None:
             parent.kill()
+
+
+def test_ranks_are_tied_before_anything_heavy_is_imported():
+    """A spawned rank unpickles plain data and lifeline (no torch) before it is tied."""
+    import pickle
+
+    from measure.decode.dist import DistJob, DistTask
+
+    job = DistJob([DistTask("model-dir", [[1, 2]], d_bar=2, k=1, max_new_tokens=3)])
+    assert b"measure" not in pickle.dumps(job.to_dict())
+    assert DistJob.from_dict(job.to_dict()) == job
+    code = (
+        "import os, sys\n"
+        "from measure.decode.lifeline import run_tied\n"
+        "run_tied(os.getppid(), 'builtins:print', 'torch' in sys.modules, 'tied')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout == "False tied\n"
 
 
 def test_a_killed_rank_is_named_with_its_signal_in_one_line():
