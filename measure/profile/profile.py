@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +35,7 @@ import torch
 
 from measure.profile.link import fit_link, message_seconds
 from measure.profile.probes import DecodeProbe
+from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
 from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
@@ -133,7 +133,7 @@ def compute_figures(probe: DecodeProbe, ks, repeats, warmup, progress, label="")
         **{f"candidates[{k}]": _bind(probe.candidates, k) for k in ks},
         "handoff": probe.handoff,
     }
-    bar = _progress_bar(warmup + repeats, f"profile {label}".strip(), progress)
+    bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
     try:
         samples = run_interleaved(
             tasks, repeats=repeats, warmup=warmup, progress=lambda i, n: bar and bar.update(1)
@@ -147,15 +147,6 @@ def compute_figures(probe: DecodeProbe, ks, repeats, warmup, progress, label="")
 
 def _bind(fn, k):
     return lambda: fn(k)
-
-
-def _progress_bar(total: int, desc: str, enabled: bool):
-    """A tqdm bar when asked for and stdout is a terminal, else None."""
-    if not (enabled and sys.stdout.isatty()):
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False)
 
 
 def _dist_figures(model_dir, model, shapes, d, ks, context_tokens, repeats) -> dict:
