@@ -34,10 +34,9 @@ def plot_waterfalls(validation, path) -> None:
 
 
 def _waterfall(ax, result) -> None:
-    split = result.predicted.waterfall
-    total = float(split.total_s)
-    terms = [(k, float(v)) for k, v in split.terms().items()]
-    shown = [(k, v) for k, v in terms if k == "ideal_s" or v >= MIN_SHOWN_SHARE * total]
+    terms = list(result.predicted.terms().items())
+    total = sum(v for _, v in terms)
+    shown = [(k, v) for k, v in terms if k == "ideal_s" or abs(v) >= MIN_SHOWN_SHARE * total]
     labels, bottoms, heights = [], [], []
     level = 0.0
     for name, value in shown:
@@ -46,13 +45,14 @@ def _waterfall(ax, result) -> None:
         heights.append(value)
         level += value
     other = total - level
-    if other > 0:
+    if abs(other) > 1e-9 * abs(total):
         labels.append("other")
         bottoms.append(level)
         heights.append(other)
     x = np.arange(len(labels))
     scale = 1e3
-    ax.bar(x, np.array(heights) * scale, bottom=np.array(bottoms) * scale, color="tab:blue")
+    colors = ["tab:blue" if h >= 0 else "tab:purple" for h in heights]
+    ax.bar(x, np.array(heights) * scale, bottom=np.array(bottoms) * scale, color=colors)
     tokens = result.predicted.tokens
     meas = result.measured
     ax.bar(len(labels), total * scale, color="tab:green")

@@ -6,7 +6,14 @@ not fitted) give its latency exactly under the profile's costs: the closed form
 ``SimConfig(costs=, early_head=)`` replaying m). Greedy's is ell G per run. Summed over the
 prompts, these are the predictions set beside the measured medians. The waterfall is the
 per-token split at the pooled match rate M / ell (``ppdmodel.latency_waterfall``), which
-sums exactly to the closed form's total divided by the tokens.
+sums to the closed form's total divided by the tokens.
+
+One end effect the per-pass model leaves out: the decoder's pass over the last allowed token
+(t = max_new_tokens) makes no early prediction, as no token follows it, so that pass costs
+what a greedy pass costs. Both predictions subtract, once per run that reached
+max_new_tokens, that pass's excess over greedy, ``ppdmodel.passes``' B - G (main's early
+head and the sharing loss); a run that ended at an end-of-sequence token predicted the token
+after it and keeps the full pass.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from ppdmodel import (
 from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.costs import DecodeCosts
+from ppdmodel.passes import pass_times
 
 GREEDY_BACKEND = "single"
 """Greedy decoding runs in the calling process: its costs are the ``single`` backend's."""
@@ -47,6 +55,15 @@ class Prediction:
     """Per-token split at the pooled match rate (PPD only)."""
     runs: int = 0
     """Runs (prompts) behind the prediction."""
+    last_pass_s: float = 0.0
+    """Seconds subtracted for last passes that made no early prediction (module docstring)."""
+
+    def terms(self) -> dict[str, float]:
+        """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
+        ``closed_form_s / tokens``."""
+        terms = {k: float(v) for k, v in self.waterfall.terms().items()}
+        terms["last_pass_s"] = -self.last_pass_s / self.tokens
+        return terms
 
     @property
     def p_hat(self) -> float:
@@ -54,16 +71,33 @@ class Prediction:
         return self.matches / max(self.tokens - self.runs, 1) if self.runs else 0.0
 
 
-def predict_ppd(profile: CostProfile, runs, config: PPDConfig) -> Prediction:
-    """Closed-form and simulated seconds of ``runs`` (PPDResult per prompt) under ``config``."""
+def last_pass_excess_s(costs: DecodeCosts, *, d: int, config: PPDConfig) -> float:
+    """Seconds the last pass saves by making no early prediction: B - G (module docstring)."""
+    times = pass_times(
+        d=d, d_bar=config.d_bar, k=config.k, costs=costs, early_head=config.early_head
+    )
+    return float(times.excess_over_greedy_s)
+
+
+def predict_ppd(
+    profile: CostProfile, runs, config: PPDConfig, *, max_new_tokens: int | None = None
+) -> Prediction:
+    """Closed-form and simulated seconds of ``runs`` (PPDResult per prompt) under ``config``.
+
+    ``max_new_tokens``: the runs' limit; a run of that many tokens gets the last-pass
+    correction (module docstring). None: no correction.
+    """
     costs = profile.costs(config.backend, d_bar=config.d_bar)
     d, shared = profile.d, costs.shared_device
-    closed = simulated = 0.0
+    end = last_pass_excess_s(costs, d=d, config=config)
+    closed = simulated = cuts = 0.0
     tokens = matches = 0
     for run in runs:
         m = list(run.m)
         shape = dict(d=d, d_bar=config.d_bar, k=config.k, costs=costs)
-        closed += trace_latency_seconds(m=m, early_head=config.early_head, **shape)
+        cut = end if max_new_tokens is not None and len(m) + 1 == max_new_tokens else 0.0
+        cuts += cut
+        closed += trace_latency_seconds(m=m, early_head=config.early_head, **shape) - cut
         sim_config = sim.SimConfig(
             ell=len(m) + 1,
             matches=sim.Replay(m),
@@ -71,14 +105,16 @@ def predict_ppd(profile: CostProfile, runs, config: PPDConfig) -> Prediction:
             n_gpus=1 if shared else 2,
             **shape,
         )
-        simulated += sim.simulate(sim_config).latency_s
+        simulated += sim.simulate(sim_config).latency_s - cut
         tokens += len(m) + 1
         matches += sum(m)
     rate = matches / tokens if tokens else 0.0
     split = latency_waterfall(
         d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=config.early_head
     )
-    return Prediction(closed, simulated, tokens, matches, costs, split, runs=len(runs))
+    return Prediction(
+        closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts
+    )
 
 
 def predict_greedy(profile: CostProfile, runs) -> Prediction:

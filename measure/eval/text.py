@@ -27,13 +27,13 @@ def format_table(validation) -> str:
 
 
 def format_waterfall(result) -> str:
-    """'label: ideal 96.2 + early head 18.1 + ... = predicted 190 ms/token | measured ...'."""
-    split = result.predicted.waterfall
-    total = float(split.total_s)
+    """'label: ideal 96.2 + early head 18.1 + ... = predicted 190 ms/token | measured ...'
+    (terms below SHOWN_SHARE of the total are summed as 'other')."""
+    terms = result.predicted.terms()
+    total = sum(terms.values())
     parts, other = [], 0.0
-    for name, value in split.terms().items():
-        value = float(value)
-        if name == "ideal_s" or value >= SHOWN_SHARE * total:
+    for name, value in terms.items():
+        if name == "ideal_s" or abs(value) >= SHOWN_SHARE * total:
             parts.append(f"{TERM_LABELS[name]} {1e3 * value:.3g}")
         else:
             other += value

@@ -85,9 +85,8 @@ class ConfigResult:
 
     def waterfall_rows(self) -> list[dict]:
         """The per-token waterfall (seconds) and the measured per-token median beside it."""
-        per_token = self.predicted.waterfall.terms()
-        rows = [dict(method=self.config.label, term=k, seconds_per_token=float(v))
-                for k, v in per_token.items()]  # fmt: skip
+        rows = [dict(method=self.config.label, term=k, seconds_per_token=v)
+                for k, v in self.predicted.terms().items()]  # fmt: skip
         rows.append(
             dict(
                 method=self.config.label,
@@ -142,7 +141,7 @@ class ProfileValidation:
                 r.greedy_measured,
                 r.measured,
                 tokens=r.predicted.tokens,
-                waterfall=r.predicted.waterfall,
+                terms=r.predicted.terms(),
                 rel_err=r.rel_err,
                 load=self.timing.load,
             )
@@ -250,7 +249,7 @@ def validate(
     results = []
     for config in configs:
         method = timing.ppd[config]
-        predicted = predict_ppd(profile, method.runs, config)
+        predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
         exact_model = True
         if config.backend == "single" and str(profile.provenance.get("device")) == "cpu":
             exact_model = single_cpu_exact(

@@ -19,6 +19,7 @@ TERM_LABELS = {
     "sharing_s": "sharing one device",
     "handoff_s": "hand-off",
     "host_s": "host time",
+    "last_pass_s": "last pass (no prediction)",
 }
 """Readable names of ``ppdmodel.LatencyWaterfall`` terms."""
 
@@ -32,9 +33,11 @@ def agreement(rel_err: float) -> str:
     return "poor"
 
 
-def largest_term(waterfall) -> tuple[str, float]:
-    """(name, seconds per token) of the largest term beyond Theorem 4.1's ideal."""
-    terms = {k: float(v) for k, v in waterfall.terms().items() if k != "ideal_s"}
+def largest_term(terms) -> tuple[str, float]:
+    """(name, seconds per token) of the largest term beyond Theorem 4.1's ideal, from a
+    mapping of terms or a ``ppdmodel.LatencyWaterfall``."""
+    terms = terms.terms() if hasattr(terms, "terms") else terms
+    terms = {k: float(v) for k, v in terms.items() if k != "ideal_s"}
     name = max(terms, key=terms.get)
     return name, terms[name]
 
@@ -45,7 +48,7 @@ def verdict_line(
     ppd: Spread,
     *,
     tokens: int,
-    waterfall=None,
+    terms=None,
     rel_err: float | None = None,
     load: LoadReading | None = None,
 ) -> str:
@@ -58,11 +61,11 @@ def verdict_line(
     parts = [
         f"{label}: {how} (median {ppd.median:.4g} s vs {greedy.median:.4g} s over {ppd.n} round(s))"
     ]
-    if waterfall is None:
+    if terms is None:
         parts.append("largest cost term: unknown (no profile; see ppd measure profile)")
     else:
-        name, seconds = largest_term(waterfall)
-        share = seconds / float(waterfall.total_s)
+        name, seconds = largest_term(terms)
+        share = seconds / sum(terms.values())
         parts.append(
             f"largest cost term: {TERM_LABELS[name]}, {1e3 * seconds:.3g} ms/token "
             f"({100 * share:.0f} % of PPD's time)"

@@ -69,6 +69,7 @@ def measure_profile(
     context_tokens: int = 128,
     repeats: int = 20,
     warmup: int = 2,
+    calls: int = 3,
     rank_repeats: int = 8,
     progress: bool = False,
 ) -> CostProfile:
@@ -78,13 +79,15 @@ def measure_profile(
     needs ``model_dir`` (the ranks load the model from it). ks: candidate batch sizes.
     threads: torch threads for ``single`` (default: the current setting). context_tokens:
     cached positions while timing (use the prompts' mean length plus half the new tokens).
-    repeats / warmup: timed and untimed interleaved rounds; rank_repeats: rounds of the
-    two-rank probe. progress: a progress bar (only when stdout is a terminal).
+    repeats / warmup: timed and untimed interleaved rounds; calls: back-to-back calls a
+    sample averages (``run_interleaved``); rank_repeats: rounds of the two-rank probe.
+    progress: a progress bar (only when stdout is a terminal).
     """
     wanted = _check_backends(backends, model_dir)
     ks = _check_ks(ks)
     threads = torch.get_num_threads() if threads is None else _positive("threads", threads)
     _positive("repeats", repeats)
+    _positive("calls", calls)
     device = next(model.parameters()).device
     d = model.config.get_text_config().num_hidden_layers
     counts = {"single": threads, "dist": DIST_THREADS}
@@ -95,7 +98,10 @@ def measure_profile(
         for backend in wanted:
             torch.set_num_threads(counts[backend])
             probe = DecodeProbe(model, context_tokens=context_tokens)
-            figures[backend] = compute_figures(probe, ks, repeats, warmup, progress, backend)
+            figures[backend] = compute_figures(
+                probe, ks, repeats=repeats, warmup=warmup, calls=calls, progress=progress,
+                label=backend,
+            )  # fmt: skip
     finally:
         torch.set_num_threads(previous)
     shapes = probe.shapes()
@@ -124,7 +130,9 @@ def measure_profile(
     return parse_cost_profile(data, d=d)
 
 
-def compute_figures(probe: DecodeProbe, ks, repeats, warmup, progress, label="") -> dict:
+def compute_figures(
+    probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=False, label=""
+) -> dict:
     """Interleaved rounds of the probe's pieces: a Spread per figure (per-layer seconds for
     ``layer_s`` and ``candidate_layer_s[k]``; the whole step's layers in ``layers_s``)."""
     tasks = {
@@ -136,7 +144,11 @@ def compute_figures(probe: DecodeProbe, ks, repeats, warmup, progress, label="")
     bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
     try:
         samples = run_interleaved(
-            tasks, repeats=repeats, warmup=warmup, progress=lambda i, n: bar and bar.update(1)
+            tasks,
+            repeats=repeats,
+            warmup=warmup,
+            calls=calls,
+            progress=lambda i, n: bar and bar.update(1),
         )
     finally:
         if bar:

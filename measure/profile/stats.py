@@ -143,18 +143,28 @@ TimedTask = Callable[[], "Mapping[str, float] | float"]
 
 
 def run_interleaved(
-    tasks: Mapping[str, TimedTask], *, repeats: int, warmup: int = 1, progress=None
+    tasks: Mapping[str, TimedTask],
+    *,
+    repeats: int,
+    warmup: int = 1,
+    calls: int = 1,
+    progress=None,
 ) -> dict[str, list[float]]:
     """Run ``tasks`` in ``warmup + repeats`` rounds; samples of the last ``repeats`` rounds.
 
-    Round r runs every task once, starting at task r mod n (the order rotates). A task
-    returning a float gives the figure named after the task; one returning a mapping gives
-    each of its names. ``progress(done, total)`` is called after every round.
+    Round r runs every task, starting at task r mod n (the order rotates). A task returning a
+    float gives the figure named after the task; one returning a mapping gives each of its
+    names. Each sample is the mean of ``calls`` back-to-back calls: a decode adds up many
+    pieces, so its time follows their means (skewed on a busy machine), while the median over
+    rounds keeps one slow round from setting the figure. ``progress(done, total)`` is called
+    after every round.
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be an integer >= 1, got {calls!r}")
     names = list(tasks)
     if not names:
         raise ValueError("tasks must hold at least one timed task")
@@ -163,12 +173,16 @@ def run_interleaved(
     for r in range(total):
         start = r % len(names)
         for name in names[start:] + names[:start]:
-            out = tasks[name]()
+            sums: dict[str, float] = {}
+            for _ in range(calls):
+                out = tasks[name]()
+                figures = out if isinstance(out, Mapping) else {name: out}
+                for key, value in figures.items():
+                    sums[key] = sums.get(key, 0.0) + float(value)
             if r < warmup:
                 continue
-            figures = out if isinstance(out, Mapping) else {name: out}
-            for key, value in figures.items():
-                samples.setdefault(key, []).append(float(value))
+            for key, value in sums.items():
+                samples.setdefault(key, []).append(value / calls)
         if progress is not None:
             progress(r + 1, total)
     return samples
