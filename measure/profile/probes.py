@@ -65,7 +65,7 @@ class DecodeProbe:
         self.clock = Clock(self.device)
         ids = context_ids(context_tokens, config.vocab_size).to(self.device)
         self.cache = self.lsm.new_cache()
-        with torch.inference_mode():
+        with torch.no_grad():
             self.lsm.prefill(ids[:, :-1], self.cache)  # positions 0..S-2, as PPD's prefill
         self.token = ids[:, -1:]  # [1, 1]
         self.position = context_tokens - 1
@@ -73,7 +73,7 @@ class DecodeProbe:
         self.rows = self.rows_hidden = None  # the last candidate batch (for the hand-off)
         self.step()  # first touch of every weight, untimed by callers that discard it
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def step(self) -> dict[str, float]:
         """One greedy step: laps ``host_s``, ``embedding_s``, ``layer_s[i]``, ``final_head_s``
         plus ``layers_s`` (their sum over the d layers)."""
@@ -105,7 +105,7 @@ class DecodeProbe:
         )
         return out
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def early_head(self, k: int) -> float:
         """Seconds of the early prediction on one row: LM head and top-k (as ``run_main``)."""
         start = self.clock.mark()
@@ -115,7 +115,7 @@ class DecodeProbe:
         del cands
         return self.clock.seconds(start, end)
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def candidates(self, k: int) -> dict[str, float]:
         """The k-row batch over all d layers: ``candidate_embedding_s[k]`` (row cache, ids,
         embedding) and ``candidate_layer_s[k]`` (prefix sharing and layers, per layer)."""
@@ -136,7 +136,7 @@ class DecodeProbe:
             f"candidate_layer_s[{k}]": clock.seconds(mid, end) / self.d,
         }
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def handoff(self) -> dict[str, float]:
         """Per-layer seconds of the hand-off copies of row 0 of the last candidate batch:
         ``handoff_copy_s`` (in process: KV entries appended to main's cache), ``pack_s``

@@ -66,7 +66,7 @@ def _rank_entry(rank: int, job: RankProbe, queue) -> None:
             "gloo", rank=rank, world_size=2, timeout=timedelta(seconds=job.timeout_s)
         )
         try:
-            with torch.inference_mode():
+            with torch.no_grad():
                 samples = _link_rounds(rank, job)
                 if job.model_dir is not None:
                     samples.update(_stream_rounds(rank, job))
