@@ -23,6 +23,11 @@ def register(subparsers) -> None:
     _add_common(run)
     run.add_argument("--k", type=int, nargs="+", default=[1, 3], help="candidates (default 1 3)")
     run.add_argument("--no-assistant", action="store_true", help="skip the HF early-exit rows")
+    _add_robust_timing(
+        run,
+        "cost profile (ppd measure profile): the verdict then names the largest cost term "
+        "and says how well the profile predicted the run",
+    )
     run.set_defaults(func=_run)
     validate = subparsers.add_parser(
         "validate",
@@ -49,11 +54,9 @@ def register(subparsers) -> None:
         default=["main"],
         help="where the early head runs (default main)",
     )
-    validate.add_argument(
-        "--repeats", type=positive_int, default=3, help="interleaved rounds (default 3)"
-    )
-    validate.add_argument(
-        "--profile", metavar="FILE", default=None, help="cost profile measured beforehand"
+    _add_robust_timing(
+        validate,
+        "cost profile measured beforehand (ppd measure profile); default: measure one first",
     )
     validate.add_argument(
         "--profile-repeats",
@@ -67,8 +70,14 @@ def register(subparsers) -> None:
         help="the older comparison: overheads FITTED on half of the prompts (first d_bar, k "
         "and backend only)",
     )
-    validate.add_argument("--no-progress", action="store_true", help="no progress bar")
     validate.set_defaults(func=_validate)
+
+
+def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:
+    """``--repeats`` (interleaved rounds), ``--profile`` (a cost profile), ``--no-progress``."""
+    p.add_argument("--repeats", type=positive_int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--profile", metavar="FILE", default=None, help=profile_help)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
@@ -138,6 +147,8 @@ def _run(args) -> int:
         timeout_s=args.timeout_s,
         sequences=names,
         model_dir=args.model if args.backend == "dist" else None,
+        repeats=args.repeats,
+        progress=not args.no_progress,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,9 +159,21 @@ def _run(args) -> int:
         f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}"
     )
     print(format_table(report.table))
+    print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")
+    for line in report.verdicts(_run_profile(args, model)):
+        print("verdict: " + line)
     print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")
     inexact = report.table[report.table["exact"] == False]  # noqa: E712 (None = not run)
     return 1 if len(inexact) else 0
+
+
+def _run_profile(args, model):
+    """The --profile of ``ppd run`` (its depth checked against the model), or None."""
+    if args.profile is None:
+        return None
+    from measure.profile.profile import load_profile
+
+    return load_profile(args.profile, model=model)
 
 
 def _validate(args) -> int:

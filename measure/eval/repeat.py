@@ -13,13 +13,22 @@ import inspect
 from dataclasses import dataclass, field
 
 from measure.decode.backends import ppd_many
-from measure.eval.report import run_greedy
+from measure.decode.greedy import greedy_generate
 from measure.profile.progress import progress_bar
 from measure.profile.stats import LoadMonitor, LoadReading, Spread
 from ppdmodel.costs import check_early_head
 
 DEFAULT_REPEATS = 3
 """Rounds per configuration when none are given."""
+
+
+def run_greedy(model, prompts, *, max_new_tokens, eos_token_id=None) -> list:
+    """Greedy decoding of every prompt (one warm-up decode first)."""
+    greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
+    return [
+        greedy_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+        for p in prompts
+    ]
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,9 @@ def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
             )
         extra["early_head"] = config.early_head
     world = min(kwargs["world_size"], config.k + 1)
-    sequences = [f"{s}-{config.label}" for s in kwargs["names"]]
+    sequences = [f"{s}-k{config.k}" for s in kwargs["names"]]
+    if kwargs["head"] is not None:
+        extra["head"] = kwargs["head"]
 
     def run():
         return ppd_many(
@@ -131,9 +142,14 @@ def time_repeated(
     world_size: int = 2,
     timeout_s: float = 600.0,
     threads: int = 1,
+    head=None,
     progress: bool = False,
 ) -> RepeatedTiming:
-    """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc)."""
+    """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
+
+    ``head``: a trained early head (``measure.train.heads.TrainedHead``) or None (the LM
+    head); ``threads``: threads this process uses (for the load reading).
+    """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if not prompts:
@@ -146,6 +162,7 @@ def time_repeated(
         model_dir=model_dir,
         world_size=world_size,
         timeout_s=timeout_s,
+        head=head,
     )
     greedy = TimedMethod("greedy")
     methods = [greedy] + [TimedMethod(c.label, c) for c in configs]

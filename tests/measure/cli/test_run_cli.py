@@ -43,6 +43,8 @@ def test_cli_run_prints_report_and_writes_traces(model_dir, tmp_path, capsys):
             "--k",
             "1",
             "2",
+            "--repeats",
+            "2",
             "--out",
             str(tmp_path),
         ]
@@ -50,8 +52,13 @@ def test_cli_run_prints_report_and_writes_traces(model_dir, tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "hf assistant_early_exit" in printed and "ppd" in printed
+    assert "2 interleaved round(s); load average" in printed
+    verdicts = [line for line in printed.splitlines() if line.startswith("verdict: ")]
+    assert len(verdicts) == 2 and all("than greedy" in line for line in verdicts)
+    assert "largest cost term: unknown (no profile" in verdicts[0]
     report = pd.read_csv(tmp_path / "report.csv")
     assert report.loc[report["method"] == "ppd", "exact"].all()
+    assert (report["rounds"] == 2).all() and (report["seconds_q1"] <= report["seconds"]).all()
     traces = read_traces(tmp_path / "traces.jsonl")
     assert [t.sequence for t in traces] == ["0-k1", "1-k1", "0-k2", "1-k2"]
     assert all(t.source == "ppd_run" and t.events for t in traces)
@@ -83,6 +90,20 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "measuring one first" not in out and f"profile {tmp_path / 'profile.json'}" in out
+
+
+def test_cli_run_with_a_profile_names_the_largest_term(model_dir, tmp_path, capsys):
+    from measure.hf.loading import load_model
+    from measure.profile.profile import measure_profile, write_profile
+
+    model, _ = load_model(model_dir)
+    path = write_profile(tmp_path / "p.json", measure_profile(model, ks=(1,), repeats=2))
+    argv = ["run", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
+    argv += ["--k", "1", "--no-assistant", "--repeats", "1", "--profile", str(path)]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    (verdict,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("verdict")]
+    assert "largest cost term: " in verdict and "unknown" not in verdict
+    assert "prediction agreed " in verdict
 
 
 def test_cli_validate_refuses_a_profile_of_another_model(model_dir, tmp_path, capsys):
