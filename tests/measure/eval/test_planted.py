@@ -27,7 +27,7 @@ EXTRA_ROW_S = 0.008
 EMBED_S = 0.004
 HEAD_S = 0.030
 HANDOFF_PER_LAYER_S = 0.004
-SLACK_S = 0.003
+SLACK_S = 0.004
 """How late a sleep may wake on a busy machine (one scheduler time slice)."""
 PROMPTS = [[5, 6, 7, 8, 9]]
 
@@ -96,12 +96,12 @@ def test_profile_measures_the_planted_costs(profile):
     }
     for name, planted_s in expected.items():
         measured = getattr(costs, name)
-        assert planted_s <= measured <= 1.1 * planted_s + SLACK_S, (name, measured)
+        assert planted_s <= measured <= 1.2 * planted_s + SLACK_S, (name, measured)
     for k in (1, 2):
         planted_s = LAYER_S + (k - 1) * EXTRA_ROW_S
-        assert planted_s <= costs.candidate_layer_seconds(k) <= 1.1 * planted_s + SLACK_S
+        assert planted_s <= costs.candidate_layer_seconds(k) <= 1.2 * planted_s + SLACK_S
     per_layer = profile.backends["single"].per_candidate_layer_s["handoff_s"]
-    assert HANDOFF_PER_LAYER_S <= per_layer <= 1.1 * HANDOFF_PER_LAYER_S + SLACK_S
+    assert HANDOFF_PER_LAYER_S <= per_layer <= 1.2 * HANDOFF_PER_LAYER_S + SLACK_S
     assert costs.handoff_s == pytest.approx(2 * per_layer)  # e = d - d_bar = 2 layers
     assert costs.shared_device_slowdown == 2.0  # CPU single backend: one stream at a time
     assert costs.host_s < 0.1 * LAYER_S  # nothing planted on the host
