@@ -114,6 +114,12 @@ def _add_profile(subparsers) -> None:
     p.add_argument("--repeats", type=positive_int, default=20, help="timed rounds (default 20)")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first (default 2)")
     p.add_argument(
+        "--calls",
+        type=positive_int,
+        default=3,
+        help="back-to-back calls a sample averages (default 3)",
+    )
+    p.add_argument(
         "--rank-repeats", type=positive_int, default=8, help="two-rank rounds (default 8)"
     )
     p.set_defaults(func=_profile)
@@ -134,6 +140,7 @@ def _profile(args) -> int:
         context_tokens=args.context_tokens,
         repeats=args.repeats,
         warmup=args.warmup,
+        calls=args.calls,
         rank_repeats=args.rank_repeats,
         progress=True,
     )

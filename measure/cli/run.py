@@ -182,12 +182,17 @@ def _validate(args) -> int:
     import torch
 
     from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
-    from measure.eval.repeat import PPDConfig
+    from measure.eval.repeat import PPDConfig, supports_early_head
     from measure.eval.text import format_table, format_waterfall
     from measure.eval.validate import validate
     from measure.profile.report import plot_layer_times
     from sim.formats import write_traces
 
+    if "candidates" in args.early_head and not supports_early_head():
+        raise ValueError(
+            "--early-head candidates needs a decoder with early_head= "
+            "(measure.decode.backends.ppd_many); this checkout's runs the early head on main only"
+        )
     model, ids, names, d_bar, eos = _load(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
