@@ -127,9 +127,10 @@ def _add_profile(subparsers) -> None:
 
 def _profile(args) -> int:
     from measure.hf.loading import load_model
-    from measure.profile.profile import measure_profile, write_profile
+    from measure.profile.profile import check_profile_path, measure_profile, write_profile
     from measure.profile.report import format_profile, plot_layer_times
 
+    check_profile_path(args.out)  # before minutes of measuring
     model, _ = load_model(args.model, dtype=args.dtype, device=args.device)
     profile = measure_profile(
         model,

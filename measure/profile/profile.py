@@ -334,13 +334,19 @@ def _positive(name: str, value) -> int:
     return value
 
 
-def write_profile(path, profile: CostProfile) -> Path:
-    """Write ``profile`` as strict JSON (no NaN or Infinity) to ``path``; return the path."""
+def check_profile_path(path) -> Path:
+    """``path`` as a Path if a profile can be written there (not a folder, nor under a file)."""
     path = Path(path)
     if path.parent.exists() and not path.parent.is_dir():
         raise ValueError(f"the profile's folder {path.parent} is a file, not a folder")
     if path.is_dir():
         raise ValueError(f"the profile path {path} is a folder; give a file name (.json)")
+    return path
+
+
+def write_profile(path, profile: CostProfile) -> Path:
+    """Write ``profile`` as strict JSON (no NaN or Infinity) to ``path``; return the path."""
+    path = check_profile_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(profile.data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
