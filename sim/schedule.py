@@ -67,6 +67,7 @@ from __future__ import annotations
 import simpy
 
 from sim.config import SimConfig
+from sim.passes import greedy_step_seconds, prefix_seconds, suffix_seconds
 
 HOST = -1  # the ``gpu`` of host-side events (overhead, hand-off over a link)
 TOKEN_ID_BYTES = 4  # one candidate token id (int32) in the dispatch message
@@ -91,10 +92,9 @@ class PPDSchedule:
         cost = config.cost
         d, d_bar, s = config.d, config.d_bar, config.spec_layers
         self.prefix_s = {  # keyed by the first layer of the prefix
-            1: cost.embed_seconds(1) + cost.block_seconds(1, d_bar, 1) + cost.head_seconds(1),
-            s + 1: cost.block_seconds(s + 1, d_bar, 1) + cost.head_seconds(1),
+            first: prefix_seconds(cost, first_layer=first, d_bar=d_bar) for first in (1, s + 1)
         }
-        self.suffix_s = cost.block_seconds(d_bar + 1, d, 1) + cost.head_seconds(1)
+        self.suffix_s = suffix_seconds(cost, d=d, d_bar=d_bar)
         self.spec_s = [
             cost.embed_seconds(len(subs)) + cost.block_seconds(1, s, len(subs))
             for _, _, subs in self.groups
@@ -298,11 +298,7 @@ class PPDSchedule:
         """Greedy decoding: every token runs embedding, layers 1..d and the head on GPU 0."""
         cfg, env = self.config, self.env
         if not self.fine:
-            seconds = (
-                cfg.cost.embed_seconds(1)
-                + cfg.cost.block_seconds(1, cfg.d, 1)
-                + cfg.cost.head_seconds(1)
-            )
+            seconds = greedy_step_seconds(cfg.cost, cfg.d)
         for t in range(1, cfg.ell + 1):
             if self.fine:
                 yield from self.run_layers("main", 0, t, 1, cfg.d, 1, "forward", True, True)

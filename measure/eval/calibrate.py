@@ -16,13 +16,16 @@ the link's transfer time of one hand-off message.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import nnls
 
 from measure.profile.link import fit_link
+from ppdmodel.costs import link_seconds
 from sim import Link
+from sim.passes import greedy_step_seconds, main_pass_seconds
 
 __all__ = [
     "Calibration",
@@ -58,7 +61,8 @@ class Calibration:
         """The fitted ``sim.Link`` (None when no link was measured)."""
         if self.link_latency_s == 0 and math.isinf(self.link_bandwidth_bytes_per_s):
             return None
-        return Link("calibrated", self.link_latency_s, self.link_bandwidth_bytes_per_s)
+        bandwidth = min(self.link_bandwidth_bytes_per_s, sys.float_info.max)  # inf: latency only
+        return Link("calibrated", self.link_latency_s, bandwidth)
 
     def to_dict(self) -> dict:
         """Plain values for strict JSON: an infinite bandwidth (no link probed) becomes None."""
@@ -76,8 +80,9 @@ class Calibration:
 
 
 def transfer_seconds(latency_s: float, bandwidth: float, nbytes: float) -> float:
-    """Link time of one message (``sim.Link.transfer_time``, the one formula)."""
-    return Link("calibrated", latency_s, bandwidth).transfer_time(nbytes)
+    """Link time of one message (``ppdmodel.link_seconds``, the one formula; an infinite
+    bandwidth, no link probed, costs the latency alone)."""
+    return link_seconds(latency_s=latency_s, nbytes=nbytes, bandwidth_bytes_per_s=bandwidth)
 
 
 def pass_durations(token_times_s) -> np.ndarray:
@@ -87,25 +92,13 @@ def pass_durations(token_times_s) -> np.ndarray:
 
 
 def ppd_pass_compute(cost, *, d: int, d_bar: int, m) -> np.ndarray:
-    """C_t: main's layer and head seconds per pass (``cost`` is a sim cost model, 1-based)."""
-    ell, e = len(m) + 1, d - d_bar
-    out = np.empty(ell)
-    for t in range(1, ell + 1):
-        handed = t > 1 and m[t - 2] == 1
-        first = e + 1 if handed else 1  # 1-based first layer main runs
-        seconds = 0.0 if handed else cost.embed_seconds(1)
-        if first <= d_bar:
-            seconds += cost.block_seconds(first, d_bar, 1)
-        if t < ell:  # the early head (the last pass makes no candidates)
-            seconds += cost.head_seconds(1)
-        seconds += cost.block_seconds(d_bar + 1, d, 1) + cost.head_seconds(1)
-        out[t - 1] = seconds
-    return out
+    """C_t: main's layer and head seconds per pass (``sim.passes.main_pass_seconds``)."""
+    return main_pass_seconds(cost, d=d, d_bar=d_bar, m=m)
 
 
 def greedy_step_compute(cost, d: int) -> float:
     """Seconds of one greedy step's parts: embedding, d layers, head."""
-    return cost.embed_seconds(1) + cost.block_seconds(1, d, 1) + cost.head_seconds(1)
+    return greedy_step_seconds(cost, d)
 
 
 def fit_overheads(ppd_results, cost, *, greedy_results=(), link_samples=None) -> Calibration:

@@ -1,4 +1,5 @@
-"""A link between two ranks as latency + bytes / bandwidth, fitted to timed messages."""
+"""A link between two ranks as latency + bytes / bandwidth, fitted to timed messages (the
+time of one message is ``ppdmodel.link_seconds``)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,3 @@ def fit_link(samples) -> tuple[float, float]:
     design = np.stack([np.ones_like(nbytes), nbytes], axis=1)
     (latency, per_byte), _ = nnls(design, seconds)
     return float(latency), (float(1.0 / per_byte) if per_byte > 0 else math.inf)
-
-
-def message_seconds(nbytes: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
-    """One message: latency_s + nbytes / bandwidth (an infinite bandwidth adds nothing)."""
-    if math.isinf(bandwidth_bytes_per_s):
-        return float(latency_s)
-    return float(latency_s + nbytes / bandwidth_bytes_per_s)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from measure.profile.link import fit_link, message_seconds
+from measure.profile.link import fit_link
 from measure.profile.probes import DecodeProbe
 from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
@@ -45,7 +45,7 @@ from ppdmodel.cost_profile import (
     CostProfile,
     parse_cost_profile,
 )
-from ppdmodel.costs import DecodeCosts
+from ppdmodel.costs import DecodeCosts, link_seconds
 from ppdmodel.passes import device_work
 
 BACKENDS = ("single", "dist")
@@ -244,8 +244,9 @@ def _dist_costs(costs, med, shapes, ks, link, device):
     latency, bandwidth = link["latency_s"], link["bandwidth_bytes_per_s"]
     elem = shapes["element_bytes"]
     kv_layer = 2 * shapes["kv_heads"] * shapes["head_dim"] * elem
-    header = message_seconds(8 * (HEADER_INTS + max(ks)), latency, bandwidth)
-    hidden = message_seconds(shapes["hidden_size"] * elem, latency, bandwidth)
+    link = {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth}
+    header = link_seconds(nbytes=8 * (HEADER_INTS + max(ks)), **link)
+    hidden = link_seconds(nbytes=shapes["hidden_size"] * elem, **link)
     per_kv_layer = 0.0 if math.isinf(bandwidth) else kv_layer / bandwidth
     warnings = []
     slowdown = 1.0
