@@ -8,6 +8,11 @@ prompts, these are the predictions set beside the measured medians. The waterfal
 per-token split at the pooled match rate M / ell (``ppdmodel.latency_waterfall``), which
 sums to the closed form's total divided by the tokens.
 
+On a CPU the ``single`` backend runs main and the candidate side on the same threads, one
+after the other, so the early head costs a pass the same on either side: both placements are
+predicted with the closed form's ``early_head="main"`` schedule and the profile's slowdown 2
+(``modelled_placement``), exact while the candidate batch fits in main's remaining work.
+
 One end effect the per-pass model leaves out: the decoder's pass over the last allowed token
 (t = max_new_tokens) makes no early prediction, as no token follows it, so that pass costs
 what a greedy pass costs. Both predictions subtract, once per run that reached
@@ -71,11 +76,19 @@ class Prediction:
         return self.matches / max(self.tokens - self.runs, 1) if self.runs else 0.0
 
 
-def last_pass_excess_s(costs: DecodeCosts, *, d: int, config: PPDConfig) -> float:
+def modelled_placement(config: PPDConfig, profile: CostProfile) -> str:
+    """The early-head placement the closed form is evaluated with: ``main`` for the single
+    backend on a CPU (one stream at a time, module docstring), else the configuration's."""
+    on_cpu = str(profile.provenance.get("device", "cpu")).startswith("cpu")
+    return "main" if config.backend == "single" and on_cpu else config.early_head
+
+
+def last_pass_excess_s(costs: DecodeCosts, *, d: int, config: PPDConfig, early_head=None) -> float:
     """Seconds the last pass saves by making no early prediction: B - G (module docstring)."""
     times = pass_times(
-        d=d, d_bar=config.d_bar, k=config.k, costs=costs, early_head=config.early_head
-    )
+        d=d, d_bar=config.d_bar, k=config.k, costs=costs,
+        early_head=early_head or config.early_head,
+    )  # fmt: skip
     return float(times.excess_over_greedy_s)
 
 
@@ -89,7 +102,8 @@ def predict_ppd(
     """
     costs = profile.costs(config.backend, d_bar=config.d_bar)
     d, shared = profile.d, costs.shared_device
-    end = last_pass_excess_s(costs, d=d, config=config)
+    placement = modelled_placement(config, profile)
+    end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
     closed = simulated = cuts = 0.0
     tokens = matches = 0
     for run in runs:
@@ -97,11 +111,11 @@ def predict_ppd(
         shape = dict(d=d, d_bar=config.d_bar, k=config.k, costs=costs)
         cut = end if max_new_tokens is not None and len(m) + 1 == max_new_tokens else 0.0
         cuts += cut
-        closed += trace_latency_seconds(m=m, early_head=config.early_head, **shape) - cut
+        closed += trace_latency_seconds(m=m, early_head=placement, **shape) - cut
         sim_config = sim.SimConfig(
             ell=len(m) + 1,
             matches=sim.Replay(m),
-            early_head=config.early_head,
+            early_head=placement,
             n_gpus=1 if shared else 2,
             **shape,
         )
@@ -110,7 +124,7 @@ def predict_ppd(
         matches += sum(m)
     rate = matches / tokens if tokens else 0.0
     split = latency_waterfall(
-        d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=config.early_head
+        d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=placement
     )
     return Prediction(
         closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts

@@ -21,7 +21,7 @@ from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted compar
     plot_validation,
     validate_results,
 )
-from measure.eval.predict import Prediction, predict_greedy, predict_ppd
+from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.verdict import agreement, verdict_line
 from measure.profile.profile import single_cpu_exact
@@ -251,11 +251,10 @@ def validate(
         method = timing.ppd[config]
         predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
         exact_model = True
-        if config.backend == "single" and str(profile.provenance.get("device")) == "cpu":
+        if config.backend == "single" and modelled_placement(config, profile) == "main":
             exact_model = single_cpu_exact(
-                predicted.costs, d=d, d_bar=config.d_bar, k=config.k,
-                early_head=config.early_head,
-            )  # fmt: skip
+                predicted.costs, d=d, d_bar=config.d_bar, k=config.k, early_head="main"
+            )
         results.append(
             ConfigResult(
                 config=config,

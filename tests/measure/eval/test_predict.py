@@ -10,7 +10,12 @@ torch = pytest.importorskip("torch")
 
 import ppdmodel  # noqa: E402
 from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls  # noqa: E402
-from measure.eval.predict import last_pass_excess_s, predict_greedy, predict_ppd  # noqa: E402
+from measure.eval.predict import (  # noqa: E402
+    last_pass_excess_s,
+    modelled_placement,
+    predict_greedy,
+    predict_ppd,
+)
 from measure.eval.repeat import PPDConfig, time_repeated  # noqa: E402
 from measure.eval.text import format_table, format_waterfall  # noqa: E402
 from measure.eval.validate import ConfigResult, ProfileValidation, check_configs  # noqa: E402
@@ -44,6 +49,17 @@ def test_ppd_prediction_is_the_closed_form_per_trace_and_the_simulator_agrees():
     assert sum(pred.terms().values()) * pred.tokens == pytest.approx(pred.closed_form_s)
     no_limit = predict_ppd(PROFILE, RUNS, config)
     assert no_limit.closed_form_s == pytest.approx(sum(per_trace)) and no_limit.last_pass_s == 0
+
+
+def test_single_cpu_predicts_both_placements_with_the_main_schedule():
+    main = predict_ppd(PROFILE, RUNS, PPDConfig(15, 3), max_new_tokens=8)
+    cand = predict_ppd(PROFILE, RUNS, PPDConfig(15, 3, early_head="candidates"), max_new_tokens=8)
+    assert cand.closed_form_s == main.closed_form_s  # one stream at a time: same passes
+    gpu = parse_cost_profile({**minimal_profile(d=30), "provenance": {"device": "cuda:0"}})
+    assert modelled_placement(PPDConfig(15, 3, early_head="candidates"), gpu) == "candidates"
+    assert modelled_placement(PPDConfig(15, 3, early_head="candidates"), PROFILE) == "main"
+    dist = PPDConfig(15, 3, early_head="candidates", backend="dist")
+    assert modelled_placement(dist, PROFILE) == "candidates"
 
 
 def test_greedy_prediction_is_ell_times_g():
