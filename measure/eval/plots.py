@@ -38,12 +38,13 @@ def _waterfall(ax, result) -> None:
     total = sum(v for _, v in terms)
     shown = [(k, v) for k, v in terms if k == "ideal_s" or abs(v) >= MIN_SHOWN_SHARE * total]
     labels, bottoms, heights = [], [], []
-    level = 0.0
+    level = peak = 0.0
     for name, value in shown:
         labels.append(TERM_LABELS[name].replace(" (Theorem 4.1)", "\n(Thm 4.1)"))
         bottoms.append(level)
         heights.append(value)
         level += value
+        peak = max(peak, level)
     other = total - level
     if abs(other) > 1e-9 * abs(total):
         labels.append("other")
@@ -61,6 +62,8 @@ def _waterfall(ax, result) -> None:
     ax.bar(len(labels) + 1, med, color="tab:orange", yerr=err, capsize=3)
     greedy = result.greedy_measured.median / result.greedy_predicted.tokens * scale
     ax.axhline(greedy, color="grey", linestyle="--", linewidth=1, label="greedy, measured")
+    top = max(peak * scale, total * scale, meas.q3 / tokens * scale, greedy)
+    ax.set_ylim(0, 1.08 * top)
     ax.set_xticks(
         np.arange(len(labels) + 2), [*labels, "predicted", "measured"], rotation=60, fontsize=7
     )
