@@ -47,7 +47,8 @@ def register(subparsers) -> None:
         "profile and the runs' own match outcomes (closed form and simulator; nothing is "
         "fitted on the judged runs), and report predicted vs measured median (IQR), the "
         "relative error, a waterfall from Theorem 4.1 to the prediction and a verdict per "
-        "configuration. Writes validation.csv, waterfalls.csv, traces.jsonl, waterfall.png, "
+        "configuration, and which block of a pass departs most from the profile in the runs. "
+        "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png and layer_times.png. --fit runs the older comparison "
         "instead, with overheads FITTED on half of the prompts.",
     )
@@ -193,7 +194,7 @@ def _validate(args) -> int:
 
     from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
     from measure.eval.repeat import PPDConfig, supports_early_head
-    from measure.eval.text import format_table, format_waterfall
+    from measure.eval.text import format_gaps, format_table, format_waterfall
     from measure.eval.validate import validate
     from measure.profile.report import plot_layer_times
     from sim.formats import write_traces
@@ -232,6 +233,7 @@ def _validate(args) -> int:
     )
     result.table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
+    result.terms.to_csv(out / "terms.csv", index=False)
     traces = [r.trace for m in result.timing.ppd.values() for r in m.runs]
     write_traces(out / "traces.jsonl", traces)
     plot_waterfalls(result, out / "waterfall.png")
@@ -246,6 +248,9 @@ def _validate(args) -> int:
     print("waterfall per token (predicted from the profile; measured beside it):")
     for r in result.results:
         print("  " + format_waterfall(r))
+    print("largest gap between a block timed in the runs and the profile's price:")
+    for line in format_gaps(result):
+        print("  " + line)
     for line in result.verdicts():
         print("verdict: " + line)
     print(
@@ -255,7 +260,7 @@ def _validate(args) -> int:
         f"{100 * summary['greedy_rel_err']:+.1f} %; 0 parameters fitted on these runs"
     )
     print(
-        f"wrote {out}/validation.csv, waterfalls.csv, traces.jsonl, waterfall.png, "
+        f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png, layer_times.png"
     )
     inexact = [r for r in result.results if not r.exact]

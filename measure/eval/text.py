@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from measure.eval.terms import largest_gap
 from measure.eval.verdict import TERM_LABELS
 
 SHOWN_SHARE = 0.005
@@ -47,3 +48,10 @@ def format_waterfall(result) -> str:
         f"{1e3 * meas.q3 / tokens:.4g}] ms/token"
         + ("" if result.model_exact else " (single-CPU model not exact here: W_c > W_m)")
     )
+
+
+def format_gaps(validation) -> list[str]:
+    """Per configuration, the block whose measured time in the runs departs most from the
+    profile's price (``measure.eval.terms``)."""
+    return [f"{r.config.label}: {largest_gap(r.terms)}" for r in validation.results
+            if r.terms is not None and len(r.terms)]  # fmt: skip

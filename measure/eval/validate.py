@@ -23,6 +23,7 @@ from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted compar
 )
 from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.terms import term_check
 from measure.eval.verdict import agreement, verdict_line
 from measure.profile.profile import single_cpu_exact
 from measure.profile.stats import Spread
@@ -65,6 +66,8 @@ class ConfigResult:
     exact: bool
     model_exact: bool = True
     """False when the single-CPU slowdown-2 model is not exact here (``single_cpu_exact``)."""
+    terms: pd.DataFrame | None = None
+    """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
 
     @property
     def rel_err(self) -> float:
@@ -127,6 +130,13 @@ class ProfileValidation:
                      r.exact)
             )  # fmt: skip
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+    @property
+    def terms(self) -> pd.DataFrame:
+        """Long table: method plus ``measure.eval.terms.TERM_COLUMNS`` for every config."""
+        frames = [r.terms.assign(method=r.config.label) for r in self.results
+                  if r.terms is not None]  # fmt: skip
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     @property
     def waterfalls(self) -> pd.DataFrame:
@@ -264,6 +274,7 @@ def validate(
                 greedy_predicted=greedy_pred,
                 exact=timing.exact[config],
                 model_exact=exact_model,
+                terms=term_check(profile, config, method.runs),
             )
         )
     return ProfileValidation(results, timing, profile)

@@ -71,10 +71,12 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     out = capsys.readouterr().out
     assert "no --profile given: measuring one first" in out
     assert "0 parameters fitted" in out and out.count("verdict: ppd d_bar=") == 4
+    assert "largest gap between a block timed in the runs and the profile's price" in out
     for name in (
         "profile.json",
         "validation.csv",
         "waterfalls.csv",
+        "terms.csv",
         "traces.jsonl",
         "waterfall.png",
         "predicted_vs_measured.png",
