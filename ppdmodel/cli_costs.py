@@ -122,6 +122,12 @@ class CostTerms:
         used = used or any(getattr(args, f"cost_{name}") is not None for name in COST_FLAGS)
         return cls(args) if used else None
 
+    def schedule(self, early_head: str) -> str:
+        """The closed form's placement for ``early_head`` (a serial backend: ``main``)."""
+        if self.profile is None:
+            return early_head
+        return self.profile.backends[self.backend].placement(early_head)
+
     def costs(self, d_bar: int) -> DecodeCosts:
         """DecodeCosts at early layer d_bar (the profile's, with the flags on top)."""
         if self.profile is None:
@@ -137,7 +143,8 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
     costs = terms.costs(d_bar)
     out = []
     for early_head in terms.placements:
-        shape = dict(d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head)
+        schedule = terms.schedule(early_head)
+        shape = dict(d=d, d_bar=d_bar, k=k, costs=costs, early_head=schedule)
         ppd = expected_latency_seconds(ell=ell, p=p, **shape) / ell
         greedy = greedy_latency_seconds(d=d, ell=ell, costs=costs) / ell
         extra = {
@@ -149,6 +156,7 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
         }
         if terms.profile is not None:
             extra["backend"] = terms.backend
+            extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
         if "k" not in row:
             extra["k"] = k
         if terms.waterfall:

@@ -13,7 +13,11 @@ Layout (``PROFILE_FORMAT``, version ``PROFILE_VERSION``)::
      "figures": ..., "provenance": ..., "warnings": [...]}
 
 ``costs`` holds every ``DecodeCosts`` field in seconds with the message terms at zero
-candidate layers; ``per_candidate_layer_s`` says how much ``handoff_s``,
+candidate layers; ``serial`` (optional, default false) says the backend runs main and the
+candidate side one after the other on one device (the single backend on a CPU), so a pass
+costs the same whichever side runs the early head: ``BackendCosts.placement`` then evaluates
+both placements with the closed form's ``main`` schedule (and the slowdown of 2 in
+``costs``); ``per_candidate_layer_s`` says how much ``handoff_s``,
 ``candidate_dispatch_s`` and ``hidden_dispatch_s`` grow per candidate layer e = d - d_bar (the
 KV entries of layers [0, e) travel with them), so ``CostProfile.costs(backend, d_bar=)`` is the
 DecodeCosts of one configuration. ``figures``, ``provenance`` and ``warnings`` are carried
@@ -27,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from numbers import Real
 
-from ppdmodel.costs import DecodeCosts
+from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.validation import check_d_bar, check_positive_int
 
 PROFILE_FORMAT = "ppd-cost-profile"
@@ -48,6 +52,13 @@ class BackendCosts:
     """Every term, with the message terms of ``PER_LAYER_FIELDS`` at zero candidate layers."""
     per_candidate_layer_s: Mapping[str, float] = field(default_factory=dict)
     """Seconds added to each of ``PER_LAYER_FIELDS`` per candidate layer (missing: 0)."""
+    serial: bool = False
+    """Main and the candidate side run one after the other on one device (module doc)."""
+
+    def placement(self, early_head: str) -> str:
+        """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
+        check_early_head(early_head)
+        return "main" if self.serial else early_head
 
     def costs(self, *, d: int, d_bar: int) -> DecodeCosts:
         """DecodeCosts of a configuration with early layer ``d_bar`` (e = d - d_bar)."""
@@ -164,7 +175,12 @@ def _backend(name: str, entry) -> BackendCosts:
         key: _seconds(f"{prefix}.per_candidate_layer_s.{key}", value)
         for key, value in growth.items()
     }
-    return BackendCosts(base=DecodeCosts.from_dict(values), per_candidate_layer_s=per_layer)
+    serial = entry.get("serial", False)
+    if not isinstance(serial, bool):
+        raise ValueError(f"cost profile: {prefix}.serial must be true or false, got {serial!r}")
+    return BackendCosts(
+        base=DecodeCosts.from_dict(values), per_candidate_layer_s=per_layer, serial=serial
+    )
 
 
 def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:

@@ -11,7 +11,8 @@ sums to the closed form's total divided by the tokens.
 On a CPU the ``single`` backend runs main and the candidate side on the same threads, one
 after the other, so the early head costs a pass the same on either side: both placements are
 predicted with the closed form's ``early_head="main"`` schedule and the profile's slowdown 2
-(``modelled_placement``), exact while the candidate batch fits in main's remaining work.
+(``modelled_placement``, the profile's ``serial`` backends), exact while the candidate batch
+fits in main's remaining work.
 
 One end effect the per-pass model leaves out: the decoder's pass over the last allowed token
 (t = max_new_tokens) makes no early prediction, as no token follows it, so that pass costs
@@ -77,10 +78,9 @@ class Prediction:
 
 
 def modelled_placement(config: PPDConfig, profile: CostProfile) -> str:
-    """The early-head placement the closed form is evaluated with: ``main`` for the single
-    backend on a CPU (one stream at a time, module docstring), else the configuration's."""
-    on_cpu = str(profile.provenance.get("device", "cpu")).startswith("cpu")
-    return "main" if config.backend == "single" and on_cpu else config.early_head
+    """The early-head placement the closed form is evaluated with: ``main`` on a backend the
+    profile marks ``serial`` (the single backend on a CPU), else the configuration's."""
+    return profile.backends[config.backend].placement(config.early_head)
 
 
 def last_pass_excess_s(costs: DecodeCosts, *, d: int, config: PPDConfig, early_head=None) -> float:

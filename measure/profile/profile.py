@@ -235,8 +235,9 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     else:
         costs, per_layer, more = _dist_costs(costs, med, shapes, ks, link, device)
         warnings += more
-    return {"costs": costs, "per_candidate_layer_s": per_layer, "notes": notes,
-            "warnings": warnings}  # fmt: skip
+    serial = backend == "single" and device.type == "cpu"
+    return {"costs": costs, "per_candidate_layer_s": per_layer, "serial": serial,
+            "notes": notes, "warnings": warnings}  # fmt: skip
 
 
 def _dist_costs(costs, med, shapes, ks, link, device):

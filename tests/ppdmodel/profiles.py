@@ -22,9 +22,10 @@ COSTS = {
 """A single-backend CPU-like profile: the early head costs about five layers."""
 
 
-def minimal_profile(d: int = 30, **costs) -> dict:
+def minimal_profile(d: int = 30, *, serial: bool | None = None, **costs) -> dict:
     """A valid profile of a d-layer model with one backend (``single``); ``costs`` override
-    entries of COSTS. The hand-off grows by 0.1 ms per candidate layer."""
+    entries of COSTS. The hand-off grows by 0.1 ms per candidate layer. ``serial``: mark the
+    backend as running main and candidates one after the other (left out when None)."""
     return {
         "format": PROFILE_FORMAT,
         "version": PROFILE_VERSION,
@@ -33,6 +34,7 @@ def minimal_profile(d: int = 30, **costs) -> dict:
             "single": {
                 "costs": {**copy.deepcopy(COSTS), **costs},
                 "per_candidate_layer_s": {"handoff_s": 0.0001},
+                **({} if serial is None else {"serial": serial}),
             }
         },
         "figures": {},

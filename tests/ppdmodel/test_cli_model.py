@@ -162,7 +162,7 @@ def test_compute_with_a_profile_file_and_waterfall(tmp_path, capsys):
     argv = ["compute", "--costs", str(path), "--p", "0.4", "--k", "3", "--waterfall", "--json"]
     assert main(argv) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert (row["d"], row["d_bar"], row["backend"]) == (30, 15, "single")
+    assert (row["d"], row["d_bar"], row["backend"], row["priced_as"]) == (30, 15, "single", "main")
     costs = parse_cost_profile(minimal_profile(d=30)).costs("single", d_bar=15)
     split = ppdmodel.latency_waterfall(d=30, d_bar=15, k=3, p=0.4, ell=128, costs=costs)
     assert row["waterfall_s"] == pytest.approx(split.terms())

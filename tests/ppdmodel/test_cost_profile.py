@@ -93,6 +93,19 @@ def test_bad_growth_format_version_and_depth_are_refused():
         parse_cost_profile([1, 2])
 
 
+def test_a_serial_backend_prices_both_placements_with_the_main_schedule():
+    serial = parse_cost_profile(minimal_profile(serial=True)).backends["single"]
+    assert serial.serial and serial.placement("candidates") == "main"
+    plain = parse_cost_profile(minimal_profile()).backends["single"]
+    assert not plain.serial and plain.placement("candidates") == "candidates"
+    with pytest.raises(ValueError, match="early_head must be one of"):
+        plain.placement("side")
+    data = minimal_profile()
+    data["backends"]["single"]["serial"] = "yes"
+    with pytest.raises(ValueError, match="backends.single.serial must be true or false"):
+        parse_cost_profile(data)
+
+
 def test_unknown_backend_and_bad_d_bar_are_refused():
     profile = parse_cost_profile(minimal_profile(d=30))
     with pytest.raises(ValueError, match=r"profiled backends \['single'\]"):

@@ -25,7 +25,7 @@ from ppdmodel.cost_profile import parse_cost_profile  # noqa: E402
 from tests.measure.tiny_models import tiny_model  # noqa: E402
 from tests.ppdmodel.profiles import minimal_profile  # noqa: E402
 
-PROFILE = parse_cost_profile(minimal_profile(d=30))
+PROFILE = parse_cost_profile(minimal_profile(d=30, serial=True))  # a CPU single backend
 RUNS = [
     SimpleNamespace(m=[1, 0, 1, 1, 0, 0, 1], tokens=list(range(8))),
     SimpleNamespace(m=[0, 0, 1], tokens=list(range(4))),  # stopped at an end-of-sequence token
@@ -55,11 +55,12 @@ def test_single_cpu_predicts_both_placements_with_the_main_schedule():
     main = predict_ppd(PROFILE, RUNS, PPDConfig(15, 3), max_new_tokens=8)
     cand = predict_ppd(PROFILE, RUNS, PPDConfig(15, 3, early_head="candidates"), max_new_tokens=8)
     assert cand.closed_form_s == main.closed_form_s  # one stream at a time: same passes
-    gpu = parse_cost_profile({**minimal_profile(d=30), "provenance": {"device": "cuda:0"}})
+    gpu = parse_cost_profile(minimal_profile(d=30))  # not serial: two CUDA streams
     assert modelled_placement(PPDConfig(15, 3, early_head="candidates"), gpu) == "candidates"
     assert modelled_placement(PPDConfig(15, 3, early_head="candidates"), PROFILE) == "main"
     dist = PPDConfig(15, 3, early_head="candidates", backend="dist")
-    assert modelled_placement(dist, PROFILE) == "candidates"
+    with pytest.raises(KeyError):
+        modelled_placement(dist, PROFILE)  # a backend the profile lacks (checked earlier)
 
 
 def test_greedy_prediction_is_ell_times_g():

@@ -39,6 +39,7 @@ def test_every_cost_term_is_measured_with_its_spread(profile):
         assert 0 < getattr(costs, name) < 1, name
     assert [k for k, _ in costs.candidate_layer_s_by_k] == [1, 3]
     assert costs.handoff_s > 0 and costs.shared_device_slowdown == 2.0  # CPU: one stream
+    assert profile.backends["single"].serial
     names = set(profile.data["figures"]["single"])
     assert {f"layer_s[{i}]" for i in range(NUM_LAYERS)} <= names
     assert {"candidate_layer_s[1]", "candidate_layer_s[3]", "handoff_copy_s"} <= names
@@ -157,6 +158,7 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     assert dist.shared_device_slowdown >= 1 and dist.handoff_s > 0
     assert dist.candidate_dispatch_s > 0 and dist.hidden_dispatch_s > 0
     assert profile.data["backends"]["dist"]["threads"] == 1
+    assert not profile.backends["dist"].serial
     link = profile.data["link"]
     assert link["latency_s"] >= 0 and len(link["sizes_bytes"]) >= 4
     figures = profile.data["figures"]["dist"]
