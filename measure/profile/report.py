@@ -86,7 +86,7 @@ def plot_layer_times(profile: CostProfile, path) -> None:
     backends = [b for b in profile.backends if _layer_spreads(profile, b)]
     if not backends:
         raise ValueError("profile has no per-layer figures")
-    fig = Figure(figsize=(max(6.0, 0.3 * profile.d * len(backends) + 2), 3.8))
+    fig = Figure(figsize=(min(16.0, max(6.0, 0.25 * profile.d * len(backends) + 2)), 3.8))
     ax = fig.subplots()
     width = 0.8 / len(backends)
     for j, backend in enumerate(backends):
@@ -104,6 +104,7 @@ def plot_layer_times(profile: CostProfile, path) -> None:
             if spread.noisy:
                 bar.set_hatch("//")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0.5, profile.d + 0.5)
     ax.set_xlabel("decoder layer (1-based)")
     ax.set_ylabel("time per layer, ms")
     ax.set_title(
