@@ -146,3 +146,24 @@ UNIT_COSTS = {L: 1, x_row: 0, e: 0, h_e: 0, h_f: 0, delta: 0, eta: 0, tau: 0, si
 """DecodeCosts.unit(): with these, the expressions above reduce to Theorem 4.1."""
 SECONDS_ARGS = (d, d_bar, ell, p, k, L, x_row, e, h_e, h_f, delta, eta, tau, sigma)
 """Argument order of ``lambdified(expr, SECONDS_ARGS)`` for the seconds expressions."""
+
+
+# -- Speculative decoding (``ppdmodel.alternatives``): tokens per verify step ------------------
+a_accept = sp.Symbol("a", positive=True)
+"""Per-token acceptance probability of a drafted token."""
+g_draft = sp.Symbol("g", integer=True, positive=True)
+"""Draft length (tokens proposed per verify step)."""
+_i = sp.Symbol("i", integer=True, nonnegative=True)
+
+
+def speculative_tokens_expr() -> sp.Expr:
+    """E[X + 1] from the law of the accepted count X: P(X = i) = a^i (1 - a) for i < g (the
+    first i drafts accepted, the next rejected) and P(X = g) = a^g; derived by summation."""
+    expr = sp.summation((_i + 1) * a_accept**_i * (1 - a_accept), (_i, 0, g_draft - 1))
+    return sp.simplify(expr + (g_draft + 1) * a_accept**g_draft)
+
+
+SPECULATIVE_TOKENS_PER_STEP = speculative_tokens_expr()
+"""E[X + 1], derived (a Piecewise: g + 1 at a = 1)."""
+LEVIATHAN_TOKENS = (1 - a_accept ** (g_draft + 1)) / (1 - a_accept)
+"""Leviathan et al. (2023), Eq. 1, as printed."""
