@@ -82,12 +82,24 @@ class RooflineCost:
     """Fraction of peak FLOP/s reached by decode-sized matmuls (assumption, in (0, 1])."""
     bandwidth_efficiency: float = 0.8
     """Fraction of peak HBM bandwidth reached streaming weights (assumption, in (0, 1])."""
+    tensor_parallel: int = 1
+    """Devices a layer is split over (Megatron-LM style): the time is one shard's; each holds
+    1/n of the weights and of the KV heads (at least one), and of the LM head's rows. The
+    all-reduces between shards are the link's (``sim.hardware_costs``), not counted here."""
 
     def __post_init__(self) -> None:
         for name in ("flops_efficiency", "bandwidth_efficiency"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
+        n = self.tensor_parallel
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"tensor_parallel must be a positive integer, got {n!r}")
+
+    def _kv_share(self) -> float:
+        """Fraction of the KV heads one shard holds (whole heads; at least one)."""
+        heads = self.shape.num_key_value_heads
+        return -(-heads // self.tensor_parallel) / heads
 
     def _roofline(self, flops: float, nbytes: float) -> float:
         compute_s = flops / (self.gpu.peak_flops_bf16 * self.flops_efficiency)
@@ -95,16 +107,18 @@ class RooflineCost:
         return max(compute_s, memory_s)
 
     def layer_flops(self, batch: int = 1) -> float:
-        """FLOPs of one decoder layer for ``batch`` rows."""
+        """FLOPs of one decoder layer for ``batch`` rows (one shard's under tensor_parallel)."""
         s = self.shape
         attention = 4 * s.num_attention_heads * s.head_dim * s.context_len
-        return batch * (2 * s.layer_params() + attention)
+        return batch * (2 * s.layer_params() + attention) / self.tensor_parallel
 
     def layer_bytes(self, batch: int = 1) -> float:
-        """Bytes moved by one decoder layer for ``batch`` rows (weights + KV cache reads)."""
+        """Bytes moved by one decoder layer for ``batch`` rows (weights + KV cache reads; one
+        shard's under tensor_parallel)."""
         s = self.shape
-        weights = s.layer_params() * s.dtype_bytes
-        return weights + batch * s.context_len * s.kv_bytes_per_token_layer()
+        weights = s.layer_params() * s.dtype_bytes / self.tensor_parallel
+        kv = batch * s.context_len * s.kv_bytes_per_token_layer() * self._kv_share()
+        return weights + kv
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
         _check_block(layer_start, layer_end, batch)
@@ -117,7 +131,7 @@ class RooflineCost:
 
     def head_seconds(self, batch: int = 1) -> float:
         s = self.shape
-        params = s.vocab_size * s.hidden_size
+        params = s.vocab_size * s.hidden_size / self.tensor_parallel
         return self._roofline(2.0 * batch * params, params * s.dtype_bytes)
 
     def unit_seconds(self) -> float:
