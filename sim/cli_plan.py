@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--context-len", type=positive_int, default=1024, help="tokens in the KV cache")
     hw = p.add_mutually_exclusive_group()
     hw.add_argument("--gpu", nargs="+", default=None, help="GPU presets (default h100-sxm)")
-    hw.add_argument("--profile", help="a measured cost profile (JSON, DecodeCosts fields)")
+    hw.add_argument("--profile", help="a measured cost profile (ppd measure profile's JSON)")
     p.add_argument("--link", nargs="+", default=["nvlink4"], help="link presets (with --gpu)")
     p.add_argument("--devices", type=positive_int, default=8, help="devices available")
     p.add_argument("--shared-slowdown", type=float, default=None,
@@ -94,18 +94,16 @@ def _shape(args):
 
 def _hardware(args, shape) -> list:
     from sim.hardware import GPUSpec, Link
-    from sim.hardware_costs import (
-        SHARED_GPU_SLOWDOWN,
-        ProfileHardware,
-        RooflineHardware,
-        load_profile,
-    )
+    from sim.hardware_costs import SHARED_GPU_SLOWDOWN, RooflineHardware, load_profile
 
     if args.profile:
-        costs = load_profile(args.profile)
+        backends = load_profile(args.profile, shape)
         if args.shared_slowdown is not None:
-            costs = replace(costs, shared_device_slowdown=args.shared_slowdown)
-        return [ProfileHardware(costs, shape, name=Path(args.profile).stem)]
+            slowdown = args.shared_slowdown
+            backends = [replace(hw, base=replace(hw.base, shared_device_slowdown=slowdown))
+                        for hw in backends if hw.layout == "shared"] + [
+                        hw for hw in backends if hw.layout != "shared"]  # fmt: skip
+        return backends
     slowdown = SHARED_GPU_SLOWDOWN if args.shared_slowdown is None else args.shared_slowdown
     return [
         RooflineHardware(shape, GPUSpec.from_name(gpu), Link.from_name(link),

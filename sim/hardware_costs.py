@@ -11,8 +11,9 @@ Two sources play the role ``HardwareModel`` declares:
   layers the other side ran (``ModelShape.handoff_bytes``), each shard's 1/n over its own link;
   on one shared device they cost nothing. Two streams sharing one GPU are memory-bound and
   split its bandwidth: ``shared_device_slowdown`` 2 (assumption; measure it where you can).
-* ``ProfileHardware``: a measured ``ppdmodel.DecodeCosts`` (``ppd measure profile``), one
-  device, tensor parallelism 1; its measured message times and slowdown are used as they are.
+* ``ProfileHardware``: one backend of a measured cost profile (``ppd measure profile``):
+  tensor parallelism 1, the candidates on main's device (``single``) or a second one
+  (``dist``); its measured times, message growth per candidate layer and slowdown as they are.
 
 ``decode_costs`` turns either into the ``DecodeCosts`` of one PPD configuration, and
 ``greedy_costs`` into greedy decoding's; the planner builds the same terms for a whole grid.
@@ -21,6 +22,7 @@ Two sources play the role ``HardwareModel`` declares:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -33,6 +35,11 @@ from ppdmodel.costs import DecodeCosts, check_early_head
 from sim.cost import RooflineCost
 from sim.hardware import GPUSpec, Link
 from sim.shape import ModelShape
+
+try:  # the one reader of ``ppd measure profile`` files (arrives with that command)
+    from ppdmodel.cost_profile import parse_cost_profile
+except ImportError:  # pragma: no cover - an install that predates it reads bare DecodeCosts
+    parse_cost_profile = None
 
 TOKEN_ID_BYTES = 8
 """Bytes of one candidate token id in a dispatch message (int64)."""
@@ -50,6 +57,12 @@ class HardwareModel(Protocol):
 
     def tp_degrees(self) -> tuple[int, ...]:
         """Tensor-parallel degrees this hardware can model."""
+
+    def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        """PPD layouts (tp_main, tp_candidates), 0 candidates' devices meaning main's shared."""
+
+    def device_slowdown(self, shared):
+        """Slowdown of main and candidates while both compute (1 where they do not contend)."""
 
     def layer_seconds(self, tp, batch):
         """One decoder layer for ``batch`` rows on ``tp`` devices, seconds."""
@@ -103,6 +116,13 @@ class RooflineHardware:
     def tp_degrees(self) -> tuple[int, ...]:
         return tuple(2**i for i in range(self.max_tp.bit_length()) if 2**i <= self.max_tp)
 
+    def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        tps = [t for t in self.tp_degrees() if t <= max_devices]
+        return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
+
+    def device_slowdown(self, shared):
+        return np.where(shared, self.shared_device_slowdown, 1.0)
+
     @cache  # noqa: B019 (frozen, hashable instances; a handful of degrees)
     def _roofline(self, tp: int) -> RooflineCost:
         return RooflineCost(
@@ -149,31 +169,58 @@ class RooflineHardware:
         return self._message(tp, nbytes, shared)
 
 
+PROFILE_LAYOUTS = ("shared", "separate")
+"""How a profiled backend places the candidate batch: on main's device (``single``: one CPU
+process) or on a second one (``dist``: two ranks on two cores)."""
+
+
 @dataclass(frozen=True)
 class ProfileHardware:
-    """A measured ``DecodeCosts`` on one device (tensor parallelism 1), as ``HardwareModel``.
+    """One backend of a measured cost profile (tensor parallelism 1), as ``HardwareModel``.
 
-    Per-layer times come from the profile (``candidate_layer_seconds`` for batches > 1);
-    dispatch, hand-off, host time and the shared-device slowdown are the measured ones.
+    ``base`` holds the measured DecodeCosts with the message terms at zero candidate layers;
+    each grows by ``per_candidate_layer_s[field]`` per candidate layer e = d - d_bar (the KV
+    entries of layers [0, e) travel with it), as ``ppd measure profile`` writes them.
+    Per-layer times, heads, host time and the slowdown are the measured ones.
     """
 
-    costs: DecodeCosts
-    """The measured profile."""
+    base: DecodeCosts
+    """The measured DecodeCosts (message terms at e = 0)."""
     shape: ModelShape
-    """The model's shape (the planner reads d, hidden size and layer size from it)."""
+    """The model's shape (the planner reads d and the layer size from it)."""
+    layout: str = "shared"
+    """``shared`` (candidates on main's device) or ``separate`` (on a second device)."""
+    per_candidate_layer_s: Mapping[str, float] = field(default_factory=dict)
+    """Seconds each message term grows per candidate layer (missing: 0)."""
     name: str = "profile"
     """Label."""
 
+    def __post_init__(self) -> None:
+        if self.layout not in PROFILE_LAYOUTS:
+            raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
+        object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.shape, self.layout, self.name))
+
     @property
     def shared_device_slowdown(self) -> float:
-        return self.costs.shared_device_slowdown
+        return self.base.shared_device_slowdown
 
     @property
     def host_s(self) -> float:
-        return self.costs.host_s
+        return self.base.host_s
 
     def tp_degrees(self) -> tuple[int, ...]:
         return (1,)
+
+    def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        if self.layout == "shared":
+            return [(1, 0)]
+        return [(1, 1)] if max_devices >= 2 else []
+
+    def device_slowdown(self, shared):
+        return np.zeros(np.shape(shared)) + self.base.shared_device_slowdown
 
     def _check_tp(self, tp) -> None:
         if np.any(np.asarray(tp) != 1):
@@ -181,27 +228,34 @@ class ProfileHardware:
 
     def layer_seconds(self, tp, batch):
         self._check_tp(tp)
-        batched = np.asarray(self.costs.candidate_layer_seconds(np.maximum(batch, 1)))
-        return np.where(np.asarray(batch) == 1, self.costs.layer_s, batched)
+        batched = np.asarray(self.base.candidate_layer_seconds(np.maximum(batch, 1)))
+        return np.where(np.asarray(batch) == 1, self.base.layer_s, batched)
+
+    def _constant(self, tp, seconds: float):
+        self._check_tp(tp)
+        return np.zeros(np.shape(tp)) + seconds
 
     def embedding_seconds(self, tp):
-        self._check_tp(tp)
-        return np.zeros(np.shape(tp)) + self.costs.embedding_s
+        return self._constant(tp, self.base.embedding_s)
 
     def early_head_seconds(self, tp):
-        self._check_tp(tp)
-        return np.zeros(np.shape(tp)) + self.costs.early_head_s
+        return self._constant(tp, self.base.early_head_s)
 
     def final_head_seconds(self, tp):
-        self._check_tp(tp)
-        return np.zeros(np.shape(tp)) + self.costs.final_head_s
+        return self._constant(tp, self.base.final_head_s)
+
+    def _grown(self, name: str, gap):
+        return getattr(self.base, name) + np.multiply(gap, self.per_candidate_layer_s.get(name, 0))
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
-        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(k), np.shape(gap)))
-        return zeros + self.costs.dispatch_seconds(early_head)
+        name = "candidate_dispatch_s" if check_early_head(early_head) == "main" else (
+            "hidden_dispatch_s")  # fmt: skip
+        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(k), np.shape(shared)))
+        return zeros + self._grown(name, gap)
 
     def handoff_seconds(self, tp, gap, shared):
-        return np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(gap))) + self.costs.handoff_s
+        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(shared)))
+        return zeros + self._grown("handoff_s", gap)
 
 
 def _table(fn, *args):
@@ -253,7 +307,7 @@ def decode_costs(
         hidden_dispatch_s=float(hw.dispatch_seconds(tp_c, k, gap, "candidates", shared)),
         handoff_s=float(hw.handoff_seconds(tp_c, gap, shared)),
         host_s=hw.host_s,
-        shared_device_slowdown=hw.shared_device_slowdown if shared else 1.0,
+        shared_device_slowdown=float(hw.device_slowdown(shared)),
     )
 
 
@@ -268,11 +322,13 @@ def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
     )
 
 
-def load_profile(path: str | Path) -> DecodeCosts:
-    """A measured cost profile (JSON) as DecodeCosts.
+def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
+    """The backends of a measured cost profile (JSON) as ProfileHardware, one per backend.
 
-    Accepts ``DecodeCosts.to_dict()`` output, or an object holding it under ``"decode_costs"``
-    or ``"costs"`` (other keys, such as provenance, are ignored).
+    Reads the layout ``ppd measure profile`` writes (``format: ppd-cost-profile``; its
+    ``single`` backend is the shared layout, ``dist`` the separate one; the model's depth must
+    be ``shape``'s), or a bare ``DecodeCosts.to_dict()`` object (also under ``"decode_costs"``
+    or ``"costs"``), taken as one shared device.
     """
     path = Path(path)
     if not path.is_file():
@@ -283,7 +339,17 @@ def load_profile(path: str | Path) -> DecodeCosts:
         raise ValueError(f"profile: {path} is not valid JSON ({err})") from None
     if not isinstance(data, dict):
         raise ValueError(f"profile: {path} must hold a JSON object")
+    if data.get("format") == "ppd-cost-profile":
+        if parse_cost_profile is None:
+            raise ValueError("profile: this install cannot read ppd-cost-profile files yet")
+        profile = parse_cost_profile(data, d=shape.num_layers)
+        return [
+            ProfileHardware(backend.base, shape, "shared" if name == "single" else "separate",
+                            backend.per_candidate_layer_s, name=f"{profile.model_name}:{name}")
+            for name, backend in profile.backends.items()
+        ]  # fmt: skip
     for key in ("decode_costs", "costs"):
         if isinstance(data.get(key), dict):
-            return DecodeCosts.from_dict(data[key])
-    return DecodeCosts.from_dict(data)
+            data = data[key]
+            break
+    return [ProfileHardware(DecodeCosts.from_dict(data), shape, name=path.stem)]

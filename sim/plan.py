@@ -189,7 +189,8 @@ def _cell(row, hardware, space: PlanSpace, d: int, n: int) -> dict:
                              tp_candidates=None if shared else int(row.tp_candidates))  # fmt: skip
         config = SimConfig(d=d, d_bar=int(row.d_bar), k=int(row.k), ell=space.ell,
                            matches=Bernoulli(float(row.p)), costs=costs,
-                           early_head=row.early_head, n_gpus=1 if shared else 2)  # fmt: skip
+                           early_head=row.early_head,
+                           n_gpus=1 if shared or costs.shared_device else 2)  # fmt: skip
         cell["config"] = config.to_dict()
     elif row.method == "greedy":
         config = SimConfig(d=d, d_bar=(d + 1) // 2, k=1, ell=space.ell, schedule="greedy",

@@ -98,12 +98,6 @@ def _mesh(**axes) -> dict[str, np.ndarray]:
     return {name: g.ravel() for name, g in zip(axes, grids, strict=True)}
 
 
-def _tp_pairs(hw: HardwareModel, max_devices: int) -> list[tuple[int, int]]:
-    """(tp_main, tp_candidates) with 0 = sharing main's devices, within ``max_devices``."""
-    tps = [t for t in hw.tp_degrees() if t <= max_devices]
-    return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
-
-
 def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
     """Early-head seconds per row: the head named by ``heads[head_index]`` on ``tp`` devices."""
     out = np.empty(np.shape(tp))
@@ -115,7 +109,9 @@ def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
 
 def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
-    pairs = np.array(_tp_pairs(hw, space.max_devices))
+    pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
+    if not len(pairs):
+        return pd.DataFrame()
     placements = np.array(space.early_heads)
     g = _mesh(pair=np.arange(len(pairs)), d_bar=d_bars, k=ks, eh=np.arange(len(placements)),
               head=np.arange(len(heads)), w=np.arange(pgrid.shape[0]))  # fmt: skip
@@ -134,7 +130,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
         hidden_dispatch_s=hw.dispatch_seconds(tp_side, g["k"], gap, "candidates", shared),
         handoff_s=hw.handoff_seconds(tp_side, gap, shared),
         host_s=hw.host_s,
-        shared_device_slowdown=np.where(shared, hw.shared_device_slowdown, 1.0),
+        shared_device_slowdown=hw.device_slowdown(shared),
     )
     p = pgrid[g["w"], g["head"], g["d_bar"], g["k"]]
     latency, compute, break_even = (np.empty(p.size) for _ in range(3))

@@ -86,8 +86,14 @@ def test_leviathan_speedup_is_greedy_over_speculative_time():
 
 
 def _costs():
-    return DecodeCosts(layer_s=1.0, candidate_layer_s_by_k={1: 1.0, 5: 2.0}, embedding_s=0.5,
-                       early_head_s=3.0, final_head_s=4.0, host_s=0.25)  # fmt: skip
+    return DecodeCosts(
+        layer_s=1.0,
+        candidate_layer_s_by_k={1: 1.0, 5: 2.0},
+        embedding_s=0.5,
+        early_head_s=3.0,
+        final_head_s=4.0,
+        host_s=0.25,
+    )
 
 
 def test_early_exit_step_seconds_by_hand():
@@ -95,8 +101,9 @@ def test_early_exit_step_seconds_by_hand():
     draft, verify = early_exit_step_seconds(d=10, exit_layer=4, g=2, costs=costs)
     assert draft == 0.5 + 4 * 1.0 + 3.0 + 0.25
     assert verify == 0.5 + 10 * 1.5 + 4.0 + 0.25
-    draft_r, verify_r = early_exit_step_seconds(d=10, exit_layer=4, g=2, costs=costs,
-                                                reuse_draft_layers=True)  # fmt: skip
+    draft_r, verify_r = early_exit_step_seconds(
+        d=10, exit_layer=4, g=2, costs=costs, reuse_draft_layers=True
+    )
     assert draft_r == draft
     assert verify_r == 0.5 + 6 * 1.5 + 4 * 1.0 + 4.0 + 0.25
 

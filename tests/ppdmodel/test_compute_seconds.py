@@ -31,20 +31,24 @@ def test_expectation_is_the_mean_over_all_traces():
         costs = random_costs(rng)
         traces = np.array(list(itertools.product((0, 1), repeat=ell - 1)))
         weights = np.prod(np.where(traces == 1, p, 1 - p), axis=1)
-        each = trace_compute_seconds(d=d, d_bar=d_bar, m=traces, k=k, costs=costs,
-                                     early_head=placement)  # fmt: skip
-        expected = expected_compute_seconds(d=d, d_bar=d_bar, ell=ell, p=p, k=k, costs=costs,
-                                            early_head=placement)  # fmt: skip
+        each = trace_compute_seconds(
+            d=d, d_bar=d_bar, m=traces, k=k, costs=costs, early_head=placement
+        )
+        expected = expected_compute_seconds(
+            d=d, d_bar=d_bar, ell=ell, p=p, k=k, costs=costs, early_head=placement
+        )
         assert float(weights @ each) == pytest.approx(expected, rel=1e-12)
 
 
 def test_device_counts_multiply_each_side():
     costs = DecodeCosts(layer_s=1.0, embedding_s=0.5, final_head_s=2.0, early_head_s=1.0)
     one = expected_compute_seconds(d=8, d_bar=4, ell=10, p=0.5, costs=costs)
-    main_only = expected_compute_seconds(d=8, d_bar=4, ell=10, p=0.5, costs=costs,
-                                         devices_candidates=1, devices_main=2)  # fmt: skip
-    both = expected_compute_seconds(d=8, d_bar=4, ell=10, p=0.5, costs=costs, devices_main=2,
-                                    devices_candidates=2)  # fmt: skip
+    main_only = expected_compute_seconds(
+        d=8, d_bar=4, ell=10, p=0.5, costs=costs, devices_candidates=1, devices_main=2
+    )
+    both = expected_compute_seconds(
+        d=8, d_bar=4, ell=10, p=0.5, costs=costs, devices_main=2, devices_candidates=2
+    )
     assert both == pytest.approx(2 * one)
     assert one < main_only < both
 
@@ -57,8 +61,17 @@ def test_greedy_compute():
 
 def _grid_of(costs_list, ks):
     """Stack DecodeCosts into a grid, the candidate batch evaluated at each row's k."""
-    fields = ("layer_s", "embedding_s", "early_head_s", "final_head_s", "candidate_dispatch_s",
-              "hidden_dispatch_s", "handoff_s", "host_s", "shared_device_slowdown")  # fmt: skip
+    fields = (
+        "layer_s",
+        "embedding_s",
+        "early_head_s",
+        "final_head_s",
+        "candidate_dispatch_s",
+        "hidden_dispatch_s",
+        "handoff_s",
+        "host_s",
+        "shared_device_slowdown",
+    )
     columns = {f: np.array([getattr(c, f) for c in costs_list]) for f in fields}
     layer_k = [c.candidate_layer_seconds(k) for c, k in zip(costs_list, ks, strict=True)]
     return DecodeCostsGrid(candidate_layer_s=np.array(layer_k), **columns)
@@ -73,8 +86,9 @@ def test_grid_equals_the_scalar_functions_row_by_row():
     p = rng.random(n)
     grid = _grid_of(costs_list, k)
     for placement in PLACEMENTS:
-        out = ppd_grid_per_token(d=d, d_bar=d_bar, k=k, p=p, ell=ell, costs=grid,
-                                 early_head=placement, devices_main=2)  # fmt: skip
+        out = ppd_grid_per_token(
+            d=d, d_bar=d_bar, k=k, p=p, ell=ell, costs=grid, early_head=placement, devices_main=2
+        )
         for i, costs in enumerate(costs_list):
             args = dict(d=d, d_bar=int(d_bar[i]), k=int(k[i]), costs=costs, early_head=placement)
             latency = ppdmodel.expected_latency_seconds(ell=ell, p=p[i], **args) / ell
@@ -105,8 +119,7 @@ def test_grid_rejects_bad_fields(kwargs, name):
 def test_grid_evaluation_checks_its_arguments():
     grid = DecodeCostsGrid(layer_s=1.0, candidate_layer_s=1.0)
     with pytest.raises(ValueError, match="costs"):
-        ppd_grid_per_token(d=8, d_bar=4, k=1, p=0.5, ell=4, costs=DecodeCosts(),
-                           early_head="main")  # fmt: skip
+        ppd_grid_per_token(d=8, d_bar=4, k=1, p=0.5, ell=4, costs=DecodeCosts(), early_head="main")
     with pytest.raises(ValueError, match="d_bar"):
         ppd_grid_per_token(d=8, d_bar=3, k=1, p=0.5, ell=4, costs=grid, early_head="main")
     with pytest.raises(ValueError, match="early_head"):

@@ -22,10 +22,18 @@ def test_trace_compute_equals_simulated_busy_time(shared):
         ell = int(rng.integers(1, 25))
         m = (rng.random(ell - 1) < rng.random()).astype(int)
         early_head = ("main", "candidates")[int(rng.integers(2))]
-        config = sim.SimConfig(d=d, d_bar=d_bar, k=k, ell=ell, matches=sim.Replay(m),
-                               costs=costs, early_head=early_head)  # fmt: skip
-        closed = trace_compute_seconds(d=d, d_bar=d_bar, m=m, k=k, costs=costs,
-                                       early_head=early_head)  # fmt: skip
+        config = sim.SimConfig(
+            d=d,
+            d_bar=d_bar,
+            k=k,
+            ell=ell,
+            matches=sim.Replay(m),
+            costs=costs,
+            early_head=early_head,
+        )
+        closed = trace_compute_seconds(
+            d=d, d_bar=d_bar, m=m, k=k, costs=costs, early_head=early_head
+        )
         busy = sum(sim.simulate(config, record_events=False).busy_s)
         assert busy == pytest.approx(closed, rel=1e-9 if shared else 1e-12, abs=1e-12), config
 

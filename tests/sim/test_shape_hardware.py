@@ -126,7 +126,7 @@ def test_translator_head_costs_an_extra_h_by_h_matrix():
     assert early_head_cost(hw, 1, "trained") == early_head_cost(hw, 1, "shared")
 
 
-def test_profile_hardware_and_loader(tmp_path):
+def test_profile_hardware_and_bare_loader(tmp_path):
     costs = DecodeCosts(
         layer_s=1e-3,
         candidate_layer_s_by_k={1: 1e-3, 3: 1.6e-3},
@@ -135,20 +135,52 @@ def test_profile_hardware_and_loader(tmp_path):
         handoff_s=1e-3,
         shared_device_slowdown=1.3,
     )
+    shape = ModelShape.from_name("smollm2-135m")
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({"provenance": {"cpu": "x"}, "decode_costs": costs.to_dict()}))
-    assert load_profile(path) == costs
-    (tmp_path / "flat.json").write_text(json.dumps(costs.to_dict()))
-    assert load_profile(tmp_path / "flat.json") == costs
-    hw = ProfileHardware(costs, ModelShape.from_name("smollm2-135m"))
-    assert hw.tp_degrees() == (1,)
+    (hw,) = load_profile(path, shape)
+    assert hw.base == costs and hw.layout == "shared"
+    assert hw.tp_degrees() == (1,) and hw.tp_pairs(8) == [(1, 0)]
     assert list(hw.layer_seconds(np.array([1, 1]), np.array([1, 3]))) == [1e-3, 1.6e-3]
     built = decode_costs(hw, d_bar=20, k=3, early_head="candidates")
     assert built.shared_device_slowdown == 1.3 and built.handoff_s == 1e-3
     with pytest.raises(ValueError, match="tensor parallelism 1"):
         hw.layer_seconds(2, 1)
     with pytest.raises(ValueError, match="no such file"):
-        load_profile(tmp_path / "missing.json")
+        load_profile(tmp_path / "missing.json", shape)
     (tmp_path / "bad.json").write_text(json.dumps({"layer_s": 1.0, "surprise": 2}))
     with pytest.raises(ValueError, match="surprise"):
-        load_profile(tmp_path / "bad.json")
+        load_profile(tmp_path / "bad.json", shape)
+
+
+def test_profile_messages_grow_per_candidate_layer():
+    base = DecodeCosts(layer_s=1e-3, handoff_s=1e-3, candidate_dispatch_s=2e-3)
+    shape = ModelShape.from_name("smollm2-135m")
+    hw = ProfileHardware(base, shape, "separate", {"handoff_s": 1e-4}, name="dist")
+    assert hw.tp_pairs(8) == [(1, 1)] and hw.tp_pairs(1) == []
+    built = decode_costs(hw, d_bar=20, k=3, early_head="main", tp_candidates=1)
+    assert built.handoff_s == pytest.approx(1e-3 + 10 * 1e-4)
+    assert built.candidate_dispatch_s == 2e-3
+    with pytest.raises(ValueError, match="layout"):
+        ProfileHardware(base, shape, "remote")
+
+
+def test_profile_file_of_ppd_measure_profile(tmp_path):
+    pytest.importorskip("ppdmodel.cost_profile")
+    costs = DecodeCosts(layer_s=2e-3, candidate_layer_s_by_k={1: 2.1e-3, 3: 3e-3},
+                        shared_device_slowdown=2.0).to_dict()  # fmt: skip
+    dist = {**costs, "shared_device_slowdown": 1.2, "handoff_s": 1e-3}
+    data = {
+        "format": "ppd-cost-profile", "version": 1, "model": {"name": "m", "d": 30},
+        "backends": {"single": {"costs": costs},
+                     "dist": {"costs": dist, "per_candidate_layer_s": {"handoff_s": 1e-4}}},
+    }  # fmt: skip
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    single, separate = load_profile(path, ModelShape.from_name("smollm2-135m"))
+    assert (single.layout, separate.layout) == ("shared", "separate")
+    assert single.name == "m:single" and separate.shared_device_slowdown == 1.2
+    built = decode_costs(separate, d_bar=15, k=3, early_head="main", tp_candidates=1)
+    assert built.handoff_s == pytest.approx(1e-3 + 15 * 1e-4)
+    with pytest.raises(ValueError, match="model.d"):
+        load_profile(path, ModelShape.from_name("vicuna-13b"))
