@@ -151,6 +151,7 @@ def run_plan(args: argparse.Namespace) -> int:
                       keep_screened=True)  # fmt: skip
     seconds = time.perf_counter() - started
     result.frontier.to_csv(out / "plan.csv", index=False)
+    result.by_devices.to_csv(out / "by_devices.csv", index=False)
     _write_png(result, out / "plan.png")
     note = _depth_note(ptable, shape)
     if args.json:
@@ -211,4 +212,9 @@ def _print(result, seconds: float, note: str, out: Path) -> None:
             )
             print(shown[columns].to_string(index=False))
             print(f"recommended: {result.recommendations[workload]}")
-    print(f"\nwrote {out / 'plan.csv'} and {out / 'plan.png'}")
+            table = result.by_devices[result.by_devices.workload == workload]
+            speedups = table.pivot(index="budget", columns="method", values="speedup")
+            winner = table[table.wins].set_index("budget").method
+            print("speed-up over greedy on one device, best of each method on <= n devices:")
+            print(speedups.assign(fastest=winner).rename_axis("n devices").to_string())
+    print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'} and {out / 'plan.png'}")

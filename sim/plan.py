@@ -44,6 +44,9 @@ class Plan:
     """Configurations screened in closed form."""
     screened: pd.DataFrame | None = None
     """Every screened row (kept when asked: ``keep_screened``)."""
+    by_devices: pd.DataFrame | None = None
+    """Per workload and device budget n: each method's fastest configuration on at most n
+    devices (within the compute budget); ``wins`` marks the fastest method."""
     screen_s: float = 0.0
     """Wall seconds of the closed-form screening."""
     confirm_s: float = 0.0
@@ -101,6 +104,27 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None) -> pd.DataFra
     return pd.concat(out).reset_index(drop=True)
 
 
+def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None) -> pd.DataFrame:
+    """Each method's fastest configuration per workload and device budget (at most n devices),
+    with ``speedup`` against greedy on one device and ``wins`` for the fastest method."""
+    out = []
+    for _, rows in screened.groupby("workload", sort=False):
+        base = rows[(rows.method == "greedy") & (rows.tp_main == 1)].latency_s.min()
+        base_compute = rows[(rows.method == "greedy") & (rows.tp_main == 1)].compute_s.min()
+        if max_compute is not None:
+            rows = rows[rows.compute_s <= max_compute * base_compute * (1 + 1e-12)]
+        for n in sorted(rows.devices.unique()):
+            within = rows[rows.devices <= n]
+            best = within.loc[within.groupby("method", sort=False).latency_s.idxmin()]
+            best = best.assign(budget=n, speedup=base / best.latency_s,
+                               compute_ratio=best.compute_s / base_compute)  # fmt: skip
+            best["wins"] = best.latency_s == best.latency_s.min()
+            out.append(best)
+    table = pd.concat(out, ignore_index=True)
+    table.insert(0, "config", [label(r) for r in table.itertuples()])
+    return table
+
+
 def plan(
     hardware: list,
     ptable,
@@ -140,8 +164,9 @@ def plan(
         front.loc[best, "recommended"] = True
         reasons[workload] = explain(front.loc[best], rows, screened, max_compute)
     front.insert(2, "config", [label(r) for r in front.itertuples()])
+    by_devices = best_by_devices(screened, max_compute)
     return Plan(front, reasons, len(screened), screened if keep_screened else None,
-                screened_at - started, confirmed_at - screened_at)  # fmt: skip
+                by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
 
 
 def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute) -> str:

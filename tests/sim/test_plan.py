@@ -11,7 +11,7 @@ from ppdmodel.alternatives import early_exit_seconds_per_token
 from ppdmodel.compute_seconds import expected_compute_seconds
 from sim.hardware import GPUSpec, Link
 from sim.hardware_costs import RooflineHardware, decode_costs, early_head_cost, greedy_costs
-from sim.plan import pareto_front, plan
+from sim.plan import best_by_devices, pareto_front, plan
 from sim.plan_grid import DraftModel, PlanSpace, screen
 from sim.ptable import PTable
 from sim.shape import ModelShape
@@ -121,6 +121,16 @@ def test_plan_confirms_the_frontier_and_recommends_one_per_workload():
         assert rec.latency_s == rows.latency_s.min()
         assert workload in result.recommendations
         assert "ms/token" in result.recommendations[workload]
+
+
+def test_best_by_devices_marks_the_fastest_method_per_budget(screened):
+    table = best_by_devices(screened)
+    assert table.groupby(["workload", "budget"]).wins.sum().eq(1).all()
+    assert (table.devices <= table.budget).all()
+    one = table[(table.budget == 1) & (table.method == "greedy")]
+    assert np.allclose(one.speedup, 1.0)
+    fastest = table[table.wins].groupby("workload").speedup
+    assert (fastest.diff().dropna() >= 0).all() if len(fastest) else True
 
 
 def test_compute_budget_and_single_device():
