@@ -60,11 +60,14 @@ class PTable:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, *, d: int, name: str = "p-table") -> PTable:
         """Normalise a Table-2-shaped frame: ``dataset``/``category`` -> workload,
-        ``trained`` (bool) -> head ``trained``/``shared``; rows with undefined p dropped."""
+        ``trained`` (bool) -> head ``trained``/``shared``, ``p`` -> p_correct; rows with
+        undefined p dropped."""
         df = df.copy()
         for alias in ("dataset", "category"):
             if "workload" not in df.columns and alias in df.columns:
                 df = df.rename(columns={alias: "workload"})
+        if "p_correct" not in df.columns and "p" in df.columns:
+            df = df.rename(columns={"p": "p_correct"})
         if "head" not in df.columns and "trained" in df.columns:
             df["head"] = np.where(df["trained"].astype(bool), "trained", "shared")
         df = df.dropna(subset=[c for c in ("p_correct",) if c in df.columns])
