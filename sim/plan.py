@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+from scipy.stats import t as student_t
 
 from ppdmodel.alternatives import early_exit_step_seconds, sample_speculative_steps
 from sim.config import SimConfig
@@ -270,9 +271,18 @@ def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
             "sim_compute_s": float(comp.mean()), "sim_n": n}  # fmt: skip
 
 
+FAMILY_ALPHA = 1e-3
+"""False-alarm rate of ``agrees`` over a whole frontier (Bonferroni over its points)."""
+
+
 def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None):
-    """Add ``sim_latency_s``, ``sim_latency_se``, ``sim_compute_s`` and ``agrees`` (closed form
-    within 4 standard errors, or 1e-9 relative for deterministic points) to the frontier."""
+    """Add ``sim_latency_s``, ``sim_latency_se``, ``sim_compute_s`` and ``agrees`` to the frontier.
+
+    ``agrees``: the closed form lies within t * s.e. of the simulated mean, t the Student
+    quantile (n - 1 degrees of freedom) at which all m frontier points of a correct closed form
+    pass together with probability 1 - ``FAMILY_ALPHA`` (Bonferroni: 1 - alpha / (2m) each;
+    t ~ 4.6 for m = 100, n = 64); deterministic points (s.e. 0) to 1e-9 relative.
+    """
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
     results = run_sweep(confirm_cell, cells, seed=seed, executor=executor, out_dir=out_dir)
     front = front.copy()
@@ -280,6 +290,10 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     idx = results["row"].to_numpy()
     for col in ("sim_latency_s", "sim_latency_se", "sim_compute_s"):
         front.loc[idx, col] = results[col].to_numpy()
-    tolerance = 4 * front.sim_latency_se + 1e-9 * front.latency_s
+    quantile = float(student_t.ppf(1 - FAMILY_ALPHA / (2 * len(front)), max(n - 1, 1)))
+    front["sim_z"] = (front.sim_latency_s - front.latency_s) / front.sim_latency_se.where(
+        front.sim_latency_se > 0
+    )
+    tolerance = quantile * front.sim_latency_se + 1e-9 * front.latency_s
     front["agrees"] = (front.sim_latency_s - front.latency_s).abs() <= tolerance
     return front
