@@ -43,8 +43,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ppdmodel.cost_grid import check_cost_terms
 from ppdmodel.theorem import _as_result
-from ppdmodel.validation import check_nonnegative, check_positive_int, check_probability
+from ppdmodel.validation import (
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
+
+MAX_DRAFT = 1024
+"""Longest draft length g accepted (far beyond any useful one)."""
+MAX_SAMPLES = 10**8
+"""Most uniforms one Monte Carlo call draws (n_steps * g)."""
 
 
 def speculative_tokens_per_step(*, a, g):
@@ -53,9 +64,9 @@ def speculative_tokens_per_step(*, a, g):
     ``a``: per-token acceptance probability in [0, 1]; ``g``: draft length (>= 1).
     Evaluated with expm1 / log (accurate near a = 1). Vectorised.
     """
-    check_probability("a", a)
-    check_positive_int("g", g)
-    a_arr, g_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(g))
+    a = check_probability("a", a)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    a_arr, g_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(g, dtype=float))
     with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf gives 1 / 1
         log_a = np.log(a_arr)
         closed = np.expm1((g_arr + 1) * log_a) / np.expm1(log_a)
@@ -69,9 +80,10 @@ def speculative_seconds_per_token(*, a, g, draft_s, verify_s):
     ``draft_s``: one draft token, seconds; ``verify_s``: the target's forward over g + 1
     positions, seconds (both >= 0, broadcast with ``a`` and ``g``).
     """
-    check_nonnegative("draft_s", draft_s)
-    check_nonnegative("verify_s", verify_s)
+    draft_s = check_nonnegative("draft_s", draft_s)
+    verify_s = check_nonnegative("verify_s", verify_s)
     tokens = speculative_tokens_per_step(a=a, g=g)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
     return _as_result((np.multiply(g, draft_s) + verify_s) / np.asarray(tokens))
 
 
@@ -81,8 +93,9 @@ def speculative_speedup(*, a, g, c):
     ``c``: a draft token's time as a fraction of one target forward (>= 0); verification is
     taken to cost one target forward.
     """
-    check_nonnegative("c", c)
+    c = check_nonnegative("c", c)
     tokens = np.asarray(speculative_tokens_per_step(a=a, g=g))
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
     return _as_result(tokens / (np.multiply(g, c) + 1.0))
 
 
@@ -94,9 +107,10 @@ def early_exit_step_seconds(*, d, exit_layer, g, costs, reuse_draft_layers: bool
     ``costs``: a
     ``DecodeCosts`` or a ``DecodeCostsGrid`` (fields broadcast with d, exit_layer, g).
     """
-    check_positive_int("d", d)
-    check_positive_int("exit_layer", exit_layer)
-    check_positive_int("g", g)
+    d = check_positive_int("d", d)
+    exit_layer = check_positive_int("exit_layer", exit_layer)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    costs = check_cost_terms(costs)
     if np.any(np.asarray(exit_layer) >= np.asarray(d)):
         raise ValueError("exit_layer must be < d (the draft runs the first exit_layer layers)")
     first_layers = np.multiply(exit_layer, costs.layer_s)
@@ -126,13 +140,12 @@ def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):
 
     Thakur, Rabenseifner & Gropp (2005), section 4; 0 for n = 1. Vectorised.
     """
-    check_positive_int("n", n)
-    check_nonnegative("nbytes", nbytes)
-    check_nonnegative("latency_s", latency_s)
-    if np.any(np.asarray(bandwidth_bytes_per_s) <= 0):
-        raise ValueError(f"bandwidth_bytes_per_s must be > 0, got {bandwidth_bytes_per_s!r}")
+    n = check_positive_int("n", n)
+    nbytes = check_nonnegative("nbytes", nbytes)
+    latency_s = check_nonnegative("latency_s", latency_s)
+    bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     steps = 2.0 * (np.asarray(n) - 1)
-    volume = steps / np.asarray(n) * np.asarray(nbytes, dtype=float)
+    volume = steps / np.asarray(n) * np.asarray(nbytes)
     return _as_result(steps * latency_s + volume / bandwidth_bytes_per_s)
 
 
@@ -142,10 +155,12 @@ def sample_speculative_steps(*, a: float, g: int, n_steps: int, seed=None) -> np
     Each step draws g uniforms u_1..u_g; drafted token i is accepted iff u_i < a and all
     before it were; the step yields (accepted + 1) tokens. For checking the closed form.
     """
-    check_probability("a", a)
-    check_positive_int("g", g)
-    check_positive_int("n_steps", n_steps)
-    u = np.random.default_rng(seed).random((int(n_steps), int(g)))
+    a = check_probability("a", a)
+    g = int(check_positive_int("g", g, limit=MAX_DRAFT))
+    n_steps = int(check_positive_int("n_steps", n_steps, limit=MAX_SAMPLES // g))
+    if np.ndim(a):
+        raise ValueError("a must be one probability (a scalar) for the Monte Carlo")
+    u = np.random.default_rng(seed).random((n_steps, g))
     rejected = u >= a
     first_reject = np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)
     return first_reject + 1

@@ -17,16 +17,26 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.theorem import _as_result
-from ppdmodel.validation import check_d_bar, check_positive_int, check_probability, default_d_bar
+from ppdmodel.validation import (
+    check_broadcast,
+    check_d_bar,
+    check_positive_int,
+    check_probability,
+    default_d_bar,
+)
 
 
 def _validate(d, d_bar, p):
-    """Check d, d_bar (default d/2) and p; return the d_bar to use."""
-    check_positive_int("d", d)
-    d_bar = default_d_bar(d, d_bar)
-    check_d_bar(d, d_bar)
-    check_probability("p", p)
-    return d_bar
+    """Check d, d_bar (default d/2) and p; return them as float64.
+
+    d_bar is an integer layer, or exactly d/2 (the paper's setting of Eq. 3, 5 and 6, which
+    these limits are stated at for any d, odd d included).
+    """
+    d = check_positive_int("d", d)
+    d_bar = check_d_bar(d, default_d_bar(d, d_bar), half_depth_ok=True)
+    p = check_probability("p", p)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p))
+    return d, d_bar, p
 
 
 def latency_per_token(*, d, p, d_bar=None):
@@ -34,7 +44,7 @@ def latency_per_token(*, d, p, d_bar=None):
 
     Eq. 3 of the paper at d_bar = d/2 (the default): d (1 - p/2). Greedy decoding takes d.
     """
-    d_bar = _validate(d, d_bar, p)
+    d, d_bar, p = _validate(d, d_bar, p)
     return _as_result(np.subtract(d, np.multiply(np.subtract(d, d_bar), p)))
 
 
@@ -44,8 +54,8 @@ def compute_per_time(*, d, p, k, d_bar=None):
     1 + k (d - d_bar) / (d - (d - d_bar) p); Eq. 5 at d_bar = d/2: (k + 2 - p)/(2 - p).
     Greedy decoding uses 1.
     """
-    check_positive_int("k", k)
-    d_bar = _validate(d, d_bar, p)
+    k = check_positive_int("k", k)
+    d, d_bar, p = _validate(d, d_bar, p)
     gap = np.subtract(d, d_bar)
     return _as_result(1.0 + np.multiply(k, gap) / np.subtract(d, np.multiply(gap, p)))
 
@@ -56,7 +66,7 @@ def compute_per_token(*, d, p, k, d_bar=None):
     d - (d - d_bar) p + k (d - d_bar); Eq. 6 at d_bar = d/2: d (2 + k - p)/2 (the paper prints
     it per unit d). Greedy decoding uses d.
     """
-    check_positive_int("k", k)
-    d_bar = _validate(d, d_bar, p)
+    k = check_positive_int("k", k)
+    d, d_bar, p = _validate(d, d_bar, p)
     gap = np.subtract(d, d_bar)
     return _as_result(np.subtract(d, np.multiply(gap, p)) + np.multiply(k, gap))

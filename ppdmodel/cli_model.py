@@ -207,7 +207,7 @@ def run_tradeoff(args) -> int:
         "fig3": out / "fig3_latency_vs_compute_per_time.png",
         "fig4": out / "fig4_latency_vs_compute_per_token.png",
     }
-    curves.to_csv(paths["csv"], index=False)
+    curves.to_csv(paths["csv"], index=False, float_format="%.6g")
     for figure in (3, 4):
         plot_tradeoff(curves, figure=figure).savefig(paths[f"fig{figure}"], dpi=120)
     print(f"PPD trade-off from the paper's Table 2: layer {args.layer} of d={args.d}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ppdmodel.compute_seconds import compute_terms
-from ppdmodel.costs import check_early_head
+from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.passes import pass_times
 from ppdmodel.validation import (
     check_d_bar,
@@ -62,13 +62,12 @@ class DecodeCostsGrid:
             value = getattr(self, f.name)
             name = f"DecodeCostsGrid.{f.name}"
             if f.name in ("layer_s", "candidate_layer_s"):
-                check_positive(name, value)
-            elif f.name == "shared_device_slowdown":
-                check_nonnegative(name, value)
-                if np.any(np.asarray(value) < 1):
-                    raise ValueError(f"{name} must be a factor >= 1")
+                value = check_positive(name, value)
             else:
-                check_nonnegative(name, value)
+                value = check_nonnegative(name, value)
+            if f.name == "shared_device_slowdown" and np.any(np.asarray(value) < 1):
+                raise ValueError(f"{name} must be a factor >= 1")
+            object.__setattr__(self, f.name, value)
         np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)))
 
     def candidate_layer_seconds(self, k):
@@ -85,6 +84,15 @@ class DecodeCostsGrid:
     def greedy_token_seconds(self, d):
         """One greedy token: embedding + d layers + final head + host time, seconds."""
         return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
+
+
+def check_cost_terms(costs):
+    """Return ``costs`` if it is a ``DecodeCosts`` or a ``DecodeCostsGrid``, else ValueError."""
+    if not isinstance(costs, DecodeCosts | DecodeCostsGrid):
+        raise ValueError(
+            f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got {type(costs).__name__}"
+        )
+    return costs
 
 
 @dataclass(frozen=True)

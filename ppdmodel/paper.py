@@ -278,18 +278,31 @@ top-k sampling uses k=3, top-p sampling p=0.95."""
 
 def _dataset(name: str) -> str:
     """Canonical dataset name, case-insensitive ("squad" -> "SQuAD")."""
+    if not isinstance(name, str):
+        raise ValueError(f"dataset must be one of {DATASETS}, got {type(name).__name__}")
     for ds in DATASETS:
         if name.replace(" ", "").lower() in (ds.lower(), ds.lower().replace("/", "")):
             return ds
     raise ValueError(f"dataset must be one of {DATASETS}, got {name!r}")
 
 
+def _one_of(value, allowed) -> bool:
+    """True if ``value`` is a number (not a bool) equal to one of ``allowed``."""
+    return (
+        np.ndim(value) == 0
+        and not isinstance(value, bool | np.bool_)
+        and any(isinstance(value, int | float | np.number) and value == a for a in allowed)
+    )
+
+
 def _lookup(frame: pd.DataFrame, dataset: str, k: int, trained: bool, layer: int) -> pd.DataFrame:
     """Rows of ``frame`` for one (dataset, k, trained, layer), or ValueError naming the bad key."""
-    if k not in (1, 3, 5):
+    if not _one_of(k, (1, 3, 5)):
         raise ValueError(f"k must be one of 1, 3, 5 (the paper's tables), got {k!r}")
-    if layer not in LAYERS:
+    if not _one_of(layer, LAYERS):
         raise ValueError(f"layer must be one of {LAYERS} (the paper's tables), got {layer!r}")
+    if not isinstance(trained, bool | np.bool_):
+        raise ValueError(f"trained must be True or False, got {trained!r}")
     mask = (
         (frame["dataset"] == _dataset(dataset))
         & (frame["k"] == k)

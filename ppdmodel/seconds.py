@@ -36,17 +36,19 @@ from ppdmodel.validation import (
 
 def _legacy_latency(d, d_bar, ell, p, seconds_per_layer, token_s, handoff_s, per_position):
     """The older keyword form: L E[T] + ell tau + E[M] eta (arrays allowed for the times)."""
-    check_positive("seconds_per_layer", seconds_per_layer)
-    check_nonnegative("per_token_overhead_s", token_s)
-    check_nonnegative("per_handoff_overhead_s", handoff_s)
+    seconds_per_layer = check_positive("seconds_per_layer", seconds_per_layer)
+    token_s = check_nonnegative("per_token_overhead_s", token_s)
+    handoff_s = check_nonnegative("per_handoff_overhead_s", handoff_s)
     layers = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
+    ell, p = check_positive_int("ell", ell), check_probability("p", p)  # float64: no wrap-around
     handoffs = expected_matches(ell=ell, p=p, per_position=per_position)
-    total = (
-        np.multiply(seconds_per_layer, layers)
-        + np.multiply(ell, token_s)
-        + np.multiply(handoffs, handoff_s)
-    )
-    return _as_result(total)
+    with np.errstate(over="ignore"):
+        total = (
+            np.multiply(seconds_per_layer, layers)
+            + np.multiply(ell, token_s)
+            + np.multiply(handoffs, handoff_s)
+        )
+    return _as_result(_finite_seconds(total))
 
 
 def expected_latency_seconds(
@@ -127,11 +129,14 @@ def greedy_latency_seconds(
         return _as_result(np.multiply(ell, check_costs(costs).greedy_token_seconds(d)))
     if seconds_per_layer is None:
         raise ValueError("pass costs= (a ppdmodel.DecodeCosts) or seconds_per_layer= (> 0)")
-    check_positive("seconds_per_layer", seconds_per_layer)
+    seconds_per_layer = check_positive("seconds_per_layer", seconds_per_layer)
     token_s = 0.0 if per_token_overhead_s is None else per_token_overhead_s
-    check_nonnegative("per_token_overhead_s", token_s)
-    per_token = np.multiply(d, seconds_per_layer) + np.asarray(token_s)
-    return _as_result(np.multiply(ell, per_token))
+    token_s = check_nonnegative("per_token_overhead_s", token_s)
+    d, ell = check_positive_int("d", d), check_positive_int("ell", ell)
+    with np.errstate(over="ignore"):
+        per_token = np.multiply(d, seconds_per_layer) + np.asarray(token_s)
+        total = np.multiply(ell, per_token)
+    return _as_result(_finite_seconds(total))
 
 
 def latency_per_token_seconds(*, d, d_bar, p, k=1, costs, early_head: str = "main"):
@@ -155,3 +160,12 @@ def break_even_p(*, d, d_bar, k=1, costs, early_head: str = "main"):
     times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip
     return _as_result(times.break_even_p)
+
+
+def _finite_seconds(total):
+    """``total``, or ValueError if a huge per-layer time or overhead made it overflow."""
+    if not np.all(np.isfinite(total)):
+        raise ValueError(
+            "seconds_per_layer and the overheads are too large: the latency overflows float64"
+        )
+    return total

@@ -65,11 +65,15 @@ EQ6 = d * (2 + k - p) / 2
 
 def at_half_depth(expr: sp.Expr) -> sp.Expr:
     """Substitute the paper's d_bar = d/2 and simplify."""
+    _check_expr(expr)
     return sp.simplify(expr.subs(d_bar, d / 2))
 
 
 def lambdified(expr: sp.Expr, args=(d, d_bar, ell, p, k)):
     """A numpy function of ``args`` evaluating ``expr`` (for comparison with ppdmodel)."""
+    _check_expr(expr)
+    if not (isinstance(args, tuple | list) and all(isinstance(a, sp.Symbol) for a in args)):
+        raise ValueError(f"args must be a tuple of sympy Symbols, got {args!r:.80}")
     return sp.lambdify(args, expr, modules="numpy")
 
 
@@ -146,6 +150,12 @@ UNIT_COSTS = {L: 1, x_row: 0, e: 0, h_e: 0, h_f: 0, delta: 0, eta: 0, tau: 0, si
 """DecodeCosts.unit(): with these, the expressions above reduce to Theorem 4.1."""
 SECONDS_ARGS = (d, d_bar, ell, p, k, L, x_row, e, h_e, h_f, delta, eta, tau, sigma)
 """Argument order of ``lambdified(expr, SECONDS_ARGS)`` for the seconds expressions."""
+
+
+def _check_expr(expr) -> None:
+    """ValueError unless ``expr`` is a sympy expression."""
+    if not isinstance(expr, sp.Expr):
+        raise ValueError(f"expr must be a sympy expression, got {type(expr).__name__}")
 
 
 # -- Speculative decoding (``ppdmodel.alternatives``): tokens per verify step ------------------

@@ -7,6 +7,11 @@ predictions runs; latency T = d_bar*ell + (d - d_bar)*N and compute C = T + k*(d
 ``p`` is either the i.i.d. match rate p_correct (scalar or array, broadcast against d, d_bar,
 ell, k) or a per-position match rate p_t for t = 2..ell (paper Tables 6-8): an array whose last
 axis has ell - 1 entries, summed over that axis.
+
+Arguments: d, ell (and k) are integers in [1, 2^53]; d_bar is an integer layer with
+d/2 <= d_bar < d (20.5 is not a layer and is refused; only the ell -> infinity forms of
+``ppdmodel.asymptotic`` also take d_bar = d/2 for odd d, the paper's Eq. 3, 5, 6 setting).
+Everything is computed in float64, whatever the input dtypes.
 """
 
 from __future__ import annotations
@@ -14,10 +19,15 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.validation import (
+    check_broadcast,
     check_d_bar,
+    check_flag,
     check_positive_int,
     check_probability,
 )
+
+F = np.float64
+"""The dtype everything is computed in."""
 
 
 def _is_per_position(ell, p, per_position: bool | None) -> bool:
@@ -26,6 +36,7 @@ def _is_per_position(ell, p, per_position: bool | None) -> bool:
     ``None`` means auto: per-position exactly when ell is a scalar and p's last axis has
     ell - 1 entries. Pass ``per_position=False`` to broadcast such a p as a grid instead.
     """
+    check_flag("per_position", per_position, allow_none=True)
     if per_position is False:
         return False
     p_shape = np.shape(p)
@@ -53,12 +64,22 @@ def expected_matches(*, ell, p, per_position: bool | None = None):
     return np.multiply(np.subtract(ell, 1), p)
 
 
-def validate_theorem_args(d, d_bar, ell, p) -> None:
-    """Check d, ell positive integers, d/2 <= d_bar < d and p in [0, 1] (ValueError)."""
-    check_positive_int("d", d)
-    check_positive_int("ell", ell)
-    check_d_bar(d, d_bar)
-    check_probability("p", p)
+def validate_theorem_args(d, d_bar, ell, p, per_position: bool | None = None, as_float=True):
+    """Check d, ell positive integers <= 2^53, d_bar an integer in [d/2, d), p in [0, 1].
+
+    Returns (d, d_bar, ell, p) as float64 (Python floats for scalars) so that the formulas
+    cannot wrap around in a small integer dtype, after checking that they broadcast together
+    (a per-position p's last axis excluded). Raises ValueError naming the parameter.
+    ``as_float=False`` leaves integer arrays as they are, for callers that compute in float64
+    with ufunc ``dtype=`` arguments (one pass less over each array).
+    """
+    d = check_positive_int("d", d, as_float=as_float)
+    ell = check_positive_int("ell", ell, as_float=as_float)
+    d_bar = check_d_bar(d, d_bar, as_float=as_float)
+    p = check_probability("p", p)
+    p_shape = np.shape(p)[:-1] if _is_per_position(ell, p, per_position) else np.shape(p)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), ell=np.shape(ell), p=p_shape)
+    return d, d_bar, ell, p
 
 
 def _as_result(x):
@@ -73,15 +94,21 @@ def expected_latency(*, d, d_bar, ell, p, per_position: bool | None = None):
     E[T] = d*ell - (d - d_bar) sum_{t=2..ell} p_t     (per-position p, Tables 6-8)
 
     Greedy decoding takes d*ell. Broadcasts over numpy arrays; see the module docstring for how
-    a per-position ``p`` is recognised (``per_position`` forces the choice).
+    a per-position ``p`` is recognised (``per_position`` forces the choice). Computed in float64
+    whatever the input dtypes.
     """
-    validate_theorem_args(d, d_bar, ell, p)
-    gap = np.subtract(d, d_bar)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, as_float=False)
+    return _latency(d, d_bar, ell, p, per_position)
+
+
+def _latency(d, d_bar, ell, p, per_position):
+    """Theorem 4.1's E[T] for validated arguments, computed in float64 (``dtype=F``)."""
+    gap = np.subtract(d, d_bar, dtype=F)
     if _is_per_position(ell, p, per_position):
-        saved = np.multiply(gap, np.sum(p, axis=-1))
+        saved = np.multiply(gap, np.sum(p, axis=-1, dtype=F))
     else:  # scalar factors first: one full-size pass when only p is an array
-        saved = np.multiply(np.multiply(gap, np.subtract(ell, 1)), p)
-    greedy = np.multiply(d, ell)
+        saved = np.multiply(np.multiply(gap, np.subtract(ell, 1, dtype=F)), p, dtype=F)
+    greedy = np.multiply(d, ell, dtype=F)
     if _writable_float_result(saved, greedy):
         return np.subtract(greedy, saved, out=saved)  # reuse the temporary: no allocation
     return _as_result(greedy - saved)
@@ -105,9 +132,10 @@ def expected_compute(*, d, d_bar, ell, p, k, per_position: bool | None = None):
     Per-position p replaces (ell - 1) p by sum_{t=2..ell} p_t. ``k`` is the number of
     candidates (sub-processes), a positive integer; k + 1 compute units run in parallel.
     """
-    check_positive_int("k", k)
-    latency = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
-    extra = np.multiply(np.multiply(k, np.subtract(d, d_bar)), ell)
+    k = check_positive_int("k", k, as_float=False)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, as_float=False)
+    latency = _latency(d, d_bar, ell, p, per_position)
+    extra = np.multiply(np.multiply(k, np.subtract(d, d_bar, dtype=F), dtype=F), ell, dtype=F)
     return _as_result(np.add(latency, extra))
 
 
@@ -117,7 +145,7 @@ def latency_variance(*, d, d_bar, ell, p, per_position: bool | None = None):
     i.i.d.: N - 1 ~ Bin(ell - 1, 1 - p), so Var[T] = (d - d_bar)^2 (ell - 1) p (1 - p).
     Per-position: N - 1 is Poisson-binomial, Var[T] = (d - d_bar)^2 sum_t p_t (1 - p_t).
     """
-    validate_theorem_args(d, d_bar, ell, p)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position)
     p_arr = np.asarray(p, dtype=float)
     pq = p_arr * (1.0 - p_arr)
     var_n = expected_matches(ell=ell, p=pq, per_position=per_position)

@@ -11,13 +11,17 @@ from __future__ import annotations
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import check_columns, check_d_bar, check_positive_int
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
     4: ("normalized_compute_per_token", "Average compute resources per token (x d)"),
 }
 """x column and label of each figure; the y axis is ``normalized_latency`` in both."""
+TABLE_COLUMNS = ("dataset", "trained", "k", "layer", "p_correct")
+"""Columns ``tradeoff_curves`` needs in its ``table`` (those of ``ppdmodel.paper.TABLE2``)."""
+CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency")
+"""Columns ``plot_tradeoff`` needs besides the figure's x column."""
 
 
 def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None = None):
@@ -32,9 +36,11 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     check_d_bar(d, layer)
     if table is None:
         from ppdmodel.paper import TABLE2 as table
+    check_columns("table", table, TABLE_COLUMNS)
+    _check_table_types(table)
     rows = table[table["layer"] == layer]
     if rows.empty:
-        layers = sorted(int(x) for x in table["layer"].unique())
+        layers = sorted(table["layer"].dropna().unique().tolist())
         raise ValueError(f"layer must be one of the table's layers {layers}, got {layer!r}")
     order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
     rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
@@ -49,6 +55,18 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     return out
 
 
+def _check_table_types(table: pd.DataFrame) -> None:
+    """ValueError naming the column unless dataset holds names, trained booleans, k and layer
+    numbers (p_correct is checked by the formulas)."""
+    for column in ("layer", "k"):
+        if not pd.api.types.is_numeric_dtype(table[column]) or table[column].dtype == bool:
+            raise ValueError(f"table column {column!r} must hold integers")
+    if table["trained"].dtype != bool:
+        raise ValueError("table column 'trained' must hold booleans")
+    if not all(isinstance(name, str) for name in table["dataset"]):
+        raise ValueError("table column 'dataset' must hold dataset names (strings)")
+
+
 def _order_key(order: dict):
     """sort_values key that orders the dataset column by first appearance in the table."""
     return lambda col: col.map(order) if col.name == "dataset" else col
@@ -59,19 +77,49 @@ def curve_label(dataset: str, trained: bool) -> str:
     return f"{dataset}+tr" if trained else dataset
 
 
-def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3):
+K_MARKERS = {1: "o", 3: "s", 5: "^"}
+"""Marker of each k (other k: a diamond), so points need no text labels."""
+
+MEASURED_COLUMNS = ("label", "p_correct", "k")
+"""Columns of ``plot_tradeoff``'s ``measured`` points (optional: ``layer`` and ``d``)."""
+
+
+def measured_points(measured: pd.DataFrame, *, layer: int, d: int) -> pd.DataFrame:
+    """Figure 3/4 coordinates of measured (p, k) points (an atlas cell, a ``ppd run``), with
+    each point's own ``layer`` and ``d`` when given, else the curves' layer and d."""
+    missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
+    if missing:
+        raise ValueError(f"measured must have columns {MEASURED_COLUMNS}; missing {missing}")
+    p, k = measured["p_correct"].to_numpy(dtype=float), measured["k"].to_numpy()
+    d_col = measured["d"].to_numpy() if "d" in measured.columns else d
+    layer_col = measured["layer"].to_numpy() if "layer" in measured.columns else layer
+    out = measured[list(MEASURED_COLUMNS)].copy()
+    out["normalized_latency"] = latency_per_token(d=d_col, d_bar=layer_col, p=p) / d_col
+    out["compute_per_time"] = compute_per_time(d=d_col, d_bar=layer_col, p=p, k=k)
+    out["normalized_compute_per_token"] = (
+        compute_per_token(d=d_col, d_bar=layer_col, p=p, k=k) / d_col
+    )
+    return out
+
+
+def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3, measured=None):
     """Plot Figure 3 (``figure=3``) or Figure 4 (``figure=4``); return a matplotlib Figure.
 
-    ``curves`` defaults to ``tradeoff_curves()``. Nothing is shown or saved here: the caller
-    decides (``fig.savefig(path)``). Uses matplotlib's object API, so no GUI backend is needed.
+    ``curves`` defaults to ``tradeoff_curves()``; ``measured`` (columns ``MEASURED_COLUMNS``)
+    adds measured (p, k) points as crosses. Greedy decoding is the point (1, 1). Nothing is shown
+    or saved here: the caller decides (``fig.savefig(path)``); no GUI backend is needed.
     """
-    if figure not in FIGURE_AXES:
+    if isinstance(figure, bool) or figure not in (3, 4):
         raise ValueError(f"figure must be 3 or 4, got {figure!r}")
-    from matplotlib.figure import Figure
-
     curves = tradeoff_curves() if curves is None else curves
-    x_col, x_label = FIGURE_AXES[figure]
-    fig = Figure(figsize=(6.4, 4.8), layout="constrained")
+    x_col, x_label = FIGURE_AXES[int(figure)]
+    check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
+    if curves.empty:
+        raise ValueError("curves must hold at least one row (one point of a curve)")
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    fig = Figure(figsize=(7.2, 5.0), layout="constrained")
     ax = fig.subplots()
     colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(curves["dataset"]))}
     for (dataset, trained), curve in curves.groupby(["dataset", "trained"], sort=False):
@@ -79,17 +127,54 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3):
         ax.plot(
             curve[x_col],
             curve["normalized_latency"],
-            marker="o",
             color=colours[dataset],
             linestyle="--" if trained else "-",
             label=curve_label(dataset, trained),
         )
-        for x, y, k in curve[[x_col, "normalized_latency", "k"]].itertuples(index=False):
-            ax.annotate(f"k={k}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for k, point in curve.groupby("k"):
+            ax.plot(
+                point[x_col],
+                point["normalized_latency"],
+                marker=K_MARKERS.get(int(k), "D"),
+                color=colours[dataset],
+                linestyle="none",
+            )
+    ax.plot([1], [1], marker="*", markersize=12, color="black", linestyle="none")
+    ax.annotate("greedy", (1, 1), textcoords="offset points", xytext=(6, -4), fontsize=8)
     layer = int(curves["layer"].iloc[0]) if len(curves) else None
+    d = (
+        round(curves["latency_per_token"].iloc[0] / curves["normalized_latency"].iloc[0])
+        if layer
+        else 40
+    )
+    if measured is not None and len(measured):
+        points = measured_points(measured, layer=layer, d=d)
+        for i, row in enumerate(points.itertuples(index=False)):
+            ax.plot(
+                getattr(row, x_col),
+                row.normalized_latency,
+                marker="P",
+                markersize=9,
+                color=f"C{len(colours) + i}",
+                linestyle="none",
+                label=f"measured: {row.label} (k={row.k})",
+            )
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="grey", marker=m, linestyle="none") for m in K_MARKERS.values()
+    ]
+    labels += [f"k = {k}" for k in K_MARKERS]
     ax.set_xlabel(x_label)
     ax.set_ylabel("Normalized latency per token (greedy = 1)")
     ax.set_title(f"PPD trade-off (Figure {figure}), early prediction at layer {layer}")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(
+        handles,
+        labels,
+        fontsize=7,
+        title="solid: shared LM head; dashed (+tr):\nhead trained for that layer",
+        title_fontsize=7,
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
+    )
     return fig

@@ -1,95 +1,170 @@
-"""Argument checks shared by the closed form: cheap, vectorised, and ValueError on bad input.
+"""Argument checks shared by ppdmodel and sim: cheap, vectorised, and ValueError on bad input.
 
-Every check names the parameter and the allowed range in its message. Checks reduce an array
-with one or two passes (min/max) so that validating a 10^6-point grid costs about as much as
-evaluating the formula once; scalars take a plain-Python fast path.
+Every check names the parameter and the allowed range in its message, and refuses booleans,
+strings, None, NaN and infinities where a number is meant. Array checks reduce with one or two
+passes (min/max) so that validating a 10^6-point grid costs about as much as evaluating the
+formula once; scalars take a plain-Python fast path.
+
+Dtypes: the closed form computes in float64 whatever the input dtype (an int8 ``d`` times an
+int8 ``ell`` would wrap around), so the array checks return float64 values, and integer
+parameters are refused above ``MAX_EXACT_INT`` = 2^53, the largest range float64 holds
+exactly; products of a few such numbers stay far below float64's overflow (~1.8e308).
+``as_int``, ``as_real`` and friends are the scalar checks of configuration objects (sim).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from numbers import Integral, Real
 
 import numpy as np
 
 ArrayLike = float | int | np.ndarray
 
+MAX_EXACT_INT = 2**53
+"""Largest integer accepted for d, d_bar, ell, k, n: integers up to 2^53 are exact in float64."""
+
+
+def _show(value) -> str:
+    """repr of ``value`` for an error message, shortened for huge integers and long reprs."""
+    if isinstance(value, Integral) and not isinstance(value, bool) and abs(int(value)) > 10**30:
+        return f"an integer of {int(value).bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _limit(limit) -> str:
+    """A limit as printed in error messages, with the reason for the default one."""
+    if limit == MAX_EXACT_INT:
+        return f"{limit} (2^53: larger integers are not exact in float64)"
+    return str(limit)
+
+
+def _is_number(value) -> bool:
+    """True for a real scalar that is not a bool (numpy scalars included)."""
+    return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
+
 
 def _as_array(name: str, value) -> np.ndarray:
-    """Return ``value`` as a numeric numpy array, or raise naming ``name``."""
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real number or an array of them, got {value!r}")
+    """Return ``value`` as a numeric (non-boolean) numpy array, or raise naming ``name``."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):  # ragged nesting, unconvertible objects
+        arr = None
+    if arr is None or arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a real number or an array of them, got {_show(value)}")
+    if arr.dtype.kind == "b":
+        raise ValueError(f"{name} must be a real number or an array of them, got booleans")
     return arr
 
 
 def _describe(arr: np.ndarray) -> str:
     """A short description of an offending value for an error message."""
-    return repr(arr.item()) if arr.size == 1 else f"an array with min {arr.min()!r}"
+    if arr.size == 1:
+        return _show(arr.item())
+    return f"an array with min {arr.min()!r} and max {arr.max()!r}"
 
 
-def check_positive_int(name: str, value) -> ArrayLike:
-    """Check that ``value`` is a positive integer (or an array of them); return it.
+def _float(value) -> float | np.ndarray:
+    """``value`` as float64: a Python float for scalars, a float64 array otherwise."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float64, copy=False)
+    return float(value)
 
-    Integer-valued floats (``40.0``) are accepted; NaN, inf, 0, negatives and 2.5 are not.
+
+def check_positive_int(
+    name: str, value, limit: int = MAX_EXACT_INT, *, as_float: bool = True
+) -> ArrayLike:
+    """Check that ``value`` is an integer in [1, limit] (or an array of them); return float64.
+
+    Integer-valued floats (``40.0``) are accepted; NaN, inf, 0, negatives, 2.5, booleans and
+    values above ``limit`` (default 2^53) are not. ``as_float=False`` returns an array
+    unconverted (the caller computes in float64 itself, saving a copy).
     """
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
-        return value
-    if isinstance(value, Real) and not isinstance(value, bool):
-        if not (math.isfinite(value) and value >= 1 and value == int(value)):
-            raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
-        return value
+    if _is_number(value):
+        if isinstance(value, Integral):
+            ok = value >= 1
+        else:
+            ok = math.isfinite(value) and value >= 1 and value == int(value)
+        if not ok:
+            raise ValueError(f"{name} must be a positive integer (>= 1), got {_show(value)}")
+        if (int(value) if isinstance(value, Integral) else float(value)) > limit:
+            raise ValueError(f"{name} must be <= {_limit(limit)}, got {_show(value)}")
+        return float(value)
     arr = _as_array(name, value)
     if arr.size == 0:
-        return arr
-    if arr.dtype.kind == "b":
-        raise ValueError(f"{name} must be a positive integer (>= 1), got booleans")
-    lo = arr.min()
+        return _float(arr) if as_float else arr
+    lo, hi = arr.min(), arr.max()
     if arr.dtype.kind == "f":
-        hi = arr.max()
         ok = bool(lo >= 1) and math.isfinite(hi) and bool(np.all(arr == np.floor(arr)))
     else:
         ok = bool(lo >= 1)
     if not ok:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {_describe(arr)}")
-    return arr
+    if (int(hi) if arr.dtype.kind in "iu" else float(hi)) > limit:
+        raise ValueError(f"{name} must be <= {_limit(limit)}, got {_describe(arr)}")
+    return _float(arr) if as_float else arr
 
 
 def check_probability(name: str, value) -> ArrayLike:
-    """Check that ``value`` lies in [0, 1] and is not NaN (scalar or array); return it."""
-    if isinstance(value, Real) and not isinstance(value, bool):
+    """Check that ``value`` lies in [0, 1] and is not NaN (scalar or array); return float64."""
+    if _is_number(value):
         if not 0.0 <= value <= 1.0:  # False for NaN as well
-            raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        return value
+            raise ValueError(f"{name} must be a probability in [0, 1], got {_show(value)}")
+        return float(value)
     arr = _as_array(name, value)
     if arr.size == 0:
-        return arr
+        return _float(arr)
     lo, hi = arr.min(), arr.max()  # both NaN if any element is NaN
     if not (lo >= 0 and hi <= 1):
         bad = "NaN" if (np.isnan(lo) or np.isnan(hi)) else f"values in [{lo}, {hi}]"
         raise ValueError(f"{name} must be a probability in [0, 1], got {bad}")
-    return arr
+    return _float(arr)
 
 
-def check_d_bar(d, d_bar) -> None:
-    """Check d/2 <= d_bar < d (Theorem 4.1's domain), elementwise after broadcasting."""
-    if isinstance(d_bar, Real) and isinstance(d, Real):
-        if not math.isfinite(d_bar):
-            raise ValueError(f"d_bar must be a finite number in [d/2, d), got {d_bar!r}")
-        if 2 * d_bar < d:
+def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True) -> ArrayLike:
+    """Check that d_bar is an integer layer with d/2 <= d_bar < d (Theorem 4.1); return float64.
+
+    d_bar is the layer the early prediction is made at, so it must be a whole number: 20.5 is
+    refused. ``half_depth_ok`` also admits d_bar = d/2 exactly for odd d: the ell -> infinity
+    formulas (Eq. 3, 5, 6) are stated at d_bar = d/2 for any d, and ``ppdmodel.asymptotic``
+    evaluates them there (its default). ``d`` must have been checked already. ``as_float``:
+    as for ``check_positive_int``.
+    """
+    if _is_number(d_bar) and _is_number(d):
+        if d == 1 and not half_depth_ok:
+            raise ValueError(f"d_bar: d = 1 has no such layer (d/2 <= d_bar < d), got {d_bar!r}")
+        if not isinstance(d_bar, Integral) and not math.isfinite(d_bar):
+            raise ValueError(f"d_bar must be a finite number in [d/2, d), got {_show(d_bar)}")
+        half = float(d) / 2  # compared natively: exact for any int, no int8 wrap-around
+        if d_bar < half:
             raise ValueError(
-                f"d_bar={d_bar!r} is below d/2={d / 2!r}: outside Theorem 4.1's domain "
+                f"d_bar={_show(d_bar)} is below d/2={half!r}: outside Theorem 4.1's domain "
                 "(d/2 <= d_bar < d); the closed form does not cover it"
             )
         if d_bar >= d:
-            raise ValueError(f"d_bar must satisfy d/2 <= d_bar < d, got d_bar={d_bar!r}, d={d!r}")
-        return
+            raise ValueError(
+                f"d_bar must satisfy d/2 <= d_bar < d, got d_bar={_show(d_bar)}, d={_show(d)}"
+                + ("; d = 1 has no such layer" if d == 1 and not half_depth_ok else "")
+            )
+        d_bar_f = float(d_bar)
+        if d_bar_f != math.floor(d_bar_f) and not (half_depth_ok and d_bar_f == half):
+            hint = ""
+            if d_bar_f == half:
+                hint = f" (d = {int(d)} is odd: use {math.floor(half)} or {math.ceil(half)})"
+            raise ValueError(
+                "d_bar must be an integer layer (the early prediction's layer)"
+                + (" or exactly d/2" if half_depth_ok else "")
+                + f", got {_show(d_bar)}{hint}"
+            )
+        return d_bar_f
     d_bar_arr = _as_array("d_bar", d_bar)
     if d_bar_arr.size == 0:
-        return
-    ratio = np.true_divide(d_bar_arr, d)  # d > 0 is checked first; one pass, two reductions
+        return _float(d_bar_arr) if as_float else d_bar_arr
+    ratio = np.true_divide(
+        d_bar_arr, d, dtype=np.float64
+    )  # d > 0 is checked first; one pass, two reductions
     lo, hi = ratio.min(), ratio.max()
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError("d_bar must be a finite number in [d/2, d), got NaN or inf")
@@ -100,25 +175,39 @@ def check_d_bar(d, d_bar) -> None:
         )
     if hi >= 1:
         raise ValueError("d_bar must satisfy d/2 <= d_bar < d; got d_bar >= d for some element")
+    if d_bar_arr.dtype.kind == "f":  # integer dtypes hold whole layers
+        whole = d_bar_arr == np.floor(d_bar_arr)
+        if half_depth_ok:
+            whole |= ratio == 0.5
+        whole = bool(np.all(whole))
+    else:
+        whole = True
+    if not whole:
+        raise ValueError(
+            "d_bar must be an integer layer (the early prediction's layer)"
+            + (" or exactly d/2" if half_depth_ok else "")
+            + ", got a non-integer element"
+        )
+    return _float(d_bar_arr) if as_float else d_bar_arr
 
 
 def check_nonnegative(name: str, value) -> ArrayLike:
-    """Check that ``value`` is a finite real >= 0 (scalar or array); return it."""
-    if isinstance(value, Real) and not isinstance(value, bool):
+    """Check that ``value`` is a finite real >= 0 (scalar or array); return float64."""
+    if _is_number(value):
         if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        return value
+            raise ValueError(f"{name} must be a finite number >= 0, got {_show(value)}")
+        return float(value)
     arr = _as_array(name, value)
     if arr.size and not (bool(arr.min() >= 0) and math.isfinite(arr.max())):
         raise ValueError(f"{name} must be a finite number >= 0, got {_describe(arr)}")
-    return arr
+    return _float(arr)
 
 
 def check_positive(name: str, value) -> ArrayLike:
-    """Check that ``value`` is a finite real > 0 (scalar or array); return it."""
-    check_nonnegative(name, value)
+    """Check that ``value`` is a finite real > 0 (scalar or array); return float64."""
+    value = check_nonnegative(name, value)
     if not bool(np.all(np.asarray(value) > 0)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number > 0, got {_show(value)}")
     return value
 
 
@@ -130,6 +219,118 @@ def check_model(d, d_bar, ell=None) -> None:
     check_d_bar(d, d_bar)
 
 
+def check_flag(name: str, value, allow_none: bool = False) -> bool | None:
+    """Check that ``value`` is a bool (or None when ``allow_none``); return it."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, bool | np.bool_):
+        allowed = "True, False or None" if allow_none else "True or False"
+        raise ValueError(f"{name} must be {allowed}, got {_show(value)}")
+    return bool(value)
+
+
+def check_broadcast(**shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """Check that arrays of the named shapes broadcast together; return the broadcast shape."""
+    try:
+        return np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(
+            f"{', '.join(shapes)} must broadcast together, got shapes {listed}"
+        ) from None
+
+
+def check_limit(name: str, value, limit, what: str = "") -> None:
+    """Refuse a size above ``limit`` (time or memory), naming the parameter and the limit."""
+    if value > limit:
+        reason = f" ({what})" if what else ""
+        raise ValueError(f"{name} must be <= {limit}{reason}, got {_show(value)}")
+
+
 def default_d_bar(d, d_bar):
     """Return ``d_bar``, or d/2 (the paper's Eq. 3, 5, 6 setting) when it is None."""
     return np.divide(d, 2) if d_bar is None else d_bar
+
+
+# -- scalar checks for configuration objects (sim) ------------------------------------------
+
+
+def _scalar(value):
+    """Unwrap a 0-d numpy array to its item; other values unchanged."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
+def as_int(name: str, value, *, minimum: int = 1, limit: int = MAX_EXACT_INT) -> int:
+    """``value`` as a Python int in [minimum, limit] (integer-valued floats accepted)."""
+    value = _scalar(value)
+    expected = "a positive integer (>= 1)" if minimum == 1 else f"an integer >= {minimum}"
+    if not _is_number(value):
+        raise ValueError(f"{name} must be {expected}, got {_show(value)}")
+    if not isinstance(value, Integral):
+        if not (math.isfinite(value) and value == math.floor(value)):
+            raise ValueError(f"{name} must be {expected}, got {_show(value)}")
+    value = int(value)  # exact, and no numpy scalar overflow in the comparisons below
+    if value < minimum:
+        raise ValueError(f"{name} must be {expected}, got {_show(value)}")
+    if value > limit:
+        raise ValueError(f"{name} must be <= {_limit(limit)}, got {_show(value)}")
+    return value
+
+
+def as_real(
+    name: str, value, *, minimum: float = 0.0, strict: bool = False, maximum: float | None = None
+) -> float:
+    """``value`` as a finite float >= minimum (> minimum if ``strict``), <= maximum if given."""
+    value = _scalar(value)
+    low = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    high = f" and <= {maximum:g}" if maximum is not None else ""
+    message = f"{name} must be a finite number {low}{high}, got {_show(value)}"
+    if not _is_number(value):
+        raise ValueError(message)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float64's range
+        raise ValueError(message) from None
+    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        raise ValueError(message)
+    if maximum is not None and value > maximum:
+        raise ValueError(message)
+    return value
+
+
+def check_instance(name: str, value, types, hint: str = ""):
+    """Check ``isinstance(value, types)``; ValueError naming the field and the expected types."""
+    if not isinstance(value, types):
+        types = types if isinstance(types, tuple) else getattr(types, "__args__", (types,))
+        expected = " or ".join(t.__name__ for t in types)
+        extra = f" ({hint})" if hint else ""
+        raise ValueError(
+            f"{name} must be a {expected}{extra}, got {type(value).__name__} {_show(value)}"
+        )
+    return value
+
+
+def check_keys(name: str, mapping, keys: Iterable[str]) -> dict:
+    """Check that ``mapping`` is a dict holding ``keys``; return it."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{name} must be a dict, got {type(mapping).__name__}")
+    missing = [key for key in keys if key not in mapping]
+    if missing:
+        raise ValueError(f"{name} is missing keys {missing}")
+    return mapping
+
+
+def check_columns(name: str, frame, columns: Iterable[str]):
+    """Check that ``frame`` is a pandas DataFrame holding ``columns``; return it."""
+    import pandas as pd  # pandas is imported only where frames are checked
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{name} is missing columns {missing} (has {[str(c) for c in frame.columns][:20]})"
+        )
+    return frame

@@ -104,7 +104,6 @@ def select_traces(traces, *, d=None, d_bar=None, k=None, head=None) -> list:
 
 def _match_sources(args) -> tuple[list, int, int, int]:
     """(match sources, d, d_bar, k): a trace's own shape, or the options' with their defaults."""
-    import numpy as np
 
     from sim.formats import read_traces
     from sim.matches import Bernoulli, PerPosition, Replay
@@ -119,16 +118,35 @@ def _match_sources(args) -> tuple[list, int, int, int]:
     d = DEFAULT_D if args.d is None else args.d
     d_bar = default_d_bar(d) if args.d_bar is None else args.d_bar
     k = DEFAULT_K if args.k is None else args.k
+    if 2 * d_bar < d and not args.allow_below_half:
+        raise ValueError(
+            f"--d-bar {d_bar} is below d/2 = {d / 2:g}: outside Algorithm 2 and Theorem 4.1; "
+            "add --allow-below-half to simulate it as an extension"
+        )
     if args.per_position:
-        values = np.loadtxt(args.per_position, delimiter=",", ndmin=1, dtype=float)
-        return [PerPosition(values)], d, d_bar, k
+        return [PerPosition(_read_p_t(args.per_position))], d, d_bar, k
     return [Bernoulli(0.5 if args.p is None else args.p)], d, d_bar, k
 
 
+def _read_p_t(path: str):
+    """p_t values (t = 2..ell) from a text or CSV file: numbers separated by commas or lines."""
+    import numpy as np
+
+    try:
+        return np.loadtxt(path, delimiter=",", ndmin=1, dtype=float).ravel()
+    except ValueError:
+        raise ValueError(
+            f"--per-position {path}: expected numbers p_t for t = 2..ell, separated by commas "
+            "or newlines (a text or CSV file, not JSON)"
+        ) from None
+
+
 def run_simulate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from sim.config import SimConfig
     from sim.hardware import Link
-    from sim.run import monte_carlo, simulate, summarise
+    from sim.run import monte_carlo, sequence_seed, simulate, summarise
 
     sources, d, d_bar, k = _match_sources(args)
     common = dict(
@@ -149,25 +167,41 @@ def run_simulate(args: argparse.Namespace) -> int:
         configs = [SimConfig(ell=s.ell, matches=s, **common) for s in sources]
         results = [simulate(c, record_events=False) for c in configs]
         summary = summarise(_samples(results))
-        first = configs[0]
+        first, first_seed = configs[0], None
     else:
         first = SimConfig(ell=args.ell, matches=sources[0], **common)
+        configs = [first]
         summary = monte_carlo(first, n=args.n, seed=args.seed)
-    example = simulate(first, seed=args.seed)
+        first_seed = sequence_seed(args.seed, 0)  # the Monte Carlo's own first sequence
+    example = simulate(first, seed=first_seed)
+    greedy = simulate(replace(first, schedule="greedy", n_gpus=1), record_events=False)
     if args.events_csv:
         example.events.to_csv(args.events_csv, index=False)
     if args.gantt:
         _write_gantt(example, args.gantt)
+    baselines = _baselines(configs, greedy)
     report = {
         "config": first.to_dict(),
         "first": example.summary(),
         "monte_carlo": summary.to_dict(),
+        **baselines,
     }
     if args.json:
         print(json.dumps(report, indent=2, default=float))
     else:
-        _print_summary(example, summary)
+        _print_summary(example, summary, baselines)
     return 0
+
+
+def _baselines(configs, greedy) -> dict:
+    """Greedy's simulated latency and Theorem 4.1's expected latency (layer units), if defined.
+
+    ``configs``: the simulated configurations (one, or one per replayed trace)."""
+    out = {"greedy_latency_units": greedy.latency_units, "greedy_latency_s": greedy.latency_s}
+    if all(c.schedule == "ppd" and not c.extension for c in configs):
+        expected = [c.d * c.ell - (c.d - c.d_bar) * c.matches.mean_matches(c.ell) for c in configs]
+        out["closed_form_latency_units"] = sum(expected) / len(expected)
+    return out
 
 
 def _samples(results):
@@ -188,20 +222,43 @@ def _write_gantt(result, path) -> None:
     plt.close(ax.figure)
 
 
-def _print_summary(example, summary) -> None:
+def _print_summary(example, summary, baselines: dict) -> None:
+    """A text summary: the simulated latency beside greedy's and the closed form's."""
     cfg = example.config
+    uniform = type(cfg.cost).__name__ == "UniformCost" and cfg.costs is None
     print(
         f"{cfg.schedule}: d={cfg.d} d_bar={cfg.d_bar} k={cfg.k} ell={cfg.ell} "
         f"gpus={cfg.n_gpus}" + ("  [extension: d_bar < d/2]" if cfg.extension else "")
     )
-    print(f"sequences       {summary.n}")
-    print(
-        f"latency (units) mean {summary.mean:.4g}  std {summary.std:.4g}  "
-        f"95% CI [{summary.ci_low:.4g}, {summary.ci_high:.4g}]  "
-        f"p50 {summary.p50:.4g}  p99 {summary.p99:.4g}"
+    unit = "layer units" if uniform else f"layer units of {example.unit_s:.4g} s"
+    print(f"sequences        {summary.n}  (time in {unit})")
+    spread = (
+        f"  std {summary.std:.4g}  95% CI of the mean [{summary.ci_low:.4g}, "
+        f"{summary.ci_high:.4g}]  p50 {summary.p50:.4g}  p99 {summary.p99:.4g}"
+        if summary.n > 1
+        else ""
     )
-    print(f"latency (s)     mean {summary.samples['latency_s'].mean():.6g}")
-    print(f"compute (units) mean {summary.compute_mean:.4g}  std {summary.compute_std:.4g}")
-    print(f"runs N          mean {summary.samples['n_runs'].mean():.4g}")
+    print(f"latency          mean {summary.mean:.4g}{spread}")
+    greedy = baselines["greedy_latency_units"]
+    print(f"greedy           {greedy:.4g}  (PPD / greedy = {summary.mean / greedy:.4f})")
+    closed = baselines.get("closed_form_latency_units")
+    if closed is not None:
+        print(
+            f"closed form      {closed:.4g}  (Theorem 4.1, E[T]; simulated / closed = "
+            f"{summary.mean / closed:.4f})"
+        )
+    if not uniform:
+        print(
+            f"latency (s)      mean {summary.samples['latency_s'].mean():.6g}  "
+            f"greedy {baselines['greedy_latency_s']:.6g}"
+        )
+    print(
+        f"compute          mean {summary.compute_mean:.4g}"
+        + (f"  std {summary.compute_std:.4g}" if summary.n > 1 else "")
+    )
+    print(f"runs N           mean {summary.samples['n_runs'].mean():.4g}")
     util = ", ".join(f"{u:.3f}" for u in example.utilisation)
-    print(f"utilisation     first sequence, per GPU: {util}")
+    print(
+        f"first sequence   latency {example.latency_units:.4g}, N = {example.n_runs}, "
+        f"utilisation per GPU {util} (the sequence behind --gantt and --events-csv)"
+    )

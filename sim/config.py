@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
 from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.validation import as_int, as_real, check_flag, check_instance, check_keys
 from sim.cost import CostModel, MeasuredCost, RooflineCost, UniformCost
 from sim.hardware import GPUSpec, Link
 from sim.matches import (
+    MAX_ELL,
     Bernoulli,
     MatchSource,
     PerPosition,
@@ -21,19 +22,30 @@ from sim.matches import (
 from sim.shape import ModelShape
 
 SCHEDULES = ("ppd", "greedy")
+MAX_K = 2**18
+"""Largest k: 262,144 candidates, above the largest vocabularies in use (256k)."""
+MAX_GPUS = 4096
+"""Largest n_gpus (modelled GPUs); more candidates are batched on fewer GPUs."""
+MAX_WORK = 5 * 10**6
+"""Largest ``estimated_work`` of one simulated sequence (about 5 s on one core)."""
+RUN_OVERHEAD = 200
+"""Work units of setting up one simulated sequence (measured: ~150 us fast path, ~500 us
+on a shared GPU for 3 tokens)."""
+SHARED_GPU_WEIGHT = 40
+"""Work units per block when main and sub-processes share one GPU (SimPy resources and
+processes, ~40 us a block) instead of ~1 us on the fast path."""
 
 
-def _positive_int(name: str, value: object) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an integer >= 1 (40.0 allowed)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or int(value) != value
-    ):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+def estimated_work(config: SimConfig) -> int:
+    """Rough cost of simulating one sequence of ``config`` in work units of about 1 us.
+
+    Blocks per token: main's prefix and suffix, one speculation per GPU and a hand-off,
+    ell * (n_gpus + 2) in all (times d with per_layer_events), each weighted
+    ``SHARED_GPU_WEIGHT`` on a shared GPU, plus ``RUN_OVERHEAD``.
+    """
+    blocks = config.ell * (config.n_gpus + 2) * (config.d if config.per_layer_events else 1)
+    shared = config.n_gpus == 1 and config.schedule == "ppd"
+    return RUN_OVERHEAD + blocks * (SHARED_GPU_WEIGHT if shared else 1)
 
 
 @dataclass
@@ -80,9 +92,10 @@ class SimConfig:
     ``candidates`` (main hands its layer-d_bar hidden state over and keeps going)."""
 
     def __post_init__(self) -> None:
-        for name in ("d", "d_bar", "k", "ell"):
-            _positive_int(name, getattr(self, name))
-            setattr(self, name, int(getattr(self, name)))
+        self.d = as_int("d", self.d)
+        self.d_bar = as_int("d_bar", self.d_bar)
+        self.k = as_int("k", self.k, limit=MAX_K)
+        self.ell = as_int("ell", self.ell, limit=MAX_ELL)
         check_early_head(self.early_head)
         if self.costs is not None:
             self._check_costs()
@@ -90,6 +103,8 @@ class SimConfig:
             raise ValueError(
                 f"d_bar must be in [d/2, d) = [{self.d / 2}, {self.d}), got {self.d_bar}"
             )
+        self.allow_below_half = check_flag("allow_below_half", self.allow_below_half)
+        self.per_layer_events = check_flag("per_layer_events", self.per_layer_events)
         if 2 * self.d_bar < self.d and not self.allow_below_half:
             raise ValueError(
                 f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1"
@@ -97,14 +112,18 @@ class SimConfig:
                 "pass allow_below_half=True to simulate it as an extension"
             )
         if self.n_gpus is None:
+            if self.k + 1 > MAX_GPUS:
+                raise ValueError(
+                    f"n_gpus defaults to k + 1 = {self.k + 1}, above the limit {MAX_GPUS} "
+                    "modelled GPUs: pass n_gpus (sub-processes on one GPU run as one batch)"
+                )
             self.n_gpus = self.k + 1
-        _positive_int("n_gpus", self.n_gpus)
+        self.n_gpus = as_int("n_gpus", self.n_gpus, limit=MAX_GPUS)
         if not 1 <= self.n_gpus <= self.k + 1:
             raise ValueError(f"n_gpus must be in [1, k+1] = [1, {self.k + 1}], got {self.n_gpus}")
         for name in ("per_token_overhead_s", "per_handoff_overhead_s"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.schedule not in SCHEDULES:
+            setattr(self, name, as_real(name, getattr(self, name)))
+        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not isinstance(self.matches, Bernoulli | PerPosition | Replay):
             raise ValueError("matches must be a Bernoulli, PerPosition or Replay")
@@ -114,10 +133,27 @@ class SimConfig:
             raise ValueError(f"matches (PerPosition) p_t needs ell - 1 = {self.ell - 1} values")
         if not isinstance(self.cost, UniformCost | RooflineCost | MeasuredCost):
             raise ValueError("cost must be a UniformCost, RooflineCost or MeasuredCost")
+        if isinstance(self.cost, MeasuredCost) and self.cost.num_layers != self.d:
+            raise ValueError(
+                f"cost (MeasuredCost) holds per-layer times of a {self.cost.num_layers}-layer "
+                f"model, but d = {self.d}"
+            )
+        if self.link is not None:
+            check_instance("link", self.link, Link, "e.g. Link.from_name('nvlink4')")
+        if self.shape is not None:
+            check_instance("shape", self.shape, ModelShape, "e.g. ModelShape.from_name(...)")
         if self.shape is None and isinstance(self.cost, RooflineCost):
             self.shape = self.cost.shape
         if self.link is not None and self.shape is None:
             raise ValueError("shape is required with a link (it sets the hand-off bytes)")
+        work = estimated_work(self)
+        if work > MAX_WORK:
+            raise ValueError(
+                f"ell = {self.ell} tokens with n_gpus = {self.n_gpus}"
+                + (f", d = {self.d} per-layer events" if self.per_layer_events else "")
+                + f" is about {work / 1e6:.3g} s of simulation, above the limit of "
+                f"{MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK): reduce ell or n_gpus"
+            )
 
     def _check_costs(self) -> None:
         """``costs`` excludes the per-layer ``cost`` model, links and overheads; sets n_gpus."""
@@ -166,6 +202,7 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> SimConfig:
+        check_instance("data", data, dict)
         data = dict(data)
         if "matches" in data:
             data["matches"] = match_source_from_dict(data["matches"])
@@ -197,10 +234,11 @@ def _cost_to_dict(cost: CostModel) -> dict:
 
 
 def _cost_from_dict(data: dict) -> CostModel:
-    kind = data.get("type")
+    kind = check_keys("cost", data, ("type",))["type"]
     if kind == "uniform":
-        return UniformCost(data["seconds_per_layer"])
+        return UniformCost(check_keys("cost", data, ("seconds_per_layer",))["seconds_per_layer"])
     if kind == "roofline":
+        check_keys("cost", data, ("shape", "gpu", "flops_efficiency", "bandwidth_efficiency"))
         return RooflineCost(
             ModelShape(**data["shape"]),
             GPUSpec(**data["gpu"]),
@@ -209,5 +247,5 @@ def _cost_from_dict(data: dict) -> CostModel:
             data.get("tensor_parallel", 1),
         )
     if kind == "measured":
-        return MeasuredCost(pd.DataFrame(data["rows"]))
+        return MeasuredCost(pd.DataFrame(check_keys("cost", data, ("rows",))["rows"]))
     raise ValueError(f"cost type must be uniform, roofline or measured, got {kind!r}")

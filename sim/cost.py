@@ -19,18 +19,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim.formats import read_layer_times, validate_layer_times
+from ppdmodel.validation import as_int, as_real, check_columns, check_instance
+from sim.formats import LAYER_TIMES_COLUMNS, read_layer_times, validate_layer_times
 from sim.hardware import GPUSpec
 from sim.shape import ModelShape
 
+MAX_LAYERS = 10**6
+"""Largest layer index a block may name (a sanity bound: no model has more layers)."""
 
-def _check_block(layer_start: int, layer_end: int, batch: int) -> None:
-    if layer_start < 1:
-        raise ValueError(f"layer_start must be >= 1, got {layer_start}")
-    if layer_end < layer_start - 1:
-        raise ValueError(f"layer_end must be >= layer_start - 1, got {layer_end}")
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+
+def _check_block(layer_start: int, layer_end: int, batch: int) -> tuple[int, int, int]:
+    """The block's arguments as Python ints (no numpy wrap-around), or ValueError naming one."""
+    layer_start = as_int("layer_start", layer_start, limit=MAX_LAYERS)
+    layer_end = as_int("layer_end", layer_end, minimum=layer_start - 1, limit=MAX_LAYERS)
+    return layer_start, layer_end, _check_batch(batch)
+
+
+def _check_batch(batch: int) -> int:
+    """``batch`` as a Python int >= 1, or ValueError."""
+    return as_int("batch", batch)
 
 
 @dataclass(frozen=True)
@@ -44,17 +51,18 @@ class UniformCost:
     """Time of one layer, seconds (1.0 makes seconds equal time units)."""
 
     def __post_init__(self) -> None:
-        if not self.seconds_per_layer > 0:
-            raise ValueError(f"seconds_per_layer must be > 0, got {self.seconds_per_layer}")
+        as_real("seconds_per_layer", self.seconds_per_layer, strict=True)
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
-        _check_block(layer_start, layer_end, batch)
+        layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
         return (layer_end - layer_start + 1) * self.seconds_per_layer
 
     def embed_seconds(self, batch: int = 1) -> float:
+        batch = _check_batch(batch)
         return 0.0
 
     def head_seconds(self, batch: int = 1) -> float:
+        batch = _check_batch(batch)
         return 0.0
 
     def unit_seconds(self) -> float:
@@ -88,13 +96,11 @@ class RooflineCost:
     all-reduces between shards are the link's (``sim.hardware_costs``), not counted here."""
 
     def __post_init__(self) -> None:
+        check_instance("shape", self.shape, ModelShape, "e.g. ModelShape.from_name(...)")
+        check_instance("gpu", self.gpu, GPUSpec, "e.g. GPUSpec.from_name('h100-sxm')")
         for name in ("flops_efficiency", "bandwidth_efficiency"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {value}")
-        n = self.tensor_parallel
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"tensor_parallel must be a positive integer, got {n!r}")
+            as_real(name, getattr(self, name), strict=True, maximum=1.0)
+        object.__setattr__(self, "tensor_parallel", as_int("tensor_parallel", self.tensor_parallel))
 
     def _kv_share(self) -> float:
         """Fraction of the KV heads one shard holds (whole heads; at least one)."""
@@ -108,6 +114,7 @@ class RooflineCost:
 
     def layer_flops(self, batch: int = 1) -> float:
         """FLOPs of one decoder layer for ``batch`` rows (one shard's under tensor_parallel)."""
+        batch = _check_batch(batch)
         s = self.shape
         attention = 4 * s.num_attention_heads * s.head_dim * s.context_len
         return batch * (2 * s.layer_params() + attention) / self.tensor_parallel
@@ -115,21 +122,24 @@ class RooflineCost:
     def layer_bytes(self, batch: int = 1) -> float:
         """Bytes moved by one decoder layer for ``batch`` rows (weights + KV cache reads; one
         shard's under tensor_parallel)."""
+        batch = _check_batch(batch)
         s = self.shape
         weights = s.layer_params() * s.dtype_bytes / self.tensor_parallel
         kv = batch * s.context_len * s.kv_bytes_per_token_layer() * self._kv_share()
         return weights + kv
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
-        _check_block(layer_start, layer_end, batch)
+        layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
         n = layer_end - layer_start + 1
         return n * self._roofline(self.layer_flops(batch), self.layer_bytes(batch))
 
     def embed_seconds(self, batch: int = 1) -> float:
+        batch = _check_batch(batch)
         s = self.shape
         return self._roofline(0.0, batch * s.hidden_size * s.dtype_bytes)
 
     def head_seconds(self, batch: int = 1) -> float:
+        batch = _check_batch(batch)
         s = self.shape
         params = s.vocab_size * s.hidden_size / self.tensor_parallel
         return self._roofline(2.0 * batch * params, params * s.dtype_bytes)
@@ -153,6 +163,7 @@ class MeasuredCost:
     """
 
     def __init__(self, df: pd.DataFrame) -> None:
+        check_columns("MeasuredCost", df, LAYER_TIMES_COLUMNS)
         df = validate_layer_times(df.copy(), source="MeasuredCost")
         layers = df[df["component"] == "layer"]
         if layers.empty:
@@ -183,6 +194,8 @@ class MeasuredCost:
 
     def layer_seconds(self, layer: int, batch: int = 1) -> float:
         """Seconds of decoder layer ``layer`` (1-based) for ``batch`` rows."""
+        layer = as_int("layer", layer, limit=self.num_layers)
+        batch = _check_batch(batch)
         value = self._lookup("layer", layer - 1, batch)
         if value is None:
             measured = [self._lookup("layer", i, batch) for i in range(self.num_layers)]
@@ -190,7 +203,8 @@ class MeasuredCost:
         return value
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
-        _check_block(layer_start, layer_end, batch)
+        layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
+        as_int("layer_end", layer_end, minimum=0, limit=self.num_layers)  # measured layers only
         key = (layer_start, layer_end, batch)
         if key not in self._cache:
             self._cache[key] = sum(
@@ -199,9 +213,11 @@ class MeasuredCost:
         return self._cache[key]
 
     def embed_seconds(self, batch: int = 1) -> float:
+        batch = _check_batch(batch)
         return self._lookup("embed", -1, batch) or 0.0
 
     def head_seconds(self, batch: int = 1) -> float:
+        batch = _check_batch(batch)
         return self._lookup("head", -1, batch) or 0.0
 
     def unit_seconds(self) -> float:

@@ -36,7 +36,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from ppdmodel.validation import MAX_EXACT_INT, as_int, check_columns
 
 LAYER_TIMES_COLUMNS = ("component", "layer", "batch", "seconds", "std_seconds", "n_samples")
 COMPONENTS = ("embed", "layer", "head", "token")
@@ -53,21 +56,43 @@ def read_layer_times(path: str | Path) -> pd.DataFrame:
 
 
 def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.DataFrame:
-    """Check types and ranges of a per-layer times table; raises ValueError naming the column."""
-    bad = sorted(set(df["component"]) - set(COMPONENTS))
+    """Check types and ranges of a per-layer times table; raises ValueError naming the column.
+
+    Every column of ``LAYER_TIMES_COLUMNS`` must be present; ``layer``, ``batch`` and
+    ``n_samples`` must hold integers (cast to int), ``seconds`` and ``std_seconds`` finite
+    numbers >= 0; ``layer`` is >= 0 on ``layer`` rows and -1 on the others.
+    """
+    check_columns(source, df, LAYER_TIMES_COLUMNS)
+    bad = sorted({str(c) for c in df["component"]} - set(COMPONENTS))
     if bad:
         raise ValueError(f"{source}: component must be one of {COMPONENTS}, got {bad}")
-    df["layer"] = df["layer"].astype(int)
-    df["batch"] = df["batch"].astype(int)
-    df["n_samples"] = df["n_samples"].astype(int)
-    if (df["batch"] < 1).any():
-        raise ValueError(f"{source}: batch must be >= 1")
-    if not (df["seconds"] >= 0).all():
-        raise ValueError(f"{source}: seconds must be finite and >= 0")
-    layer_rows = df["component"] == "layer"
+    for column, low in (("layer", -1), ("batch", 1), ("n_samples", 1)):
+        values = _numbers(df, column, source)
+        if not (np.all(values == np.floor(values)) and np.all(np.abs(values) <= MAX_EXACT_INT)):
+            raise ValueError(f"{source}: {column} must hold integers")
+        if (values < low).any():
+            raise ValueError(f"{source}: {column} must be >= {low}")
+        df[column] = values.astype(int)
+    for column in ("seconds", "std_seconds"):
+        values = _numbers(df, column, source)
+        if not (np.all(np.isfinite(values)) and (values >= 0).all()):
+            raise ValueError(f"{source}: {column} must be finite and >= 0")
+        df[column] = values
+    layer_rows = (df["component"] == "layer").to_numpy()
     if (df.loc[layer_rows, "layer"] < 0).any():
         raise ValueError(f"{source}: layer must be >= 0 for component 'layer'")
+    if (df.loc[~layer_rows, "layer"] != -1).any():
+        raise ValueError(f"{source}: layer must be -1 for components embed, head and token")
     return df
+
+
+def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
+    """A column as a float64 array (NaN for empty cells); ValueError naming it if it holds
+    text, None or booleans."""
+    series = df[column]
+    if series.dtype.kind not in "iuf":
+        raise ValueError(f"{source}: {column} must hold numbers, got dtype {series.dtype}")
+    return series.to_numpy(dtype=float)
 
 
 def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
@@ -104,15 +129,19 @@ class MatchTrace:
 
     def __post_init__(self) -> None:
         for name in ("d", "d_bar", "k"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"trace {self.sequence!r}: {name} must be a positive integer")
-            setattr(self, name, int(value))
+            try:
+                setattr(self, name, as_int(name, getattr(self, name)))
+            except ValueError as exc:
+                raise ValueError(f"trace {self.sequence!r}: {exc}") from None
         if not 1 <= self.d_bar < self.d:
             raise ValueError(f"trace {self.sequence!r}: d_bar must be in [1, d), got {self.d_bar}")
-        self.m = [int(x) for x in self.m]
-        if any(x not in (0, 1) for x in self.m):
+        if not isinstance(self.m, list | tuple | np.ndarray) or np.ndim(self.m) != 1:
+            raise ValueError(f"trace {self.sequence!r}: m must be a list of 0 and 1")
+        if any(
+            not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in self.m
+        ):
             raise ValueError(f"trace {self.sequence!r}: m must hold only 0 and 1")
+        self.m = [int(x) for x in self.m]
         self.sequence = str(self.sequence)
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppdmodel.costs import link_seconds
+from ppdmodel.validation import as_real, check_instance
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,16 @@ class GPUSpec:
     """Peak HBM bandwidth, bytes/s."""
 
     def __post_init__(self) -> None:
+        check_instance("GPUSpec.name", self.name, str)
         for field_name in ("peak_flops_bf16", "hbm_bytes_per_s"):
-            if not getattr(self, field_name) > 0:
-                raise ValueError(f"GPUSpec.{field_name} must be > 0")
+            as_real(f"GPUSpec.{field_name}", getattr(self, field_name), strict=True)
 
     @classmethod
     def from_name(cls, name: str) -> GPUSpec:
         """A datasheet preset; raises ValueError listing the known names."""
         try:
             return GPU_PRESETS[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise ValueError(
                 f"gpu name must be one of {sorted(GPU_PRESETS)}, got {name!r}"
             ) from None
@@ -62,16 +63,15 @@ class Link:
     """Sustained one-direction bandwidth, bytes/s."""
 
     def __post_init__(self) -> None:
-        if not self.latency_s >= 0:
-            raise ValueError("Link.latency_s must be >= 0")
-        if not self.bandwidth_bytes_per_s > 0:
-            raise ValueError("Link.bandwidth_bytes_per_s must be > 0")
+        check_instance("Link.name", self.name, str)
+        as_real("Link.latency_s", self.latency_s)
+        as_real("Link.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, strict=True)
 
     def transfer_time(self, nbytes: float) -> float:
         """Seconds to move ``nbytes``: ``ppdmodel.link_seconds``, the one transfer-time formula."""
         return link_seconds(
             latency_s=self.latency_s,
-            nbytes=nbytes,
+            nbytes=as_real("nbytes", nbytes),
             bandwidth_bytes_per_s=self.bandwidth_bytes_per_s,
         )
 
@@ -80,7 +80,7 @@ class Link:
         """A link preset; raises ValueError listing the known names."""
         try:
             return LINK_PRESETS[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise ValueError(
                 f"link name must be one of {sorted(LINK_PRESETS)}, got {name!r}"
             ) from None

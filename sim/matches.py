@@ -13,12 +13,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ppdmodel.validation import as_int, check_instance, check_keys, check_probability
 from sim.formats import MatchTrace
 
+MAX_ELL = 10**7
+"""Largest ell a match source draws for (10^7 tokens: 80 MB of uniforms)."""
 
-def _check_ell(ell: int) -> None:
-    if isinstance(ell, bool) or int(ell) != ell or ell < 1:
-        raise ValueError(f"ell must be a positive integer, got {ell}")
+
+def _check_ell(ell: int) -> int:
+    return as_int("ell", ell, limit=MAX_ELL)
+
+
+def _check_rng(rng) -> None:
+    check_instance("rng", rng, np.random.Generator, "e.g. numpy.random.default_rng(seed)")
 
 
 @dataclass(frozen=True)
@@ -29,16 +36,22 @@ class Bernoulli:
     """Match probability p_correct, in [0, 1]."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.p <= 1.0:
-            raise ValueError(f"p must be in [0, 1], got {self.p}")
+        if np.ndim(self.p) != 0:
+            raise ValueError(f"p must be in [0, 1] (a scalar), got {self.p!r:.80}")
+        try:
+            p = check_probability("p", self.p)
+        except ValueError:
+            raise ValueError(f"p must be in [0, 1], got {self.p!r:.80}") from None
+        object.__setattr__(self, "p", p)
 
     def draw(self, ell: int, rng: np.random.Generator) -> np.ndarray:
-        _check_ell(ell)
+        ell = _check_ell(ell)
+        _check_rng(rng)
         return (rng.random(ell - 1) < self.p).astype(np.int8)
 
     def mean_matches(self, ell: int) -> float:
         """Expected sum of m_t over t = 2..ell."""
-        return (ell - 1) * self.p
+        return (_check_ell(ell) - 1) * self.p
 
 
 @dataclass(frozen=True)
@@ -49,21 +62,29 @@ class PerPosition:
     """p_t for t = 2, 3, ...; at least ell - 1 values are needed for a sequence of ell tokens."""
 
     def __init__(self, p_t: Sequence[float]) -> None:
-        values = tuple(float(x) for x in np.asarray(p_t, dtype=float).ravel())
+        if isinstance(p_t, str | bytes) or np.ndim(p_t) > 1:
+            raise ValueError(
+                f"p_t must be a one-dimensional sequence of probabilities, got {p_t!r:.80}"
+            )
+        try:
+            values = check_probability("p_t", p_t)
+        except ValueError as exc:
+            raise ValueError(f"p_t values must be in [0, 1]: {exc}") from None
+        values = tuple(np.ravel(values).tolist())
         if not values:
             raise ValueError("p_t must hold at least one probability")
-        if not all(0.0 <= x <= 1.0 for x in values):
-            raise ValueError("p_t values must be in [0, 1]")
         object.__setattr__(self, "p_t", values)
 
     def _probabilities(self, ell: int) -> np.ndarray:
-        _check_ell(ell)
+        ell = _check_ell(ell)
         if len(self.p_t) < ell - 1:
             raise ValueError(f"p_t has {len(self.p_t)} values; ell = {ell} needs ell - 1 of them")
         return np.asarray(self.p_t[: ell - 1])
 
     def draw(self, ell: int, rng: np.random.Generator) -> np.ndarray:
-        return (rng.random(ell - 1) < self._probabilities(ell)).astype(np.int8)
+        p_t = self._probabilities(ell)
+        _check_rng(rng)
+        return (rng.random(p_t.size) < p_t).astype(np.int8)
 
     def mean_matches(self, ell: int) -> float:
         return float(self._probabilities(ell).sum())
@@ -77,10 +98,11 @@ class Replay:
     """m_t for t = 2..ell, each 0 or 1."""
 
     def __init__(self, m: Sequence[int]) -> None:
-        values = tuple(int(x) for x in m)
-        if any(x not in (0, 1) for x in values):
+        if isinstance(m, str | bytes) or np.ndim(m) != 1:
+            raise ValueError(f"m must be a one-dimensional sequence of 0 and 1, got {m!r:.80}")
+        if any(not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in m):
             raise ValueError("m must hold only 0 and 1")
-        object.__setattr__(self, "m", values)
+        object.__setattr__(self, "m", tuple(int(x) for x in m))
 
     @classmethod
     def from_trace(cls, trace: MatchTrace) -> Replay:
@@ -92,7 +114,7 @@ class Replay:
         return len(self.m) + 1
 
     def draw(self, ell: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        _check_ell(ell)
+        ell = _check_ell(ell)
         if ell != self.ell:
             raise ValueError(f"ell = {ell} but the replayed trace has ell = {self.ell}")
         return np.asarray(self.m, dtype=np.int8)
@@ -117,11 +139,11 @@ def match_source_to_dict(source: MatchSource) -> dict:
 
 def match_source_from_dict(data: dict) -> MatchSource:
     """Inverse of ``match_source_to_dict``."""
-    kind = data.get("type")
+    kind = check_keys("matches", data, ("type",))["type"]
     if kind == "bernoulli":
-        return Bernoulli(data["p"])
+        return Bernoulli(check_keys("matches", data, ("p",))["p"])
     if kind == "per_position":
-        return PerPosition(data["p_t"])
+        return PerPosition(check_keys("matches", data, ("p_t",))["p_t"])
     if kind == "replay":
-        return Replay(data["m"])
+        return Replay(check_keys("matches", data, ("m",))["m"])
     raise ValueError(f"matches type must be bernoulli, per_position or replay, got {kind!r}")

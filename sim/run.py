@@ -9,9 +9,16 @@ from operator import itemgetter
 import numpy as np
 import pandas as pd
 
-from sim.config import SimConfig
+from ppdmodel.validation import as_int, check_columns, check_flag, check_instance
+from sim.config import MAX_WORK, SimConfig, estimated_work
 from sim.costs_schedule import CostsSchedule
 from sim.schedule import PPDSchedule
+
+MAX_RUNS = 10**6
+"""Largest n of monte_carlo (one seed and one row per run)."""
+MAX_PROCESSES = 256
+"""Largest worker pool of monte_carlo."""
+SAMPLE_COLUMNS = ("latency_units", "latency_s", "compute_units", "n_runs")
 
 EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind")
 
@@ -94,12 +101,16 @@ _sort_key = itemgetter(5, 6, 0, 2, 3)  # start, end, process, token, layer_start
 
 def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -> SimResult:
     """Simulate one sequence; m_t come from ``config.matches`` (drawn with ``seed``) or ``m``."""
+    check_instance("config", config, SimConfig)
+    check_flag("record_events", record_events)
     if m is None:
         m = config.matches.draw(config.ell, np.random.default_rng(seed))
+    elif isinstance(m, str | bytes) or np.ndim(m) != 1:
+        raise ValueError(f"m must be a sequence of ell - 1 = {config.ell - 1} values 0 and 1")
     elif len(m) != config.ell - 1:
         raise ValueError(f"m must hold ell - 1 = {config.ell - 1} values, got {len(m)}")
-    elif any(x not in (0, 1) for x in m):
-        raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)}")
+    elif any(not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in m):
+        raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)!r:.200}")
     engine = PPDSchedule if config.costs is None else CostsSchedule
     schedule = engine(config, m, record_events=record_events).run()
     return SimResult(
@@ -146,11 +157,17 @@ def _run_one(args) -> tuple[float, float, float, int]:
 def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> MonteCarloSummary:
     """Simulate ``n`` sequences; run i uses ``SeedSequence(seed).spawn(n)[i]`` (reproducible,
     the same with any ``processes``, which fans the runs out over a multiprocessing pool)."""
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n}")
-    if isinstance(processes, bool) or int(processes) != processes or processes < 1:
-        raise ValueError(f"processes must be a positive integer, got {processes}")
-    seeds = np.random.SeedSequence(seed).spawn(int(n))
+    check_instance("config", config, SimConfig)
+    n = as_int("n", n, limit=MAX_RUNS)
+    processes = as_int("processes", processes, limit=MAX_PROCESSES)
+    work = n * estimated_work(config) / processes
+    if work > MAX_WORK:
+        raise ValueError(
+            f"n = {n} runs on {processes} process(es) is about {work / 1e6:.3g} s of "
+            f"simulation, above the limit of {MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK): "
+            "reduce n or raise processes"
+        )
+    seeds = np.random.SeedSequence(seed).spawn(int(n))  # seeds[i] == sequence_seed(seed, i)
     jobs = [(config, s) for s in seeds]
     if processes > 1:
         import multiprocessing
@@ -159,12 +176,23 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
             rows = pool.map(_run_one, jobs, chunksize=max(1, n // (4 * processes)))
     else:
         rows = [_run_one(job) for job in jobs]
-    samples = pd.DataFrame(rows, columns=["latency_units", "latency_s", "compute_units", "n_runs"])
+    samples = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
     return summarise(samples)
+
+
+def sequence_seed(seed, i: int) -> np.random.SeedSequence:
+    """The seed of sequence i of ``monte_carlo(config, n, seed)`` (any n > i)."""
+    return np.random.SeedSequence(seed, spawn_key=(int(i),))
 
 
 def summarise(samples: pd.DataFrame) -> MonteCarloSummary:
     """Mean, std, 95% CI of the mean, p50 and p99 of latency; mean/std of compute."""
+    check_columns("samples", samples, ("latency_units", "compute_units"))
+    if samples.empty:
+        raise ValueError("samples must hold at least one run")
+    for column in ("latency_units", "compute_units"):
+        if samples[column].dtype.kind not in "iuf" or not np.isfinite(samples[column]).all():
+            raise ValueError(f"samples column {column!r} must hold finite numbers")
     latency = samples["latency_units"].to_numpy()
     n = len(latency)
     mean = float(latency.mean())

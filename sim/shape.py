@@ -7,6 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ppdmodel.validation import as_int
+
+MAX_DIMENSION = 2**40
+"""Largest model dimension accepted (about 10^12): products of a few stay exact in float64."""
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -44,20 +49,18 @@ class ModelShape:
             "vocab_size",
             "dtype_bytes",
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"ModelShape.{name} must be a positive integer, got {value}")
-        if self.context_len < 0:
-            raise ValueError(f"ModelShape.context_len must be >= 0, got {self.context_len}")
+            value = as_int(f"ModelShape.{name}", getattr(self, name), limit=MAX_DIMENSION)
+            object.__setattr__(self, name, value)
+        context_len = as_int(
+            "ModelShape.context_len", self.context_len, minimum=0, limit=MAX_DIMENSION
+        )
+        object.__setattr__(self, "context_len", context_len)
         if self.attention_head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError("ModelShape.hidden_size must be divisible by num_attention_heads")
-        if self.attention_head_dim is not None and not (
-            isinstance(self.attention_head_dim, int) and self.attention_head_dim >= 1
-        ):
-            raise ValueError(
-                f"ModelShape.attention_head_dim must be a positive integer or None, "
-                f"got {self.attention_head_dim!r}"
-            )
+        if self.attention_head_dim is not None:
+            head_dim = as_int("ModelShape.attention_head_dim", self.attention_head_dim,
+                              limit=MAX_DIMENSION)  # fmt: skip
+            object.__setattr__(self, "attention_head_dim", head_dim)
         if self.mlp_matrices not in (2, 3):
             raise ValueError(f"ModelShape.mlp_matrices must be 2 or 3, got {self.mlp_matrices!r}")
         if self.num_attention_heads % self.num_key_value_heads:
@@ -92,8 +95,10 @@ class ModelShape:
         After an accepted early prediction the receiving process lacks the keys and values
         of ``n_missing_tokens`` tokens in the ``n_layers`` layers the sender ran for them.
         """
-        if n_missing_tokens < 0 or n_layers < 0:
-            raise ValueError("n_missing_tokens and n_layers must be >= 0")
+        n_missing_tokens = as_int(
+            "n_missing_tokens", n_missing_tokens, minimum=0, limit=MAX_DIMENSION
+        )
+        n_layers = as_int("n_layers", n_layers, minimum=0, limit=MAX_DIMENSION)
         hidden = self.hidden_size * self.dtype_bytes
         return hidden + n_missing_tokens * n_layers * self.kv_bytes_per_token_layer()
 
@@ -139,7 +144,7 @@ class ModelShape:
         """A preset shape; raises ValueError listing the known names."""
         try:
             return SHAPE_PRESETS[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise ValueError(
                 f"shape name must be one of {sorted(SHAPE_PRESETS)}, got {name!r}"
             ) from None

@@ -6,6 +6,7 @@ times; Figure 3 caption: SQuAD trained k=3 reduces latency by 34% at ~3.2x compu
 """
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import ppdmodel
@@ -117,7 +118,26 @@ def test_plot_tradeoff_returns_figure():
     for figure in (3, 4):
         fig = ppdmodel.plot_tradeoff(figure=figure)
         ax = fig.axes[0]
-        assert len(ax.lines) == 6
+        curves = [line for line in ax.lines if line.get_linestyle() in ("-", "--")]
+        assert len(curves) == 6  # one per (dataset, head)
+        greedy = [line for line in ax.lines if line.get_marker() == "*"]
+        assert [tuple(line.get_xydata()[0]) for line in greedy] == [(1.0, 1.0)]
+        assert "trained for that layer" in ax.get_legend().get_title().get_text()
         assert "Normalized latency" in ax.get_ylabel()
     with pytest.raises(ValueError, match="figure must be 3 or 4"):
         ppdmodel.plot_tradeoff(figure=5)
+
+
+def test_measured_points_use_their_own_depth():
+    from ppdmodel.tradeoff import measured_points
+
+    measured = pd.DataFrame(
+        {"label": ["x"], "p_correct": [0.5], "k": [3], "layer": [15], "d": [30]}
+    )
+    point = measured_points(measured, layer=20, d=40).iloc[0]
+    assert point["normalized_latency"] == pytest.approx(1 - 0.5 / 2)  # Eq. 3 at d_bar = d/2
+    assert point["compute_per_time"] == pytest.approx((3 + 2 - 0.5) / (2 - 0.5))  # Eq. 5
+    fig = ppdmodel.plot_tradeoff(figure=3, measured=measured)
+    assert any("measured: x" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    with pytest.raises(ValueError, match="missing"):
+        measured_points(measured.drop(columns="k"), layer=20, d=40)

@@ -36,7 +36,8 @@ def _grid():
         strict=True,
     )
     d = np.array(d)
-    return d, d * np.array(frac), np.array(ell), np.array(p, dtype=float), np.array(k)
+    d_bar = np.floor(d * np.array(frac))  # an integer layer in [d/2, d): 1.5 is not a layer
+    return d, d_bar, np.array(ell), np.array(p, dtype=float), np.array(k)
 
 
 def test_lambdified_equals_numeric_on_grid():

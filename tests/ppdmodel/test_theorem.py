@@ -11,10 +11,8 @@ import ppdmodel
 @st.composite
 def models(draw):
     """(d, d_bar, ell) inside Theorem 4.1's domain d/2 <= d_bar < d."""
-    d = draw(st.integers(min_value=1, max_value=200))
-    d_bar = draw(st.integers(min_value=(d + 1) // 2, max_value=max((d + 1) // 2, d - 1)))
-    if d_bar >= d:  # d = 1 has no valid integer d_bar; use d/2
-        d_bar = d / 2
+    d = draw(st.integers(min_value=2, max_value=200))  # d = 1 has no layer d_bar in [d/2, d)
+    d_bar = draw(st.integers(min_value=(d + 1) // 2, max_value=d - 1))
     ell = draw(st.integers(min_value=1, max_value=10_000))
     return d, d_bar, ell
 

@@ -1,0 +1,539 @@
+"""Fuzz every public function of ppdmodel and sim with malformed input (issue 10, item 6).
+
+Each target starts from valid keyword arguments and replaces one or more of them with
+malformed values: wrong types, None, strings, NaN, infinities, negatives, zero, huge
+integers, booleans, empty or mis-shaped arrays, small integer dtypes and malformed
+DataFrames. Whatever the input, a call must return or raise ValueError or TypeError, and end
+within ``CALL_TIME_BOUND_S``. Outcomes are counted and printed at the end of the module.
+
+Profiles: the CI profile (default) runs ``CI_EXAMPLES`` examples per target, deterministically.
+The slow profile runs ``SLOW_EXAMPLES`` per target (>= 10^4 calls in all) and is selected with
+``PPD_FUZZ=slow python -m pytest tests/test_fuzz_api.py -m slow``. Set ``PPD_FUZZ_REPORT`` to a
+path to also write the counts there as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import ppdmodel  # noqa: E402
+import sim  # noqa: E402
+from ppdmodel import paper, symbolic  # noqa: E402
+from ppdmodel.distribution import poisson_binomial_pmf  # noqa: E402
+from sim.formats import LAYER_TIMES_COLUMNS, MatchTrace, validate_layer_times  # noqa: E402
+from sim.run import summarise  # noqa: E402
+
+CI_EXAMPLES = 200
+"""Examples per target in the CI profile (53 targets: ~10,000 calls, ~25 s of CPU)."""
+SLOW_EXAMPLES = 1000
+"""Examples per target in the slow profile (~40,000 calls)."""
+CALL_TIME_BOUND_S = 10.0
+"""No single call may take longer (the size limits keep valid calls to a few seconds)."""
+ALLOWED = ("ok", "ValueError", "TypeError")
+
+COUNTS: Counter = Counter()
+"""Outcome of every fuzzed call: ok, ValueError, TypeError or the name of anything else."""
+
+
+# -- malformed values ----------------------------------------------------------------------
+
+
+class Opaque:
+    """An object of a type no function expects."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+FIXED_BAD = [
+    None, "", "abc", "40", "nan", b"1", True, False, np.bool_(True), 0, -1, -0.0, 0.5, 2.5,
+    -2.5, float("nan"), float("inf"), float("-inf"), 1e308, -1e308, 5e-324, 2**53 + 1, 2**63,
+    2**64, 10**30, -(2**70), 10**400, np.int8(-128), np.int8(127), np.int16(-1),
+    np.uint64(2**64 - 1), np.float16(65504), np.float32("nan"), np.float64("inf"), 1j,
+    complex(1, 1), [], [[]], [1, [2, 3]], (), {}, {"a": 1}, set(), Opaque(), print,
+    np.array([]), np.empty((0, 3)), np.zeros((2, 3, 4)), np.array([np.nan]),
+    np.array([np.inf, 1.0]), np.array(["a", "b"]), np.array([1, 2], dtype=np.int8),
+    np.array([100, 120], dtype=np.int8), np.array([True, False]), np.array(None, dtype=object),
+    np.array([1, "a"], dtype=object), pd.DataFrame(), pd.DataFrame({"x": [1]}),
+    pd.Series([1.0, 2.0]),
+]  # fmt: skip
+
+scalars = st.one_of(
+    st.integers(min_value=-3, max_value=3),
+    st.integers(min_value=2**53 + 1),
+    st.integers(max_value=-1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.text(max_size=4),
+)
+arrays = st.one_of(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4).map(np.array),
+    st.lists(st.integers(-(2**7), 2**7 - 1), max_size=4).map(lambda x: np.array(x, np.int8)),
+    st.lists(st.lists(st.floats(0, 1), max_size=3), max_size=3),  # ragged or 2-D
+    st.lists(st.booleans(), max_size=4).map(np.array),
+)
+malformed = st.one_of(st.sampled_from(FIXED_BAD), scalars, arrays)
+
+
+def frame_mutations(frame: pd.DataFrame) -> st.SearchStrategy:
+    """Malformed versions of a valid DataFrame: columns dropped, renamed, emptied or spoiled."""
+    columns = list(frame.columns)
+    spoil = st.sampled_from(["text", None, np.nan, np.inf, -1, 2**70, 1.5, True])
+
+    def drop(column):
+        return frame.drop(columns=column)
+
+    def rename(column):
+        return frame.rename(columns={column: column.upper()})
+
+    def spoiled(args):
+        column, value = args
+        out = frame.copy()
+        out[column] = value
+        return out
+
+    def one_cell(args):
+        column, value = args
+        out = frame.copy().astype({column: object})
+        out.loc[out.index[0], column] = value
+        return out
+
+    return st.one_of(
+        st.sampled_from(columns).map(drop),
+        st.sampled_from(columns).map(rename),
+        st.tuples(st.sampled_from(columns), spoil).map(spoiled),
+        st.tuples(st.sampled_from(columns), spoil).map(one_cell),
+        st.just(frame.iloc[:0]),
+        st.just(frame.to_dict()),
+        st.just(frame.to_numpy()),
+    )
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """A public callable, valid keyword arguments, and extra strategies per argument."""
+
+    name: str
+    func: object
+    valid: dict
+    special: dict = field(default_factory=dict)
+    examples: int | None = None
+
+    def strategy(self) -> st.SearchStrategy:
+        names = sorted(self.valid)
+
+        @st.composite
+        def kwargs(draw):
+            chosen = draw(st.sets(st.sampled_from(names), min_size=1, max_size=min(3, len(names))))
+            out = dict(self.valid)
+            for name in chosen:
+                extra = self.special.get(name)
+                out[name] = draw(malformed if extra is None else st.one_of(malformed, extra))
+            return out
+
+        return kwargs()
+
+
+P_T = paper.per_position_p(dataset="SQuAD", k=3, trained=True, layer=20)  # ell = 16
+THEOREM = dict(d=40, d_bar=20, ell=16, p=0.5, per_position=None)
+LAW = ppdmodel.latency_distribution(d=8, d_bar=4, ell=6, p=0.5)
+SMALL = dict(d=4, d_bar=2, k=1, ell=3)
+SHAPE = sim.ModelShape.from_name("llama2-7b")
+GPU = sim.GPUSpec.from_name("h200")
+ROOFLINE = sim.RooflineCost(SHAPE, GPU)
+LAYER_TIMES = pd.DataFrame(
+    [("layer", i, b, 1e-3 * (1 + i) * b, 1e-5, 5) for i in range(4) for b in (1, 3)]
+    + [("embed", -1, 1, 1e-4, 0.0, 5), ("head", -1, 1, 2e-4, 0.0, 5)],
+    columns=list(LAYER_TIMES_COLUMNS),
+)
+MEASURED = sim.MeasuredCost(LAYER_TIMES)
+RESULT = sim.simulate(sim.SimConfig(**SMALL), seed=0)
+CONFIG_DICT = sim.SimConfig(**SMALL, cost=MEASURED, matches=sim.Bernoulli(0.3)).to_dict()
+SAMPLES = sim.monte_carlo(sim.SimConfig(**SMALL), n=4, seed=0).samples
+CURVES = ppdmodel.tradeoff_curves()
+RNG = np.random.default_rng(0)
+COSTS = ppdmodel.DecodeCosts(
+    layer_s=1e-3,
+    embedding_s=1e-4,
+    early_head_s=5e-3,
+    final_head_s=5e-3,
+    host_s=1e-4,
+    shared_device_slowdown=1.2,
+)
+COSTS_ARGS = dict(d=30, d_bar=15, k=3, costs=COSTS, early_head="main")
+cost_values = st.sampled_from([COSTS, ppdmodel.DecodeCosts.unit(), "main", "candidates", "cpu"])
+
+sim_values = st.sampled_from(
+    [SHAPE, GPU, ROOFLINE, MEASURED, RESULT, sim.Link.from_name("nvlink4"), sim.UniformCost(),
+     sim.Bernoulli(0.5), sim.Replay([1, 0]), sim.PerPosition([0.5] * 3), "nvlink4", "h200"]
+)  # fmt: skip
+config_dict_mutations = st.builds(
+    lambda key, value: {**CONFIG_DICT, key: value},
+    st.sampled_from(sorted(CONFIG_DICT)),
+    st.one_of(
+        malformed,
+        st.just({"type": "uniform"}),
+        st.just({"type": "bernoulli"}),
+        st.just({"type": "roofline", "shape": 3}),
+        st.just({"type": "measured", "rows": "x"}),
+    ),
+)
+
+TARGETS = [
+    # ppdmodel.__all__
+    Target("expected_latency", ppdmodel.expected_latency, THEOREM, {"p": st.just(P_T)}),
+    Target("expected_compute", ppdmodel.expected_compute, {**THEOREM, "k": 3}),
+    Target("latency_variance", ppdmodel.latency_variance, THEOREM),
+    Target("latency_per_token", ppdmodel.latency_per_token, dict(d=40, p=0.5, d_bar=None)),
+    Target("compute_per_time", ppdmodel.compute_per_time, dict(d=40, p=0.5, k=3, d_bar=None)),
+    Target("compute_per_token", ppdmodel.compute_per_token, dict(d=40, p=0.5, k=3, d_bar=None)),
+    Target("latency_distribution", ppdmodel.latency_distribution, THEOREM, {"p": st.just(P_T)}),
+    Target(
+        "LatencyDistribution",
+        ppdmodel.LatencyDistribution,
+        dict(support=LAW.support, pmf=LAW.pmf, top=None),
+    ),
+    Target("LatencyDistribution.quantile", LAW.quantile, dict(q=0.5)),
+    Target("sample_latency", ppdmodel.sample_latency, {**THEOREM, "n": 8, "seed": 0}),
+    Target("sample_runs", ppdmodel.sample_runs, dict(ell=16, p=0.5, n=8, seed=0)),
+    Target(
+        "expected_latency_seconds",
+        ppdmodel.expected_latency_seconds,
+        {
+            **THEOREM,
+            "seconds_per_layer": 1e-3,
+            "per_token_overhead_s": 0.0,
+            "per_handoff_overhead_s": 0.0,
+        },
+    ),  # fmt: skip
+    Target(
+        "greedy_latency_seconds",
+        ppdmodel.greedy_latency_seconds,
+        dict(d=40, ell=16, seconds_per_layer=1e-3, per_token_overhead_s=0.0),
+    ),
+    Target(
+        "DecodeCosts",
+        ppdmodel.DecodeCosts,
+        {**vars(COSTS)},
+        {
+            "candidate_layer_s_by_k": st.sampled_from(
+                [((1, 1e-3), (3, 2e-3)), (), {"x": 1}, [(1, 2.0)], ((0, 1.0),)]
+            )
+        },
+    ),
+    Target(
+        "expected_latency_seconds (costs)",
+        ppdmodel.expected_latency_seconds,
+        {**COSTS_ARGS, "ell": 16, "p": 0.5},
+        {"costs": cost_values, "early_head": cost_values},
+    ),
+    Target("break_even_p", ppdmodel.break_even_p, COSTS_ARGS, {"early_head": cost_values}),
+    Target(
+        "latency_per_token_seconds",
+        ppdmodel.latency_per_token_seconds,
+        {**COSTS_ARGS, "p": 0.5},
+        {"costs": cost_values},
+    ),
+    Target(
+        "trace_latency_seconds",
+        ppdmodel.trace_latency_seconds,
+        {**COSTS_ARGS, "m": [1, 0, 1]},
+        {"m": st.lists(st.integers(-1, 2), max_size=4)},
+    ),
+    Target(
+        "latency_waterfall",
+        ppdmodel.latency_waterfall,
+        {**COSTS_ARGS, "p": 0.5},
+        {"costs": cost_values},
+    ),
+    Target(
+        "LatencyWaterfall",
+        ppdmodel.LatencyWaterfall,
+        {**vars(ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5))},
+    ),
+    Target(
+        "expected_compute_seconds",
+        ppdmodel.expected_compute_seconds,
+        {**COSTS_ARGS, "ell": 16, "p": 0.5, "devices_main": 2, "devices_candidates": 1},
+        {"costs": cost_values, "early_head": cost_values},
+    ),
+    Target(
+        "trace_compute_seconds",
+        ppdmodel.trace_compute_seconds,
+        {**COSTS_ARGS, "m": [1, 0, 1]},
+        {"m": st.lists(st.integers(-1, 2), max_size=4)},
+    ),
+    Target(
+        "greedy_compute_seconds",
+        ppdmodel.greedy_compute_seconds,
+        dict(d=30, ell=16, costs=COSTS, devices=2),
+        {"costs": cost_values},
+    ),
+    Target(
+        "DecodeCostsGrid",
+        ppdmodel.DecodeCostsGrid,
+        dict(
+            layer_s=[1e-3, 2e-3],
+            candidate_layer_s=1.5e-3,
+            early_head_s=5e-3,
+            shared_device_slowdown=[1.0, 2.0],
+        ),
+    ),
+    Target("speculative_tokens_per_step", ppdmodel.speculative_tokens_per_step, dict(a=0.6, g=4)),
+    Target(
+        "speculative_seconds_per_token",
+        ppdmodel.speculative_seconds_per_token,
+        dict(a=0.6, g=4, draft_s=1e-3, verify_s=1e-2),
+    ),
+    Target("speculative_speedup", ppdmodel.speculative_speedup, dict(a=0.6, g=4, c=0.05)),
+    Target(
+        "early_exit_seconds_per_token",
+        ppdmodel.early_exit_seconds_per_token,
+        dict(d=30, exit_layer=10, g=3, a=0.5, costs=COSTS, reuse_draft_layers=False),
+        {"costs": cost_values},
+    ),
+    Target(
+        "ring_allreduce_seconds",
+        ppdmodel.ring_allreduce_seconds,
+        dict(n=4, nbytes=1e4, latency_s=5e-6, bandwidth_bytes_per_s=4.5e11),
+    ),
+    Target(
+        "link_seconds",
+        ppdmodel.link_seconds,
+        dict(latency_s=1e-6, nbytes=1e6, bandwidth_bytes_per_s=5e10),
+    ),
+    Target(
+        "tradeoff_curves",
+        ppdmodel.tradeoff_curves,
+        dict(layer=20, d=40, table=paper.TABLE2),
+        {"table": frame_mutations(paper.TABLE2)},
+    ),
+    Target(
+        "plot_tradeoff",
+        ppdmodel.plot_tradeoff,
+        dict(curves=CURVES, figure=3),
+        {"curves": frame_mutations(CURVES)},
+        examples=40,
+    ),
+    # ppdmodel.paper and ppdmodel.symbolic helpers
+    Target("paper.p_correct", paper.p_correct, dict(dataset="squad", k=3, trained=True, layer=20)),
+    Target(
+        "paper.per_position_p",
+        paper.per_position_p,
+        dict(dataset="wmt", k=1, trained=False, layer=10),
+    ),
+    Target("symbolic.at_half_depth", symbolic.at_half_depth, dict(expr=symbolic.EQ3), examples=40),
+    Target(
+        "symbolic.lambdified",
+        symbolic.lambdified,
+        dict(expr=symbolic.THEOREM_LATENCY, args=(symbolic.d, symbolic.d_bar)),
+        examples=60,
+    ),
+    Target("poisson_binomial_pmf", poisson_binomial_pmf, dict(q=[0.2, 0.5])),
+    # sim.__all__ (constructors) and the methods a user calls
+    Target("Bernoulli", sim.Bernoulli, dict(p=0.5)),
+    Target("Bernoulli.draw", sim.Bernoulli(0.5).draw, dict(ell=5, rng=RNG)),
+    Target("PerPosition", sim.PerPosition, dict(p_t=[0.2, 0.5])),
+    Target("PerPosition.draw", sim.PerPosition([0.5] * 8).draw, dict(ell=5, rng=RNG)),
+    Target("Replay", sim.Replay, dict(m=[1, 0, 1])),
+    Target("Replay.draw", sim.Replay([1, 0]).draw, dict(ell=3, rng=None)),
+    Target("GPUSpec", sim.GPUSpec, dict(name="x", peak_flops_bf16=1e15, hbm_bytes_per_s=3e12)),
+    Target("GPUSpec.from_name", sim.GPUSpec.from_name, dict(name="h200")),
+    Target("Link", sim.Link, dict(name="x", latency_s=1e-6, bandwidth_bytes_per_s=5e10)),
+    Target("Link.from_name", sim.Link.from_name, dict(name="nvlink4")),
+    Target("Link.transfer_time", sim.Link.from_name("nvlink4").transfer_time, dict(nbytes=1e6)),
+    Target("ModelShape", sim.ModelShape, {**vars(sim.ModelShape.from_name("llama2-7b"))}),
+    Target("ModelShape.from_name", sim.ModelShape.from_name, dict(name="llama2-7b")),
+    Target("ModelShape.handoff_bytes", SHAPE.handoff_bytes, dict(n_missing_tokens=1, n_layers=2)),
+    Target("ModelShape.with_context", SHAPE.with_context, dict(context_len=128)),
+    Target("UniformCost", sim.UniformCost, dict(seconds_per_layer=1e-3)),
+    Target(
+        "UniformCost.block_seconds",
+        sim.UniformCost().block_seconds,
+        dict(layer_start=1, layer_end=4, batch=1),
+    ),
+    Target(
+        "RooflineCost",
+        sim.RooflineCost,
+        dict(shape=SHAPE, gpu=GPU, flops_efficiency=0.6, bandwidth_efficiency=0.8),
+        {"shape": sim_values, "gpu": sim_values},
+    ),
+    Target(
+        "RooflineCost.block_seconds",
+        ROOFLINE.block_seconds,
+        dict(layer_start=1, layer_end=4, batch=3),
+    ),
+    Target("RooflineCost.head_seconds", ROOFLINE.head_seconds, dict(batch=3)),
+    Target(
+        "MeasuredCost", sim.MeasuredCost, dict(df=LAYER_TIMES), {"df": frame_mutations(LAYER_TIMES)}
+    ),
+    Target(
+        "MeasuredCost.block_seconds",
+        MEASURED.block_seconds,
+        dict(layer_start=1, layer_end=4, batch=2),
+    ),
+    Target("MeasuredCost.layer_seconds", MEASURED.layer_seconds, dict(layer=2, batch=2)),
+    Target(
+        "validate_layer_times",
+        lambda df: validate_layer_times(df.copy() if hasattr(df, "copy") else df),
+        dict(df=LAYER_TIMES),
+        {"df": frame_mutations(LAYER_TIMES)},
+    ),
+    Target(
+        "SimConfig",
+        sim.SimConfig,
+        {
+            **SMALL,
+            "matches": sim.Bernoulli(0.5),
+            "cost": sim.UniformCost(),
+            "n_gpus": None,
+            "link": None,
+            "shape": None,
+            "per_token_overhead_s": 0.0,
+            "per_handoff_overhead_s": 0.0,
+            "schedule": "ppd",
+            "allow_below_half": False,
+            "per_layer_events": False,
+        },
+        {name: sim_values for name in ("matches", "cost", "link", "shape")},
+    ),  # fmt: skip
+    Target(
+        "SimConfig.from_dict",
+        sim.SimConfig.from_dict,
+        dict(data=CONFIG_DICT),
+        {"data": config_dict_mutations},
+    ),
+    Target(
+        "simulate",
+        sim.simulate,
+        dict(config=sim.SimConfig(**SMALL), seed=0, m=None, record_events=True),
+        {"config": sim_values, "m": st.lists(st.integers(-1, 2), max_size=3)},
+    ),
+    Target(
+        "monte_carlo",
+        sim.monte_carlo,
+        dict(config=sim.SimConfig(**SMALL), n=3, seed=0, processes=1),
+        {"config": sim_values},
+    ),
+    Target(
+        "plot_gantt",
+        sim.plot_gantt,
+        dict(result=RESULT, ax=None),
+        {"result": sim_values},
+        examples=40,
+    ),
+    Target("SimResult", sim.SimResult, vars(RESULT).copy()),
+    Target(
+        "MonteCarloSummary",
+        sim.MonteCarloSummary,
+        vars(sim.monte_carlo(sim.SimConfig(**SMALL), n=3, seed=0)).copy(),
+    ),  # fmt: skip
+    Target("summarise", summarise, dict(samples=SAMPLES), {"samples": frame_mutations(SAMPLES)}),
+    Target(
+        "MatchTrace",
+        MatchTrace,
+        dict(sequence="s", d=4, d_bar=2, k=1, m=[1, 0], head="shared", source="match_rate"),
+    ),
+]
+
+
+def _call(func, kwargs: dict) -> tuple[str, float]:
+    """Call ``func(**kwargs)``; return the outcome name and the seconds it took."""
+    start = time.perf_counter()
+    try:
+        func(**kwargs)
+        outcome = "ok"
+    except (ValueError, TypeError) as exc:
+        outcome = "TypeError" if isinstance(exc, TypeError) else "ValueError"
+    except Exception as exc:  # noqa: BLE001 - anything else is what this test looks for
+        outcome = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        plt.close("all")
+    return outcome, time.perf_counter() - start
+
+
+def _fuzz(target: Target, examples: int, derandomize: bool) -> None:
+    """Run ``examples`` malformed calls of ``target``; fail on another exception or a hang."""
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=derandomize,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(target.strategy())
+    def check(kwargs):
+        outcome, seconds = _call(target.func, kwargs)
+        COUNTS[outcome if outcome in ALLOWED else "other"] += 1
+        shown = {k: v for k, v in kwargs.items() if v is not target.valid.get(k)}
+        assert outcome in ALLOWED, f"{target.name}({shown!r:.500}) raised {outcome}"
+        assert seconds < CALL_TIME_BOUND_S, f"{target.name}({shown!r:.500}) took {seconds:.1f} s"
+
+    check()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_counts(request):
+    """Print the outcome counts of this module's fuzzing (and write them if asked)."""
+    COUNTS.clear()
+    yield
+    calls = sum(COUNTS.values())
+    line = f"fuzz_api: {calls} calls, " + ", ".join(f"{k} {v}" for k, v in sorted(COUNTS.items()))
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if capture is not None and calls:
+        with capture.global_and_fixture_disabled():  # shown even without -s
+            print(f"\n{line}")
+    path = os.environ.get("PPD_FUZZ_REPORT")
+    if path and calls:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"calls": calls, **COUNTS}, fh, indent=1)
+
+
+def _public_callables(module, names) -> set[str]:
+    return {n for n in names if callable(getattr(module, n))}
+
+
+def test_every_public_function_is_fuzzed():
+    """A new public name of ppdmodel or sim must get a Target here."""
+    covered = {t.name for t in TARGETS}
+    missing = sorted(
+        (_public_callables(ppdmodel, ppdmodel.__all__) | _public_callables(sim, sim.__all__))
+        - covered
+    )
+    assert not missing, f"no fuzz target for {missing}"
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_fuzz(target):
+    """CI profile: a few hundred malformed calls per function at most, deterministic."""
+    if os.environ.get("PPD_FUZZ") == "slow":
+        pytest.skip("PPD_FUZZ=slow runs test_fuzz_slow instead")
+    _fuzz(target, min(CI_EXAMPLES, target.examples or CI_EXAMPLES), derandomize=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("PPD_FUZZ") != "slow", reason="set PPD_FUZZ=slow to run")
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_fuzz_slow(target):
+    """Slow profile: SLOW_EXAMPLES random malformed calls per function (>= 10^4 in all)."""
+    examples = SLOW_EXAMPLES if target.examples is None else 5 * target.examples
+    _fuzz(target, examples, derandomize=False)
