@@ -189,12 +189,14 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
             f"({rival.latency_s / best.latency_s:.2f}x as long)"
         )
     if best.method == "ppd":
-        margin = (
-            "never pays"
-            if not np.isfinite(best.break_even_p)
-            else (f"break-even p {best.break_even_p:.3f}")
-        )
-        text += f"; p_correct {best.p:.3f} against {margin}"
+        main = f"greedy on main's {int(best.tp_main)} device(s)"
+        if not np.isfinite(best.break_even_p):
+            text += f"; it never beats {main} at any p under these costs"
+        elif best.break_even_p == 0:
+            text += f"; no slower than {main} at any p (break-even p = 0), p_correct {best.p:.3f}"
+        else:
+            text += (f"; p_correct {best.p:.3f} against a break-even p of "
+                     f"{best.break_even_p:.3f} (vs {main})")  # fmt: skip
     if "sim_latency_s" in best and np.isfinite(best.sim_latency_s):
         text += (
             f"; simulated {best.sim_latency_s * 1e3:.3g} +- "
