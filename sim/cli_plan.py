@@ -44,7 +44,11 @@ def register(subparsers) -> None:
     p.add_argument("--host-us", type=nonnegative_float, default=0.0, help="host us per token")
     p.add_argument("--flops-efficiency", type=float, default=0.6)
     p.add_argument("--bandwidth-efficiency", type=float, default=0.8)
-    p.add_argument("--table", default="paper", help="p-table: 'paper' (Table 2) or a CSV/Parquet")
+    p.add_argument(
+        "--table",
+        default="paper",
+        help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet",
+    )
     p.add_argument("--table-d", type=positive_int, default=None,
                    help="layers of the model a p-table file was measured on")  # fmt: skip
     p.add_argument("--workload", nargs="+", default=None, help="workloads (default: all)")
@@ -118,9 +122,9 @@ def _hardware(args, shape) -> list:
 def _ptable(args):
     from sim.ptable import PTable
 
-    if args.table == "paper":
-        return PTable.paper()
-    return PTable.read(args.table, d=args.table_d)
+    if Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
+        return PTable.read(args.table, d=args.table_d)
+    return PTable.builtin(args.table)
 
 
 def run_plan(args: argparse.Namespace) -> int:

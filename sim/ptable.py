@@ -24,6 +24,11 @@ import pandas as pd
 
 from ppdmodel import paper
 
+try:  # built-in measured atlases (the SmolLM2 one), shipped with the package once they land
+    from ppdmodel import ptables as builtin_tables
+except ImportError:  # pragma: no cover - an install without them has Table 2 only
+    builtin_tables = None
+
 COLUMNS = ("workload", "head", "layer", "k", "p_correct")
 """Columns of a normalised p-table."""
 
@@ -58,12 +63,22 @@ class PTable:
         return cls.from_frame(paper.TABLE2, d=paper.MODEL_LAYERS, name="paper Table 2")
 
     @classmethod
+    def builtin(cls, name: str) -> PTable:
+        """A built-in table: ``paper`` (Table 2) or a shipped atlas (``ppdmodel.ptables``)."""
+        if name == "paper":
+            return cls.paper()
+        if builtin_tables is None:
+            raise ValueError(f"table {name!r}: this install ships Table 2 ('paper') only")
+        df = builtin_tables.load(name)
+        return cls.from_frame(df, d=int(df["d"].iloc[0]), name=f"{name} atlas")
+
+    @classmethod
     def from_frame(cls, df: pd.DataFrame, *, d: int, name: str = "p-table") -> PTable:
-        """Normalise a Table-2-shaped frame: ``dataset``/``category`` -> workload,
+        """Normalise a Table-2-shaped frame: ``dataset``/``category``/``prompt_set`` -> workload,
         ``trained`` (bool) -> head ``trained``/``shared``, ``p`` -> p_correct; rows with
         undefined p dropped."""
         df = df.copy()
-        for alias in ("dataset", "category"):
+        for alias in ("dataset", "category", "prompt_set"):
             if "workload" not in df.columns and alias in df.columns:
                 df = df.rename(columns={alias: "workload"})
         if "p_correct" not in df.columns and "p" in df.columns:

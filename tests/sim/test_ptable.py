@@ -83,3 +83,15 @@ def test_missing_columns_unknown_workload_and_d(tmp_path):
         PTable.read(tmp_path / "t.csv")
     with pytest.raises(ValueError, match="no such file"):
         PTable.read(tmp_path / "nope.csv", d=4)
+
+
+def test_builtin_tables():
+    assert PTable.builtin("paper").d == 40
+    try:
+        from ppdmodel import ptables  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="ships Table 2"):
+            PTable.builtin("smollm2")
+    else:
+        atlas = PTable.builtin("smollm2")
+        assert atlas.d == 30 and "shared" in atlas.heads
