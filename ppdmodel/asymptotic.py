@@ -22,7 +22,7 @@ from ppdmodel.validation import (
     check_d_bar,
     check_positive_int,
     check_probability,
-    default_d_bar,
+    d_bar_or_half_depth,
 )
 
 
@@ -33,7 +33,7 @@ def _validate(d, d_bar, p):
     these limits are stated at for any d, odd d included).
     """
     d = check_positive_int("d", d)
-    d_bar = check_d_bar(d, default_d_bar(d, d_bar), half_depth_ok=True)
+    d_bar = check_d_bar(d, d_bar_or_half_depth(d, d_bar), half_depth_ok=True)
     p = check_probability("p", p)
     check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p))
     return d, d_bar, p

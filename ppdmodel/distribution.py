@@ -54,6 +54,14 @@ class LatencyDistribution:
         ):  # fmt: skip
             raise ValueError(f"top must be an index into support or None, got {self.top!r}")
 
+    def __repr__(self) -> str:
+        """A short summary, not the two arrays."""
+        return (
+            f"LatencyDistribution({self.support.size} values in [{self.support[0]:g}, "
+            f"{self.support[-1]:g}], mean={self.mean:.6g}, std={self.std:.4g}, "
+            f"p50={self.p50:g}, p99={self.p99:g})"
+        )
+
     @property
     def cdf(self) -> np.ndarray:
         """P(T <= support[i])."""

@@ -247,7 +247,7 @@ def check_limit(name: str, value, limit, what: str = "") -> None:
         raise ValueError(f"{name} must be <= {limit}{reason}, got {_show(value)}")
 
 
-def default_d_bar(d, d_bar):
+def d_bar_or_half_depth(d, d_bar):
     """Return ``d_bar``, or d/2 (the paper's Eq. 3, 5, 6 setting) when it is None."""
     return np.divide(d, 2) if d_bar is None else d_bar
 

@@ -82,6 +82,14 @@ class SimResult:
         """The event log as a DataFrame (gpu -1: host or link)."""
         return pd.DataFrame.from_records(self.records, columns=list(EVENT_COLUMNS))
 
+    def __repr__(self) -> str:
+        cfg = self.config
+        return (
+            f"SimResult({cfg.schedule}, d={cfg.d}, d_bar={cfg.d_bar}, k={cfg.k}, ell={cfg.ell}: "
+            f"latency {self.latency_units:.6g} units ({self.latency_s:.4g} s), "
+            f"N={self.n_runs}, compute {self.compute_units:.6g} units)"
+        )
+
     def summary(self) -> dict:
         """Headline numbers as a JSON-ready dict."""
         return {
@@ -145,7 +153,23 @@ class MonteCarloSummary:
     """Per run: latency_units, latency_s, compute_units, n_runs."""
 
     def to_dict(self) -> dict:
-        return {key: value for key, value in self.__dict__.items() if key != "samples"}
+        """Plain floats (no numpy scalars), samples excluded."""
+        return {
+            key: int(value) if key == "n" else float(value)
+            for key, value in self.__dict__.items()
+            if key != "samples"
+        }
+
+    def __repr__(self) -> str:
+        spread = (
+            f", std={self.std:.4g}, 95% CI of the mean [{self.ci_low:.6g}, {self.ci_high:.6g}]"
+            if self.n > 1
+            else ""
+        )
+        return (
+            f"MonteCarloSummary(n={self.n}, mean={self.mean:.6g}{spread}, p50={self.p50:.6g}, "
+            f"p99={self.p99:.6g}, compute_mean={self.compute_mean:.6g})"
+        )
 
 
 def _run_one(args) -> tuple[float, float, float, int]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from measure.cli.common import add_model_args, add_prompt_format_args
 from ppdmodel.cli_args import default_d_bar
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 
 
 def register(subparsers) -> None:
@@ -22,6 +23,14 @@ def register(subparsers) -> None:
     _add_common(run)
     run.add_argument("--k", type=int, nargs="+", default=[1, 3], help="candidates (default 1 3)")
     run.add_argument("--no-assistant", action="store_true", help="skip the HF early-exit rows")
+    run.add_argument(
+        "--early-head",
+        default="main",
+        choices=EARLY_HEAD_PLACEMENTS,
+        help="where PPD runs the early head: on main's critical path (main, the paper's "
+        "Algorithm 2) or on the candidate side, from main's layer-d_bar hidden state "
+        "(candidates); default main",
+    )
     run.set_defaults(func=_run)
     validate = subparsers.add_parser(
         "validate",
@@ -98,6 +107,7 @@ def _run(args) -> int:
         timeout_s=args.timeout_s,
         sequences=names,
         model_dir=args.model if args.backend == "dist" else None,
+        early_head=args.early_head,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -105,7 +115,8 @@ def _run(args) -> int:
     write_traces(out / "traces.jsonl", [r.trace for runs in report.ppd.values() for r in runs])
     print(
         f"d = {model.config.get_text_config().num_hidden_layers}, d_bar = {d_bar}, "
-        f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}"
+        f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}, "
+        f"early head on {args.early_head}"
     )
     print(format_table(report.table))
     print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")

@@ -3,7 +3,8 @@
 - ``loop.py``: the main process's loop (``run_main``), shared by every backend;
 - ``executor.py``: the ``CandidateExecutor`` protocol the loop drives;
 - ``local.py``: the in-process executor and the ``single`` backend;
-- ``dist.py`` / ``launch.py``: the torch.distributed message protocol, and the ranks' launcher;
+- ``dist.py`` / ``comm.py`` / ``launch.py``: the torch.distributed message protocol, its
+  point-to-point messages, and the ranks' launcher;
 - ``backends.py``: ``ppd_generate`` / ``ppd_many``, the one dispatch over backends;
 - ``greedy.py``: the greedy reference; ``checks.py``: argument checks; ``results.py``: results.
 """

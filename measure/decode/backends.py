@@ -11,6 +11,7 @@ from pathlib import Path
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
 from measure.hf.loading import load_model
+from ppdmodel.costs import check_early_head
 
 BACKENDS = ("single", "dist")
 """``single``: one process (sequential on CPU, two CUDA streams on a GPU); ``dist``: ranks."""
@@ -37,13 +38,16 @@ def ppd_many(
     model_dir=None,
     head=None,
     warmup=True,
+    early_head="main",
 ):
     """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts in one job.
 
     ``model_dir`` (a local directory holding ``model``'s weights) spares ``dist`` a temporary
-    copy; ``warmup`` decodes two tokens of the first prompt untimed first (``single``).
+    copy; ``warmup`` decodes two tokens of the first prompt untimed first (``single``);
+    ``early_head`` as in ``ppd_generate``.
     """
     check_backend(backend)
+    check_early_head(early_head)
     names = sequences or [str(i) for i in range(len(prompts))]
     if backend == "dist":
         return ppd_dist_many(
@@ -57,11 +61,20 @@ def ppd_many(
             timeout_s=timeout_s,
             head=head,
             sequences=names,
+            early_head=early_head,
         )
     if isinstance(model, str | Path):  # a local model directory
         model = load_model(model)[0]
     if warmup and prompts:
-        ppd_single(model, prompts[0], d_bar=d_bar, k=k, max_new_tokens=2, head=head)
+        ppd_single(
+            model,
+            prompts[0],
+            d_bar=d_bar,
+            k=k,
+            max_new_tokens=2,
+            head=head,
+            early_head=early_head,
+        )
     return [
         ppd_single(
             model,
@@ -72,6 +85,7 @@ def ppd_many(
             eos_token_id=eos_token_id,
             head=head,
             sequence=name,
+            early_head=early_head,
         )
         for p, name in zip(prompts, names, strict=True)
     ]
@@ -90,13 +104,17 @@ def ppd_generate(
     world_size=2,
     timeout_s=120.0,
     sequence="0",
+    early_head="main",
 ):
     """Real PPD decoding (paper Algorithm 2); the tokens equal greedy decoding's.
 
     model: a Hugging Face causal LM (or a local model directory); input_ids: one prompt ([P],
     [1, P] or a list); d_bar: early-prediction layer, d/2 <= d_bar < d; k: candidates,
     1..vocab; backend: ``single`` or ``dist`` (``world_size`` ranks: main + world_size - 1
-    candidate ranks, ``timeout_s`` per run).
+    candidate ranks, ``timeout_s`` per run); early_head: ``main`` (main runs the early head
+    and sends the k ids, Algorithm 2) or ``candidates`` (main hands its layer-d_bar hidden
+    state over and goes on; the candidate side runs the early head and the top-k, and main
+    gets the k ids back when it decides the match), see ``measure.decode.loop``.
     """
     (result,) = ppd_many(
         model,
@@ -111,5 +129,6 @@ def ppd_generate(
         sequences=[sequence],
         head=head,
         warmup=False,
+        early_head=early_head,
     )
     return result

@@ -23,12 +23,32 @@ VERDICT 3  row j or -1, token, pos     j >= 0: r sends HANDOFF and keeps row j's
 END 4      -                           r sends EVENTS (its timed blocks), waits for PROMPT
 PING 5     n (float32 elements)        float32 [n]; r echoes it back (link probe)
 STOP 6     -                           r leaves the task
+HIDDEN 7   position, n_r, pass t,      (early_head="candidates", instead of CANDS) one flat
+           heads, dh                   tensor, model dtype: main's hidden state at d_bar
+                                       ``[H]``, then if heads > 0 the SYNC entries as in
+                                       CANDS; r appends them, runs the early head and the
+                                       top-k on the hidden state, sends IDS, then runs its
+                                       n_r candidates (top-k ids j = r-1, r-1 + (W-1), ...)
 =========  ==========================  ==================================================
 
+IDS (r -> 0, after HIDDEN): int64 [n_r], the candidate ids r runs, in row order. Main posts
+its receive when it sends HIDDEN and waits for it only when it has its own token and must
+decide the match (``RemoteCandidates.candidate_ids``); it then sends VERDICT as under "main".
+Main decides from the ids each rank reports, so ranks that break top-k ties differently
+could only lower the match rate, never make the output differ from greedy.
 HANDOFF (r -> 0): one flat tensor in the model dtype: hidden state at layer e ``[H]`` then,
 for each layer i < e, K and V of the new position ``[kv_heads, Dh]`` (``kv_ops.pack``).
 EVENTS (r -> 0): int64 [1] count n, then float64 [n, 6]: token, layer_start, layer_end,
-start, end (host perf_counter seconds; one clock per host), kind code (0 layers, 1 handoff).
+start, end (host perf_counter seconds; one clock per host), kind code (``KIND_CODES``: 0
+layers, 1 handoff, 2 head, 3 abandoned).
+
+Abandoning a rejected batch: while r runs a candidate batch, a helper thread already receives
+the next header from main (``Comm.prefetch_header``); before each candidate layer r looks
+at it, and a VERDICT that rejects its rows (j = -1), or END, stops the batch there (an
+``abandoned`` event of the layers it ran). So a rejected batch costs its rank at most one
+more layer after the verdict arrives and delays neither main nor the next batch beyond that
+(the closed form, ``ppdmodel.passes``, assumes it costs nothing after the verdict). An
+accepted batch (j >= 0) runs to the end; main waits for its HANDOFF.
 
 Each candidate rank keeps a copy of main's KV for layers [0, e): it keeps the accepted row
 of its own hand-off, and otherwise receives main's entries (SYNC) with the next candidates,
@@ -45,13 +65,13 @@ import socket
 from dataclasses import dataclass, field
 
 import torch
-import torch.distributed as dist
 
+from measure.decode.comm import Comm, PendingRecv
 from measure.hf.kv_ops import append_entries, last_entries, pack, share_prefix, unpack
 from measure.profile.clock import Clock
 
-PROMPT, CANDS, VERDICT, END, PING, STOP = 1, 2, 3, 4, 5, 6
-KIND_CODES = {"layers": 0, "handoff": 1}
+PROMPT, CANDS, VERDICT, END, PING, STOP, HIDDEN = 1, 2, 3, 4, 5, 6, 7
+KIND_CODES = {"layers": 0, "handoff": 1, "head": 2, "abandoned": 3}
 LINK_PROBE_BYTES = (256, 4096, 65536, 524288)
 """Message sizes of the link probe (bytes), each sent ``LINK_PROBE_REPEATS`` times."""
 LINK_PROBE_REPEATS = 5
@@ -74,9 +94,12 @@ class DistTask:
     eos_token_id: list[int] = field(default_factory=list)
     """Token ids that end a sequence."""
     head_dir: str | None = None
-    """Directory of a trained early head (``TrainedHead.save``), loaded on rank 0 only."""
+    """Directory of a trained early head (``TrainedHead.save``), loaded on rank 0 (and on the
+    candidate ranks when ``early_head == "candidates"``)."""
     sequences: list[str] | None = None
     """Names of the prompts in the traces (default "0", "1", ...)."""
+    early_head: str = "main"
+    """Where the early head runs: ``main`` (rank 0) or ``candidates`` (the candidate ranks)."""
 
 
 @dataclass
@@ -118,45 +141,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Comm:
-    """Point-to-point messages of the protocol on the communication device."""
-
-    def __init__(self, k: int, device: torch.device, group=None):
-        self.width, self.device, self.group, self.pending = 6 + k, device, group, []
-
-    def send_header(self, dst: int, kind: int, a=-1, b=-1, c=-1, heads=0, dh=0, cands=()):
-        header = torch.full((self.width,), -1, dtype=torch.long)
-        header[:6] = torch.tensor([kind, a, b, c, heads, dh])
-        header[6 : 6 + len(cands)] = torch.as_tensor(list(cands), dtype=torch.long)
-        self.send(header.to(self.device), dst)
-
-    def recv_header(self, src: int = 0) -> list[int]:
-        header = torch.empty(self.width, dtype=torch.long, device=self.device)
-        self._recv(header, src)
-        return header.tolist()
-
-    def send(self, tensor: torch.Tensor, dst: int) -> None:
-        """Non-blocking send; buffers are kept until ``flush``."""
-        tensor = tensor.contiguous()
-        self.pending.append((dist.isend(tensor, dst, group=self.group), tensor))
-        if len(self.pending) > 64:
-            self.flush()
-
-    def recv(self, shape, dtype, src: int) -> torch.Tensor:
-        out = torch.empty(shape, dtype=dtype, device=self.device)
-        self._recv(out, src)
-        return out
-
-    def _recv(self, out: torch.Tensor, src: int) -> None:
-        try:
-            dist.recv(out, src, group=self.group)
-        except RuntimeError as exc:  # say which peer went silent or away
-            raise RuntimeError(f"waiting for a message from rank {src} failed: {exc}") from exc
-
-    def flush(self) -> None:
-        for work, _ in self.pending:
-            work.wait()
-        self.pending = []
+def share(items: list, rank: int, world_size: int) -> list:
+    """The items of candidate rank ``rank``: j = rank-1, rank-1 + (W-1), ... (see ``owner``)."""
+    return items[rank - 1 :: world_size - 1]
 
 
 def owner(j: int, world_size: int) -> tuple[int, int]:
@@ -167,26 +154,58 @@ def owner(j: int, world_size: int) -> tuple[int, int]:
 class RemoteCandidates:
     """Main-side proxy of the candidate ranks: the ``CandidateExecutor`` of the ``dist`` backend."""
 
-    def __init__(self, lsm, cache, e, rec, comm: Comm, world_size: int):
+    def __init__(self, lsm, cache, e, rec, comm: Comm, world_size: int, k: int | None = None):
         self.lsm, self.cache, self.e, self.rec = lsm, cache, e, rec
         self.comm, self.world = comm, world_size
+        self.k = comm.width - 6 if k is None else k
         self.holder = None  # the rank that handed over the current token (it has its KV)
+        self.ids: list[int] | None = None  # the current batch's k ids, once known
+        self.id_msgs: dict[int, PendingRecv] = {}  # IDS still to receive, per rank
 
     def start(self, cands: torch.Tensor, position: int, token: int) -> None:
         flat = cands[0].tolist()
+        self.ids = flat
         entries = last_entries(self.cache, range(self.e), 0)  # the current token, [0, e)
         _, heads, _, dh = entries[0][0].shape
         kv = None
         for r in range(1, self.world):
-            share = flat[r - 1 :: self.world - 1]
+            mine = share(flat, r, self.world)
             if r == self.holder:
-                self.comm.send_header(r, CANDS, position, len(share), token, cands=share)
+                self.comm.send_header(r, CANDS, position, len(mine), token, cands=mine)
                 continue
-            self.comm.send_header(r, CANDS, position, len(share), token, heads, dh, share)
+            self.comm.send_header(r, CANDS, position, len(mine), token, heads, dh, mine)
             if kv is None:
                 kv = pack(entries[0][0][:0], entries).to(self.comm.device)
             self.comm.send(kv, r)
         self.holder = None
+
+    def start_from_hidden(self, h: torch.Tensor, position: int, token: int) -> None:
+        """HIDDEN to every candidate rank (with SYNC where needed); post the IDS receives."""
+        entries = last_entries(self.cache, range(self.e), 0)  # the current token, [0, e)
+        _, heads, _, dh = entries[0][0].shape
+        hidden = h.reshape(-1).to(self.comm.device)  # [H]
+        with_kv = None
+        self.ids = None
+        for r in range(1, self.world):
+            n = len(share(range(self.k), r, self.world))
+            if r == self.holder:
+                self.comm.send_header(r, HIDDEN, position, n, token)
+                self.comm.send(hidden, r)
+            else:
+                self.comm.send_header(r, HIDDEN, position, n, token, heads, dh)
+                if with_kv is None:
+                    with_kv = pack(h, entries).to(self.comm.device)
+                self.comm.send(with_kv, r)
+            self.id_msgs[r] = self.comm.post_recv((n,), torch.long, r)
+        self.holder = None
+
+    def candidate_ids(self) -> list[int]:
+        """The k ids (under "candidates": each rank's IDS, merged back into top-k order)."""
+        if self.ids is None:
+            shares = {r: msg.wait().tolist() for r, msg in self.id_msgs.items()}
+            self.id_msgs = {}
+            self.ids = [shares[r][row] for r, row in (owner(j, self.world) for j in range(self.k))]
+        return self.ids
 
     def accept(self, j: int, token_id: int, position: int, token: int) -> torch.Tensor:
         start = self.rec.mark()
@@ -208,6 +227,9 @@ class RemoteCandidates:
             self.comm.send_header(r, VERDICT, -1, token_id, position)
 
     def finish(self) -> None:
+        for msg in self.id_msgs.values():  # IDS of a batch the sequence did not wait for
+            msg.wait()
+        self.id_msgs = {}
         for r in range(1, self.world):
             self.comm.send_header(r, END)
         for r in range(1, self.world):
@@ -222,9 +244,11 @@ class RemoteCandidates:
 class CandidateWorker:
     """A candidate rank: mirrors main's KV for layers [0, e) and runs candidate batches."""
 
-    def __init__(self, lsm, comm: Comm, rank: int, d_bar: int):
+    def __init__(self, lsm, comm: Comm, rank: int, d_bar: int, k: int = 1, world_size: int = 2):
         self.lsm, self.comm, self.rank = lsm, comm, rank
-        self.e = lsm.num_layers - d_bar
+        self.d_bar, self.e = d_bar, lsm.num_layers - d_bar
+        self.k, self.world = k, world_size
+        self.hidden_size = lsm.model.config.get_text_config().hidden_size
         self.cache = self.h = self.rows = None
         self.events: list[list[float]] = []
         self.clock = Clock(lsm.device, host_sync=True)  # one host timeline with rank 0
@@ -243,15 +267,49 @@ class CandidateWorker:
         _, entries = unpack(flat.to(self.lsm.device), (0,), [(1, heads, 1, dh)] * self.e)
         append_entries(self.cache, range(self.e), entries)
 
+    def hidden_numel(self, heads: int, dh: int) -> int:
+        """Elements of a HIDDEN payload: [H], plus the SYNC entries when heads > 0."""
+        return self.hidden_size + (2 * self.e * heads * dh if heads > 0 else 0)
+
+    def from_hidden(self, position: int, n: int, token: int, flat, heads: int, dh: int) -> None:
+        """HIDDEN: append the SYNC entries, early head + top-k on main's h, send IDS, run."""
+        shapes = [(1, heads, 1, dh)] * self.e if heads > 0 else []
+        h, entries = unpack(flat.to(self.lsm.device), (1, 1, self.hidden_size), shapes)
+        if entries:
+            append_entries(self.cache, range(self.e), entries)
+        start = self.clock.mark()
+        top = torch.topk(self.lsm.early_logits(h)[:, -1].float(), self.k, dim=-1).indices[0]
+        mine = share(top, self.rank, self.world)  # [n]
+        self._block(token, self.d_bar, self.d_bar, "head", start)
+        if len(mine) != n:
+            raise RuntimeError(f"rank {self.rank}: HIDDEN asks for {n} candidates, has {len(mine)}")
+        self.comm.send(mine.to(self.comm.device), 0)  # IDS
+        self.candidates(position, mine.tolist(), token)
+
     def candidates(self, position: int, cands: list[int], token: int) -> None:
+        """Run ``cands`` as one batch over [0, e); stop early if main rejects it meanwhile."""
         start = self.clock.mark()
         n = len(cands)
         self.rows = self.lsm.new_cache()
         share_prefix(self.cache, self.rows, range(self.e), n)
         ids = torch.tensor(cands, dtype=torch.long, device=self.lsm.device)[:, None]  # [n, 1]
         pos = torch.full((n, 1), position, dtype=torch.long, device=self.lsm.device)
-        self.h = self.lsm.run_layers(self.lsm.embed(ids, pos), 0, self.e, self.rows, pos)
+        h = self.lsm.embed(ids, pos)  # [n, 1, H]
+        self.comm.prefetch_header()  # the verdict may come while the batch runs
+        kwargs = self.lsm.layer_kwargs(h, 0, self.rows, pos)
+        for i in range(self.e):
+            if i > 0 and self._rejected():
+                self.h = self.rows = None
+                self._block(token, 0, i, "abandoned", start)
+                return
+            h = self.lsm.run_layer(i, h, kwargs)  # as run_layers(h, 0, e, rows, pos)
+        self.h = h
         self._block(token, 0, self.e, "layers", start)
+
+    def _rejected(self) -> bool:
+        """True once main's next message has arrived and is not a VERDICT accepting a row here."""
+        header = self.comm.arrived_header()
+        return header is not None and not (header[0] == VERDICT and header[1] >= 0)
 
     def verdict(self, row: int, token_id: int, position: int, token: int) -> None:
         start = self.clock.mark()

@@ -27,6 +27,7 @@ from measure.decode.checks import (
 from measure.decode.dist import (
     CANDS,
     END,
+    HIDDEN,
     LINK_PROBE_BYTES,
     LINK_PROBE_REPEATS,
     PING,
@@ -46,6 +47,7 @@ from measure.hf.layer_split import LayerSplitModel
 from measure.hf.loading import load_causal_lm
 from measure.profile import clock as clocks
 from measure.train.heads import TrainedHead
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
 from sim.formats import write_traces
 
 WATCHDOG_GRACE_S = 5.0
@@ -91,6 +93,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
     check_ppd_args(
         d, task.d_bar, task.k, lsm.model.config.get_text_config().vocab_size, task.max_new_tokens
     )
+    check_early_head(task.early_head)
     results = []
     for i, prompt in enumerate(task.prompts):
         ids = torch.tensor([prompt], dtype=torch.long)
@@ -105,9 +108,10 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
             max_new_tokens=task.max_new_tokens,
             eos=eos_set(task.eos_token_id),
             candidates_factory=lambda c, e, rec: RemoteCandidates(
-                lsm, c, e, rec, comm, job.world_size
+                lsm, c, e, rec, comm, job.world_size, k=task.k
             ),
             host_clock=True,
+            early_head=task.early_head,
         )
         name = task.sequences[i] if task.sequences else str(i)
         results.append(
@@ -131,7 +135,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
 
 
 def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> None:
-    worker = CandidateWorker(lsm, comm, rank, task.d_bar)
+    worker = CandidateWorker(lsm, comm, rank, task.d_bar, k=task.k, world_size=job.world_size)
     token = 0
     while True:
         kind, a, b, c, heads, dh, *cands = comm.recv_header(0)
@@ -145,6 +149,11 @@ def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> No
                 worker.sync(comm.recv((n,), lsm.model.dtype, 0), heads, dh)
             if b > 0:
                 worker.candidates(a, cands[:b], token)
+        elif kind == HIDDEN:  # early_head="candidates": main's hidden state (+ SYNC) follows
+            _maybe_fail(job, rank)
+            token = c
+            flat = comm.recv((worker.hidden_numel(heads, dh),), lsm.model.dtype, 0)
+            worker.from_hidden(a, b, token, flat, heads, dh)
         elif kind == VERDICT:
             worker.verdict(a, b, c, token)
         elif kind == END:
@@ -182,7 +191,7 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
             if task.model_dir not in loaded:
                 loaded = {task.model_dir: load_rank_model(task.model_dir, job, device)}
             head = None
-            if rank == 0 and task.head_dir:
+            if task.head_dir and (rank == 0 or task.early_head == "candidates"):
                 head = TrainedHead.load(task.head_dir).to(device)
             lsm = LayerSplitModel(loaded[task.model_dir], head=head)
             comm = Comm(task.k, device, group)
@@ -326,13 +335,16 @@ def ppd_dist_many(
     timeout_s=120.0,
     head=None,
     sequences=None,
+    early_head="main",
     **job_kwargs,
 ):
     """Distributed PPD of several prompts in one spawned job; a list of PPDResult.
 
     model: a local model directory or a loaded model (saved to a temporary directory so
-    every rank loads identical weights).
+    every rank loads identical weights); early_head: ``main`` or ``candidates`` (the
+    candidate ranks run the early head on main's layer-d_bar hidden state).
     """
+    check_early_head(early_head)
     config = _config(model)
     check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
     check_head_layer(head, d_bar)
@@ -349,6 +361,7 @@ def ppd_dist_many(
             eos_token_id=sorted(eos_set(eos_token_id)),
             sequences=sequences,
             head_dir=_head_dir(head, tmp),
+            early_head=early_head,
         )
         job = DistJob(
             tasks=[task],
@@ -411,10 +424,13 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--early-head", default="main", choices=EARLY_HEAD_PLACEMENTS)
     parser.add_argument("--out", required=True, help="directory for traces.jsonl (rank 0)")
     args = parser.parse_args(argv)
     prompts = json.loads(Path(args.prompt_ids).read_text(encoding="utf-8"))
-    task = DistTask(args.model, prompts, args.d_bar, args.k, args.max_new_tokens)
+    task = DistTask(
+        args.model, prompts, args.d_bar, args.k, args.max_new_tokens, early_head=args.early_head
+    )
     job = DistJob(
         [task],
         world_size=int(os.environ["WORLD_SIZE"]),

@@ -5,16 +5,40 @@ The prompt minus its last token is prefilled; then each generated token t = 1..e
 *pass* of the main process over the previous token:
 
 1. main runs layers [a, d_bar) of the pass (a = 0, or a = e after a hand-off);
-2. the early head at d_bar gives the top-k candidates for the pass's output token;
+2. the early head at d_bar gives the top-k candidates for the pass's output token: on main
+   (``early_head="main"``, the paper's Algorithm 2) or on the candidate side, which receives
+   main's layer-d_bar hidden state h [1, 1, H] (``early_head="candidates"``, this project's
+   extension: the head leaves main's critical path);
 3. the k candidates run as ONE batch of k rows through layers [0, e) at the next position,
-   sharing the prefix KV cache, while main runs layers [d_bar, d) and the LM head;
+   sharing the prefix KV cache, while main runs layers [d_bar, d) and the LM head (under
+   "candidates" main never computes the early head: it asks the candidate side for the k ids
+   when it has its own token, ``CandidateExecutor.candidate_ids``);
 4. if the final token is candidate j, row j's hidden state at layer e and its KV entries for
    layers [0, e) are handed to main, and the next pass starts at layer e (m_t = 1); otherwise
-   the next pass starts at layer 0 (m_t = 0).
+   the next pass starts at layer 0 (m_t = 0) and the batch is rejected.
 
-Main's own computation is the greedy computation, so the tokens are greedy's; after a hand-off
-main's cache equals greedy's up to the rounding of the batched candidate rows (exactly so at
-k = 1 on CPU). Latency in layer units is d_bar*ell + e*N (N = 1 + sum(1 - m_t)).
+Main's own computation is the greedy computation, so the tokens are greedy's whatever the
+placement; after a hand-off main's cache equals greedy's up to the rounding of the batched
+candidate rows (exactly so at k = 1 on CPU). Latency in layer units is d_bar*ell + e*N
+(N = 1 + sum(1 - m_t)).
+
+Trace events (``sim.formats.EVENT_KEYS``; ``process`` 0 = main, 1.. = candidate side; layers
+0-based, [layer_start, layer_end)): main's ``layers`` blocks [a, d_bar) and [d_bar, d) of
+token t, its final ``head`` (d, d); the early ``head`` (d_bar, d_bar) on main for token t
+under "main", on the candidate process for token t + 1 under "candidates"; the candidates'
+``layers`` (0, e) of token t + 1; ``handoff`` (e, e); and on ``dist`` an ``abandoned`` block
+(0, i) for a rejected batch stopped after i layers.
+
+A rejected batch (the closed form, ``ppdmodel.passes``, assumes it is abandoned at once):
+- ``single`` on CPU is a sequential emulation: every batch, rejected or not, runs to the end
+  before main goes on, so its wall time counts every batch (it is not PPD's latency);
+- ``single`` on CUDA: a batch's kernels are queued on the candidate stream when it starts and
+  cannot be recalled; a rejected one finishes on that stream while main's next pass runs (the
+  two share the GPU) and main never waits for it; the next batch queues behind it, which
+  delays a hand-off only if the rejected batch outlasts main's whole next prefix;
+- ``dist``: the candidate rank checks for main's verdict between candidate layers and stops a
+  batch as soon as it is rejected (or the sequence ends), so a rejected batch costs at most one
+  more layer on its rank and never delays main or the next batch beyond that.
 
 Backends: ``single`` (one process; sequential emulation on CPU, main and candidates on two CUDA
 streams on a GPU) and ``dist`` (torch.distributed ranks, see ``measure.decode.dist``).
@@ -91,10 +115,12 @@ def run_main(
     eos,
     candidates_factory: CandidatesFactory,
     host_clock=False,
+    early_head="main",
 ):
     """The main process of PPD (shared by both backends); returns (result fields, cache).
 
-    ``candidates_factory(cache, e, recorder)`` gives the ``CandidateExecutor`` of the backend.
+    ``candidates_factory(cache, e, recorder)`` gives the ``CandidateExecutor`` of the backend;
+    ``early_head`` (``"main"`` or ``"candidates"``, already checked) places the early head.
     """
     d = lsm.num_layers
     e = d - d_bar
@@ -120,12 +146,14 @@ def run_main(
         h = lsm.run_layers(h, a, d_bar, cache, pos)
         early = rec.mark()
         rec.add(MAIN, t, a, d_bar, "layers", start, early)
-        cands = None
-        if t < max_new_tokens:
+        started = t < max_new_tokens
+        if started and early_head == "main":
             cands = torch.topk(lsm.early_logits(h)[:, -1].float(), k, dim=-1).indices  # [1, k]
-            launched = rec.mark()
-            rec.add(MAIN, t, d_bar, d_bar, "head", early, launched)
+            rec.add(MAIN, t, d_bar, d_bar, "head", early, rec.mark())
             cand.start(cands, position + 1, t + 1)
+            early = rec.mark()
+        elif started:  # the candidate side runs the early head on h: [1, 1, H]
+            cand.start_from_hidden(h, position + 1, t + 1)
             early = rec.mark()
         h = lsm.run_layers(h, d_bar, d, cache, pos)
         late = rec.mark()
@@ -134,11 +162,11 @@ def run_main(
         rec.add(MAIN, t, d, d, "head", late, rec.mark())
         tokens.append(nxt)
         times.append(rec.host_seconds())
-        if nxt in eos or cands is None:
+        if nxt in eos or not started:
             break
-        hits = (cands[0] == nxt).nonzero()
-        if len(hits):
-            handed = cand.accept(int(hits[0, 0]), nxt, position + 1, t + 1)
+        hits = [j for j, c in enumerate(cand.candidate_ids()) if c == nxt]
+        if hits:
+            handed = cand.accept(hits[0], nxt, position + 1, t + 1)
         else:
             handed = None
             cand.reject(nxt, position + 1, t + 1)
@@ -155,4 +183,5 @@ def run_main(
         prefill_s=prefill_s,
         events=rec.events(),
         cand=cand,
+        early_head=early_head,
     ), cache

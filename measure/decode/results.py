@@ -31,6 +31,8 @@ class PPDResult:
     """Bytes of one hand-off message (hidden state + KV entries of layers [0, e))."""
     link_samples: list[tuple[int, float]] = field(default_factory=list)
     """(bytes, one-way seconds) of link probes between ranks (``dist`` only)."""
+    early_head: str = "main"
+    """Where the early head ran: ``main`` (on main's critical path) or ``candidates``."""
 
     @property
     def ell(self) -> int:
@@ -40,7 +42,7 @@ class PPDResult:
     def __repr__(self) -> str:
         return (
             f"PPDResult(ell={self.ell}, n_runs={self.n_runs}, matches={sum(self.m)}, "
-            f"backend={self.backend!r}, wall_s={self.wall_s:.4g})"
+            f"backend={self.backend!r}, early_head={self.early_head!r}, wall_s={self.wall_s:.4g})"
         )
 
 
@@ -96,4 +98,5 @@ def build_result(fields: dict, *, d, d_bar, k, sequence, backend, head_name, nby
         backend=backend,
         handoff_bytes=nbytes,
         link_samples=list(link),
+        early_head=fields.get("early_head", "main"),
     )

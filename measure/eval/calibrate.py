@@ -16,11 +16,13 @@ the link's transfer time of one hand-off message.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import nnls
 
+from ppdmodel.costs import link_seconds
 from sim import Link
 from sim.passes import greedy_step_seconds, main_pass_seconds
 
@@ -48,7 +50,8 @@ class Calibration:
         """The fitted ``sim.Link`` (None when no link was measured)."""
         if self.link_latency_s == 0 and math.isinf(self.link_bandwidth_bytes_per_s):
             return None
-        return Link("calibrated", self.link_latency_s, self.link_bandwidth_bytes_per_s)
+        bandwidth = min(self.link_bandwidth_bytes_per_s, sys.float_info.max)  # inf: latency only
+        return Link("calibrated", self.link_latency_s, bandwidth)
 
     def to_dict(self) -> dict:
         """Plain values for strict JSON: an infinite bandwidth (no link probed) becomes None."""
@@ -84,8 +87,9 @@ def fit_link(samples) -> tuple[float, float]:
 
 
 def transfer_seconds(latency_s: float, bandwidth: float, nbytes: float) -> float:
-    """Link time of one message (``sim.Link.transfer_time``, the one formula)."""
-    return Link("calibrated", latency_s, bandwidth).transfer_time(nbytes)
+    """Link time of one message (``ppdmodel.link_seconds``, the one formula; an infinite
+    bandwidth, no link probed, costs the latency alone)."""
+    return link_seconds(latency_s=latency_s, nbytes=nbytes, bandwidth_bytes_per_s=bandwidth)
 
 
 def pass_durations(token_times_s) -> np.ndarray:

@@ -138,8 +138,12 @@ def table3(
     sequences=None,
     model_dir=None,
     head=None,
+    early_head="main",
 ) -> Table3Report:
-    """Greedy vs PPD (each k) vs HF early exit on the same prompts; all checked exact."""
+    """Greedy vs PPD (each k) vs HF early exit on the same prompts; all checked exact.
+
+    ``early_head``: where PPD runs the early head (``main`` or ``candidates``, see
+    ``measure.decode.backends.ppd_generate``)."""
     if not prompts:
         raise ValueError("prompts must not be empty")
     greedy = run_greedy(model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
@@ -170,6 +174,7 @@ def table3(
             head=head,
             sequences=[f"{s}-k{k}" for s in (sequences or range(len(prompts)))],
             model_dir=model_dir,
+            early_head=early_head,
         )
         report.ppd[k] = runs
         ms = [x for r in runs for x in r.m]
@@ -181,7 +186,8 @@ def table3(
                 sum(len(r.tokens) for r in runs),
                 sum(r.wall_s for r in runs),
                 [r.tokens for r in runs] == ref,
-                f"backend {backend}",
+                f"backend {backend}"
+                + ("" if early_head == "main" else f", early head on {early_head}"),
             )
         )
     if assistant:

@@ -94,3 +94,9 @@ def test_monte_carlo_is_seeded():
     c = ppdmodel.sample_latency(d=40, d_bar=20, ell=128, p=p_t, n=100, seed=7)
     d = ppdmodel.sample_latency(d=40, d_bar=20, ell=128, p=p_t, n=100, seed=7)
     np.testing.assert_array_equal(c, d)
+
+
+def test_repr_is_a_short_summary():
+    text = repr(ppdmodel.latency_distribution(d=40, d_bar=20, ell=128, p=0.6837))
+    assert text.startswith("LatencyDistribution(128 values in [2580, 5120], mean=3383.4")
+    assert "array" not in text and len(text) < 150

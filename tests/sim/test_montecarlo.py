@@ -99,3 +99,12 @@ def test_invariants(d, frac, k, ell, gpus, fine, link, cost, seed, overhead):
         again = sim.simulate(other, m=result.m)
         assert again.latency_s == pytest.approx(result.latency_s, rel=1e-12)
         assert again.compute_s == pytest.approx(result.compute_s, rel=1e-12)
+
+
+def test_summaries_print_plain_numbers():
+    config = sim.SimConfig(d=4, d_bar=2, k=1, ell=5)
+    many, one = sim.monte_carlo(config, n=10, seed=0), sim.monte_carlo(config, n=1, seed=0)
+    assert "np.float64" not in repr(many) and "95% CI" in repr(many)
+    assert "CI" not in repr(one) and "std" not in repr(one)
+    assert all(type(v) in (int, float) for v in many.to_dict().values())
+    assert "latency 14 units" in repr(sim.simulate(config, seed=0))

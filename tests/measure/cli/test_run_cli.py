@@ -116,3 +116,22 @@ def test_cli_refuses_d_bar_below_half(model_dir, tmp_path):
             ]
         )
     assert info.value.code == 2
+
+
+def test_cli_run_early_head_on_candidates(model_dir, tmp_path, capsys):
+    base = ["run", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "6"]
+    base += ["--k", "2", "--no-assistant", "--d-bar", "2", "--out", str(tmp_path)]
+    assert main([*base, "--early-head", "candidates"]) == 0
+    printed = capsys.readouterr().out
+    assert "early head on candidates" in printed
+    report = pd.read_csv(tmp_path / "report.csv")
+    assert report.loc[report["method"] == "ppd", "exact"].all()
+    (trace,) = read_traces(tmp_path / "traces.jsonl")
+    early = {
+        ev["process"] for ev in trace.events if ev["kind"] == "head" and ev["layer_start"] == 2
+    }
+    assert early == {1}  # the candidate process ran the early head
+    with pytest.raises(SystemExit) as info:
+        main([*base, "--early-head", "side"])
+    assert info.value.code == 2
+    assert "--early-head" in capsys.readouterr().err
