@@ -97,6 +97,8 @@ def _shape(args):
 
 
 def _hardware(args, shape) -> list:
+    if args.shared_slowdown is not None and not args.shared_slowdown >= 1:
+        raise ValueError(f"--shared-slowdown must be a factor >= 1, got {args.shared_slowdown}")
     from sim.hardware import GPUSpec, Link
     from sim.hardware_costs import SHARED_GPU_SLOWDOWN, RooflineHardware, load_profile
 
