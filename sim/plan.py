@@ -197,6 +197,8 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
         else:
             text += (f"; p_correct {best.p:.3f} against a break-even p of "
                      f"{best.break_even_p:.3f} (vs {main})")  # fmt: skip
+        if np.isfinite(best.get("p_low", np.nan)):
+            text += f" (95 % lower bound of p_correct {best.p_low:.3f})"
     if "sim_latency_s" in best and np.isfinite(best.sim_latency_s):
         text += (
             f"; simulated {best.sim_latency_s * 1e3:.3g} +- "

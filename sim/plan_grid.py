@@ -247,6 +247,8 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
         raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d})")
     if ks.min() < 1 or ks.max() > ptable.max_k or np.isnan(pgrid[..., ks]).any():
         raise ValueError(f"ks must lie in the p-table's measured range [1, {ptable.max_k}]")
+    lower = ptable.lower_bound_column
+    p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
     frames = []
     for i, hw in enumerate(hardware):
         frames.append(ppd_rows(hw, i, pgrid, d, space, d_bars, ks, heads))
@@ -258,6 +260,13 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
         else:  # the baseline, greedy on one device, is always screened
             frames.append(greedy_rows(hw, i, len(workloads), d, replace(space, max_devices=1)))
     out = pd.concat(frames, ignore_index=True)
+    out["p_low"] = np.nan  # the lower end of p's 95 % interval, where the table gives one
+    if p_low is not None:
+        rows = out.method.isin(("ppd", "early-exit")).to_numpy()
+        w = out.w.to_numpy()[rows]
+        h = pd.Index(heads).get_indexer(out.head_kind[rows])
+        layer = np.where(out.method[rows] == "ppd", out.d_bar[rows], out.exit_layer[rows])
+        out.loc[rows, "p_low"] = p_low[w, h, layer.astype(int), out.k[rows].astype(int)]
     out.insert(1, "workload", np.asarray(workloads)[out.pop("w").to_numpy()])
     out.insert(2, "hardware_name", np.asarray([hw.name for hw in hardware])[out["hardware"]])
     return out

@@ -31,6 +31,9 @@ except ImportError:  # pragma: no cover - an install without them has Table 2 on
 
 COLUMNS = ("workload", "head", "layer", "k", "p_correct")
 """Columns of a normalised p-table."""
+LOWER_BOUND_COLUMNS = ("boot_low", "wilson_low", "p_low")
+"""Columns that may hold the lower end of a 95 % interval of p_correct (first present wins:
+the bootstrap over prompts respects correlation within a sequence, Wilson does not)."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,18 @@ class PTable:
     def max_k(self) -> int:
         return int(self.df["k"].max())
 
-    def grid(self, d_model: int, workloads=None, heads=None) -> np.ndarray:
+    @property
+    def lower_bound_column(self) -> str | None:
+        """The column holding the lower end of p_correct's interval, if the table has one."""
+        for column in LOWER_BOUND_COLUMNS:
+            if column in self.df.columns and self.df[column].notna().any():
+                return column
+        return None
+
+    def grid(self, d_model: int, workloads=None, heads=None, column="p_correct") -> np.ndarray:
         """p[w, h, layer, k] for layer 0..d_model and k 0..max_k (index = the value; k = 0 is
-        unused and NaN), over ``workloads`` x ``heads`` (default: all), by interpolation."""
+        unused and NaN), over ``workloads`` x ``heads`` (default: all), by interpolation;
+        ``column``: p_correct, or an interval bound such as ``lower_bound_column``."""
         workloads = self.workloads if workloads is None else tuple(workloads)
         heads = self.heads if heads is None else tuple(heads)
         for label, wanted, known in (("workload", workloads, self.workloads),
@@ -129,14 +141,15 @@ class PTable:
         out = np.full((len(workloads), len(heads), d_model + 1, self.max_k + 1), np.nan)
         for i, w in enumerate(workloads):
             for j, h in enumerate(heads):
-                out[i, j] = self._interpolate(w, h, depth)
+                out[i, j] = self._interpolate(w, h, depth, column)
         return out
 
-    def _interpolate(self, workload: str, head: str, depth: np.ndarray) -> np.ndarray:
+    def _interpolate(self, workload: str, head: str, depth: np.ndarray, column: str):
         rows = self.df[(self.df["workload"] == workload) & (self.df["head"] == head)]
+        rows = rows.dropna(subset=[column])
         if rows.empty:
-            raise ValueError(f"p-table: no rows for workload {workload!r} with head {head!r}")
-        rates = rows.groupby(["k", "layer"])["p_correct"].mean()
+            raise ValueError(f"p-table: no {column} for workload {workload!r} with head {head!r}")
+        rates = rows.groupby(["k", "layer"])[column].mean()
         measured_k = np.array(sorted(rates.index.get_level_values("k").unique()))
         by_k = np.empty((len(measured_k), depth.size))
         for n, k in enumerate(measured_k):

@@ -159,3 +159,17 @@ def test_plan_errors():
         PlanSpace(max_devices=0)
     with pytest.raises(ValueError, match="acceptance"):
         DraftModel(1.5, 0.1)
+
+
+def test_lower_bound_of_p_is_carried_when_the_table_has_one():
+    table = PTable.paper().df.assign(boot_low=lambda df: df.p_correct * 0.9)
+    atlas = PTable(table, d=40, name="with intervals")
+    assert atlas.lower_bound_column == "boot_low"
+    space = PlanSpace(max_devices=2, d_bars=(20, 30), ks=(1, 3), workloads=("WMT",))
+    result = plan(HW, atlas, space, d=40, confirm_n=0, keep_screened=True)
+    rows = result.screened[result.screened.method.isin(["ppd", "early-exit"])]
+    np.testing.assert_allclose(rows.p_low, 0.9 * rows.p, rtol=1e-12)
+    assert result.screened[result.screened.method == "greedy"].p_low.isna().all()
+    if "PPD" in result.recommendations["WMT"]:
+        assert "lower bound" in result.recommendations["WMT"]
+    assert PTable.paper().lower_bound_column is None
