@@ -176,7 +176,9 @@ def _dask_executor(spec: str, workers: int | None) -> Iterator[Executor]:
             "executor dask needs the dask extra: pip install 'dask[distributed]'"
         ) from None
     if spec == "dask":
-        client = distributed.Client(n_workers=workers or os.cpu_count() or 1)
+        client = distributed.Client(
+            n_workers=workers or os.cpu_count() or 1, dashboard_address=None
+        )
     else:
         client = distributed.Client(spec.replace("dask://", "tcp://"))
     try:
