@@ -158,7 +158,11 @@ def run_plan(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     result.frontier.to_csv(out / "plan.csv", index=False)
     result.by_devices.to_csv(out / "by_devices.csv", index=False)
-    _write_png(result, out / "plan.png")
+    hardware_names = ", ".join(hw.name for hw in hardware)
+    title = (
+        f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
+    )
+    _write_png(result, out / "plan.png", title)
     note = _depth_note(ptable, shape)
     if args.json:
         report = {
@@ -183,12 +187,12 @@ def _depth_note(ptable, shape) -> str:
             f"{shape.num_layers} layers by relative depth")  # fmt: skip
 
 
-def _write_png(result, path) -> None:
+def _write_png(result, path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     from sim.plan_plot import plot_plan
 
-    fig = plot_plan(result, result.screened)
+    fig = plot_plan(result, result.screened, title=title)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

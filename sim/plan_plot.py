@@ -14,10 +14,10 @@ METHOD_STYLE = {
 """Colour, marker and legend text of each method."""
 
 
-def plot_plan(plan, screened=None, *, max_points: int = 20_000, seed: int = 0):
+def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000, seed: int = 0):
     """One panel per workload: each method's Pareto frontier (lines), the frontier of all
-    methods (black), the screened grid (grey dots, a sample) and the recommendation (star).
-    Returns the figure."""
+    methods (black), the screened grid (grey dots, a sample) and the recommendation (star),
+    under ``title``. Returns the figure."""
     front = plan.frontier
     workloads = list(dict.fromkeys(front["workload"]))
     fig, axes = plt.subplots(1, len(workloads), figsize=(5.2 * len(workloads), 4.4),
@@ -65,5 +65,7 @@ def plot_plan(plan, screened=None, *, max_points: int = 20_000, seed: int = 0):
         ax.grid(alpha=0.3, which="both")
     axes[0][0].set_ylabel("latency per token (ms); zoomed to the frontiers")
     axes[0][-1].legend(fontsize=7, loc="upper right")
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig
