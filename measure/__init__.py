@@ -11,6 +11,9 @@ import importlib
 # public name -> defining module
 _EXPORTS = {
     "load_model": "measure.hf.loading",
+    "resolve_model_dir": "measure.hf.loading",
+    "convert_gguf": "measure.hf.gguf",
+    "verify_layout": "measure.hf.layer_split",
     "LayerSplitModel": "measure.hf.layer_split",
     "arch_spec": "measure.hf.arch",
     "match_rates": "measure.match.rate",

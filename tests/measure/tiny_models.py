@@ -12,7 +12,16 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 ARCHS = ("llama", "mistral", "qwen2", "gpt2", "opt")
-"""Architectures that measure/arch.py supports; every measure test runs over these."""
+"""The core architectures every measure test runs over (kept short: the suite has a budget)."""
+MORE_ARCHS = ("qwen3", "gemma2", "gemma3_text", "phi3")
+"""Further layouts found by model surgery (QK norms, embedding scaling, logit soft-capping,
+alternating sliding windows, per-layer-type rotary, fused QKV); the layer-split, PPD and
+architecture tests run over ALL_ARCHS."""
+ALL_ARCHS = ARCHS + MORE_ARCHS
+"""Every architecture with a tiny config here."""
+SLIDING_WINDOW = 4
+"""Sliding window of the Gemma configs: short enough that 8-token prompts and 12 new tokens
+run past it, so the windowed cache and masks are exercised."""
 
 VOCAB_SIZE = 128
 NUM_LAYERS = 4
@@ -38,6 +47,28 @@ _BASE = {
     "llama": dict(_ROPE_GQA, tie_word_embeddings=False),
     "mistral": dict(_ROPE_GQA, sliding_window=None, tie_word_embeddings=False),
     "qwen2": dict(_ROPE_GQA, use_sliding_window=False, tie_word_embeddings=True),
+    "qwen3": dict(_ROPE_GQA, head_dim=HIDDEN_SIZE // NUM_HEADS, tie_word_embeddings=True),
+    "gemma2": dict(  # alternating sliding/full layers, final logit soft-capping at 30
+        _ROPE_GQA,
+        head_dim=HIDDEN_SIZE // NUM_HEADS,
+        sliding_window=SLIDING_WINDOW,
+        final_logit_softcapping=5.0,
+        query_pre_attn_scalar=HIDDEN_SIZE // NUM_HEADS,
+    ),
+    "gemma3_text": dict(  # local (sliding) and global layers with their own rotary bases
+        _ROPE_GQA,
+        head_dim=HIDDEN_SIZE // NUM_HEADS,
+        sliding_window=SLIDING_WINDOW,
+        layer_types=["sliding_attention", "full_attention"] * (NUM_LAYERS // 2),
+        query_pre_attn_scalar=HIDDEN_SIZE // NUM_HEADS,
+    ),
+    "phi3": dict(  # fused qkv and gate_up projections
+        _ROPE_GQA,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    ),
     "gpt2": dict(
         n_embd=HIDDEN_SIZE,
         n_layer=NUM_LAYERS,
@@ -64,12 +95,12 @@ _BASE = {
 
 
 def tiny_config(arch: str, **overrides):
-    """A tiny fp32 config of `arch` (one of ARCHS); keyword overrides replace the defaults.
+    """A tiny fp32 config of `arch` (one of ALL_ARCHS); keyword overrides replace the defaults.
 
     ``tiny_config("opt", word_embed_proj_dim=16)`` exercises OPT's project_in/project_out.
     """
     if arch not in _BASE:
-        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
+        raise ValueError(f"arch must be one of {ALL_ARCHS}, got {arch!r}")
     kwargs = {**_BASE[arch], **overrides}
     kwargs.setdefault("attn_implementation", ATTN_IMPLEMENTATION)
     kwargs.setdefault("init_std" if arch == "opt" else "initializer_range", INIT_STD)
@@ -128,4 +159,74 @@ def save_tiny_model_dir(path: Path, *, arch: str = "llama", num_layers: int = NU
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    return path
+
+
+def save_tiny_gguf(path: Path, *, seed: int = 0) -> Path:
+    """Write a tiny random Llama GGUF file (2 layers, a BPE tokenizer) as llama.cpp lays it out.
+
+    Weights use llama.cpp tensor names; the attention and MLP matrices are Q8_0-quantized so
+    loading it exercises dequantization. Needs the ``gguf`` package.
+    """
+    import json
+
+    import gguf
+    import numpy as np
+
+    tokenizer = tiny_tokenizer()
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    tokens = [""] * len(spec["model"]["vocab"])
+    for token, i in spec["model"]["vocab"].items():
+        tokens[i] = token
+    special = {added["id"] for added in spec["added_tokens"]}
+    hidden, ffn, heads, kv_heads, layers = HIDDEN_SIZE, 64, NUM_HEADS, 2, 2
+    kv = kv_heads * hidden // heads
+    path = Path(path)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_context_length(512)
+    writer.add_block_count(layers)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_dimension_count(hidden // heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(
+        [" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]]
+    )
+    writer.add_token_types([3 if i in special else 1 for i in range(len(tokens))])
+    writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    rng = np.random.default_rng(seed)
+
+    def add(name, shape, quantize=False):
+        data = (rng.standard_normal(shape) * INIT_STD).astype(np.float32)
+        if quantize:
+            kind = gguf.GGMLQuantizationType.Q8_0
+            writer.add_tensor(name, gguf.quants.quantize(data, kind), raw_dtype=kind)
+        else:
+            writer.add_tensor(name, data)
+
+    add("token_embd.weight", (len(tokens), hidden))
+    add("output_norm.weight", (hidden,))
+    add("output.weight", (len(tokens), hidden))
+    for i in range(layers):
+        add(f"blk.{i}.attn_norm.weight", (hidden,))
+        add(f"blk.{i}.ffn_norm.weight", (hidden,))
+        for name, shape in [("attn_q", (hidden, hidden)), ("attn_k", (kv, hidden))]:
+            add(f"blk.{i}.{name}.weight", shape, quantize=True)
+        for name, shape in [("attn_v", (kv, hidden)), ("attn_output", (hidden, hidden))]:
+            add(f"blk.{i}.{name}.weight", shape, quantize=True)
+        for name, shape in [("ffn_gate", (ffn, hidden)), ("ffn_up", (ffn, hidden))]:
+            add(f"blk.{i}.{name}.weight", shape, quantize=True)
+        add(f"blk.{i}.ffn_down.weight", (hidden, ffn), quantize=True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
     return path

@@ -1,22 +1,33 @@
-"""Layer-split decoding reproduces the model's own logits for every supported architecture."""
+"""Layer-split decoding reproduces the model's own logits for every architecture with a tiny
+config (llama, mistral, qwen2/3, gemma2, gemma3_text, phi3, gpt2, opt) and verifies others."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from measure.hf.layer_split import LayerSplitModel, expand_cache  # noqa: E402
-from tests.measure.tiny_models import ARCHS, VOCAB_SIZE, tiny_model  # noqa: E402
+import measure.hf.layer_split as layer_split  # noqa: E402
+from measure.hf.layer_split import LayerSplitModel, expand_cache, verify_layout  # noqa: E402
+from tests.measure.tiny_models import (  # noqa: E402
+    ALL_ARCHS,
+    ARCHS,
+    SLIDING_WINDOW,
+    VOCAB_SIZE,
+    tiny_model,
+)
 
 ATOL = 1e-4
 PROMPT_LEN = 6
 N_STEPS = 8
 
-CASES = [(arch, "eager", {}) for arch in ARCHS]
-CASES += [(arch, "sdpa", {}) for arch in ARCHS]
+CASES = [(arch, "eager", {}) for arch in ALL_ARCHS]
+CASES += [(arch, "sdpa", {}) for arch in (*ARCHS, "gemma3_text")]
 CASES += [("opt", "eager", {"word_embed_proj_dim": 16})]
+CASES += [("mistral", "eager", {"sliding_window": SLIDING_WINDOW})]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -162,3 +173,34 @@ def test_expand_cache_copies_rows_and_checks_input():
         expand_cache(cache, 0)
     with pytest.raises(ValueError, match="one row"):
         expand_cache(wide, 2)
+
+
+@pytest.mark.parametrize(
+    ("arch", "field", "value", "error"),
+    [
+        ("gemma2", "logit_softcap", None, "does not reproduce"),
+        ("llama", "logit_scale", 2.0, "does not reproduce"),
+        ("llama", "cache_arg", "layer_past", "failed: .*size"),  # a swallowed keyword
+        ("gpt2", "embed_positions", None, "does not reproduce"),
+        ("gemma3_text", "rotary_per_layer_type", False, "failed: .*layer_type"),
+    ],
+)
+def test_verification_catches_a_missed_part(arch, field, value, error):
+    """A spec that misses one part of the model's forward is refused, not silently wrong."""
+    split = LayerSplitModel(tiny_model(arch))
+    assert verify_layout(split) <= 1e-4
+    split.spec = dataclasses.replace(split.spec, **{field: value})
+    if field == "embed_positions":
+        split._embed_positions = None
+    with pytest.raises(ValueError, match=f"model_type '{arch}'.*{error}"):
+        verify_layout(split)
+
+
+def test_verification_runs_once_per_model(monkeypatch):
+    calls = []
+    monkeypatch.setattr(layer_split, "verify_layout", lambda lsm: calls.append(lsm.model))
+    model = tiny_model("qwen3", seed=5)
+    LayerSplitModel(model)
+    LayerSplitModel(model)
+    LayerSplitModel(tiny_model("qwen3", seed=6), verify=False)
+    assert calls == [model]
