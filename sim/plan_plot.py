@@ -20,8 +20,8 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
     under ``title``. Returns the figure."""
     front = plan.frontier
     workloads = list(dict.fromkeys(front["workload"]))
-    fig, axes = plt.subplots(1, len(workloads), figsize=(5.2 * len(workloads), 4.4),
-                             squeeze=False, sharey=True)  # fmt: skip
+    width = max(5.2 * len(workloads), 8.0)
+    fig, axes = plt.subplots(1, len(workloads), figsize=(width, 4.4), squeeze=False, sharey=True)
     for ax, workload in zip(axes[0], workloads, strict=True):
         rows = front[front.workload == workload]
         if screened is not None:
@@ -44,7 +44,7 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
             ax.errorbar(rows.sim_compute_s * 1e3, rows.sim_latency_s * 1e3,
                         yerr=4 * rows.sim_latency_se * 1e3, fmt="none", ecolor="red",
                         elinewidth=0.8, label="simulated (4 s.e.)")  # fmt: skip
-        base = rows.latency_s.to_numpy() / rows.speedup.to_numpy()  # greedy on one device
+        base = rows.latency_s.to_numpy() * rows.speedup.to_numpy()  # greedy on one device
         ax.axhline(base.max() * 1e3, color="0.4", lw=0.8, ls=":")
         ax.annotate(
             "greedy, one device",
@@ -66,6 +66,6 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
     axes[0][0].set_ylabel("latency per token (ms); zoomed to the frontiers")
     axes[0][-1].legend(fontsize=7, loc="upper right")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
