@@ -177,3 +177,18 @@ def test_lower_bound_of_p_is_carried_when_the_table_has_one():
     if "PPD" in result.recommendations["WMT"]:
         assert "lower bound" in result.recommendations["WMT"]
     assert PTable.paper().lower_bound_column is None
+
+
+def test_plot_marks_greedy_on_one_device_and_the_recommendation():
+    import matplotlib.pyplot as plt
+
+    from sim.plan_plot import plot_plan
+
+    result = plan(HW, PTable.paper(), SMALL, d=40, confirm_n=0, keep_screened=True)
+    fig = plot_plan(result, result.screened, title="t")
+    greedy_ms = 1e3 * greedy_costs(HW[0], tp=1).greedy_token_seconds(40)
+    for ax in fig.axes:
+        levels = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
+        assert levels == [pytest.approx(greedy_ms)]
+    assert len(fig.axes) == 2 and fig._suptitle.get_text() == "t"
+    plt.close(fig)
