@@ -4,20 +4,32 @@ Each package declares a ``register(subparsers)`` function in the ``ppd.commands`
 group (``pyproject.toml``); it adds its sub-commands and sets ``func(args) -> int`` on each.
 This module knows none of them, so the math package does not depend on the layers above it.
 Handlers import heavy dependencies (torch) lazily, so ``ppd --help`` works with the core alone.
+
+Errors: a user error (a bad value, a malformed or missing file, an unwritable path) ends as
+``ppd <command>: error: ...`` with exit status 2; anything else prints one line and a hint to
+rerun with ``--debug``, which shows the traceback (exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 
 COMMAND_GROUP = "ppd.commands"
 """Entry-point group of the sub-command registrars; entries are added in name order."""
 
+USER_ERRORS = (ValueError, OSError, OverflowError, MemoryError)
+"""Exceptions a handler raises for bad input: a value out of range, a malformed, missing or
+unwritable file, a size too large to represent or to hold in memory."""
+
+EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``ppd`` parser with every registered sub-command."""
+    """The ``ppd`` parser with every registered sub-command (each accepts ``--debug``)."""
     parser = argparse.ArgumentParser(
         prog="ppd",
         description="Predictive Pipelined Decoding: closed form, simulator and measurement.",
@@ -35,21 +47,86 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         register(subparsers)
+    debug = "show the Python traceback of an error (for bug reports)"
+    parser.add_argument("--debug", action="store_true", help=debug)
+    for _, sub in iter_parsers(parser):
+        if sub is not parser:  # after the command too; SUPPRESS keeps a --debug given before
+            sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug)
+            sub.set_defaults(command_parser=sub)
     return parser
 
 
+def iter_parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """(prog, parser) of ``parser`` and every sub-command below it, depth first, once each."""
+    seen: set[int] = set()
+    stack = [parser]
+    while stack:
+        current = stack.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current.prog, current
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack[:0] = list(action.choices.values())
+
+
+def iter_commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """(prog, parser) of every leaf sub-command, e.g. ``("ppd measure timing", parser)``."""
+    for prog, sub in iter_parsers(parser):
+        if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+            yield prog, sub
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``ppd``; user errors exit 2 (``SystemExit``), other failures 1, Ctrl-C 130."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    command = getattr(args, "command_parser", parser)
+    if unknown:  # reported by the sub-command that was given them, with its usage
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    prog = command.prog
     try:
-        return int(args.func(args) or 0)
-    except ValueError as exc:
-        parser.exit(2, f"ppd {args.command}: error: {exc}\n")
-    except FileNotFoundError as exc:
-        parser.exit(2, f"ppd {args.command}: error: {exc}\n")
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe (`ppd ... | head`) fails here, not at shutdown
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        parser.exit(EXIT_USAGE)  # the reader stopped early: nothing left to say
+    except KeyboardInterrupt:
+        parser.exit(EXIT_INTERRUPTED, f"{prog}: interrupted\n")
+    except Exception as exc:
+        if args.debug:
+            raise
+        if isinstance(exc, USER_ERRORS):
+            parser.exit(EXIT_USAGE, f"{prog}: error: {describe(exc)}\n")
+        first = (describe(exc).splitlines() or [""])[0]
+        parser.exit(
+            EXIT_FAILURE,
+            f"{prog}: error: {type(exc).__name__}: {first}\n"
+            f"{prog}: unexpected failure; rerun with --debug to see the traceback\n",
+        )
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a user reads it: OS errors with their file, memory errors explained."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}"
+    if isinstance(exc, MemoryError):
+        return f"out of memory{': ' + str(exc) if str(exc) else ''}; use smaller sizes"
+    return str(exc) or type(exc).__name__
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

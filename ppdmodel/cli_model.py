@@ -7,7 +7,14 @@ import itertools
 import json
 from pathlib import Path
 
-from ppdmodel.cli_args import DEFAULT_D, default_d_bar
+from ppdmodel.cli_args import (
+    DEFAULT_D,
+    default_d_bar,
+    nonnegative_float,
+    output_dir,
+    positive_int,
+    probability,
+)
 
 DEFAULT_OUT = "ppd-out"
 """Where ``ppd tradeoff`` writes its figures and CSV unless --out says otherwise."""
@@ -16,16 +23,20 @@ DEFAULT_OUT = "ppd-out"
 def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
     """Options shared by ``latency`` and ``compute``; each accepts several values (a grid)."""
     many = {"action": "extend", "nargs": "+"}
-    parser.add_argument("--d", type=int, default=None, help=f"layers (default {DEFAULT_D})", **many)
+    parser.add_argument(
+        "--d", type=positive_int, default=None, help=f"layers (default {DEFAULT_D})", **many
+    )
     parser.add_argument(
         "--d-bar",
-        type=int,
+        type=positive_int,
         default=None,
         help="early-prediction layer (default: the smallest layer >= d/2)",
         **many,
     )
-    parser.add_argument("--ell", type=int, default=None, help="tokens (default 128)", **many)
-    parser.add_argument("--p", type=float, default=None, help="match rate p_correct", **many)
+    parser.add_argument(
+        "--ell", type=positive_int, default=None, help="tokens (default 128)", **many
+    )
+    parser.add_argument("--p", type=probability, default=None, help="match rate p_correct", **many)
     parser.add_argument(
         "--paper-positions",
         metavar="DATASET:K:TRAINED:LAYER",
@@ -35,7 +46,9 @@ def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
         "uses the first ell - 1 values",
     )
     if with_k:
-        parser.add_argument("--k", type=int, default=None, help="candidates (default 1)", **many)
+        parser.add_argument(
+            "--k", type=positive_int, default=None, help="candidates (default 1)", **many
+        )
     parser.add_argument("--json", action="store_true", help="print JSON records, not a table")
 
 
@@ -46,10 +59,10 @@ def register(subparsers) -> None:
     )
     _add_model_args(latency, with_k=False)
     latency.add_argument(
-        "--seconds-per-layer", type=float, default=None, help="also report seconds"
+        "--seconds-per-layer", type=nonnegative_float, default=None, help="also report seconds"
     )
-    latency.add_argument("--per-token-overhead-s", type=float, default=0.0)
-    latency.add_argument("--per-handoff-overhead-s", type=float, default=0.0)
+    latency.add_argument("--per-token-overhead-s", type=nonnegative_float, default=0.0)
+    latency.add_argument("--per-handoff-overhead-s", type=nonnegative_float, default=0.0)
     latency.set_defaults(func=run_latency)
 
     compute = subparsers.add_parser(
@@ -61,9 +74,15 @@ def register(subparsers) -> None:
     tradeoff = subparsers.add_parser(
         "tradeoff", help="redraw the paper's Figures 3 and 4 from its Table 2 (PNG + CSV)"
     )
-    tradeoff.add_argument("--out", default=DEFAULT_OUT, help=f"output folder ({DEFAULT_OUT})")
-    tradeoff.add_argument("--layer", type=int, default=20, help="early-prediction layer (20)")
-    tradeoff.add_argument("--d", type=int, default=40, help="model layers (40, Vicuna-13B)")
+    tradeoff.add_argument(
+        "--out", type=output_dir, default=DEFAULT_OUT, help=f"output folder ({DEFAULT_OUT})"
+    )
+    tradeoff.add_argument(
+        "--layer", type=positive_int, default=20, help="early-prediction layer (20)"
+    )
+    tradeoff.add_argument(
+        "--d", type=positive_int, default=40, help="model layers (40, Vicuna-13B)"
+    )
     tradeoff.set_defaults(func=run_tradeoff)
 
 

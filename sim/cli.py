@@ -5,7 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppdmodel.cli_args import DEFAULT_D, default_d_bar
+from ppdmodel.cli_args import (
+    DEFAULT_D,
+    default_d_bar,
+    existing_file,
+    nonnegative_float,
+    nonnegative_int,
+    output_file,
+    positive_float,
+    positive_int,
+    probability,
+    reading,
+)
 
 
 def register(subparsers) -> None:
@@ -15,42 +26,65 @@ def register(subparsers) -> None:
         help="simulate PPD (or greedy) layer schedules on modelled GPUs",
         description="Simulate Algorithm 2's layer schedule; prints a latency/compute summary.",
     )
-    p.add_argument("--d", type=int, default=None, help=f"decoder layers (default {DEFAULT_D})")
+    p.add_argument(
+        "--d", type=positive_int, default=None, help=f"decoder layers (default {DEFAULT_D})"
+    )
     p.add_argument(
         "--d-bar",
-        type=int,
+        type=positive_int,
         default=None,
         help="early-prediction layer (default: smallest layer >= d/2)",
     )
-    p.add_argument("--k", type=int, default=None, help="candidates / sub-processes (default 3)")
-    p.add_argument("--ell", type=int, default=128, help="generated tokens (default 128)")
+    p.add_argument(
+        "--k", type=positive_int, default=None, help="candidates / sub-processes (default 3)"
+    )
+    p.add_argument("--ell", type=positive_int, default=128, help="generated tokens (default 128)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--p", type=float, default=None, help="Bernoulli match rate (default 0.5)")
+    src.add_argument(
+        "--p", type=probability, default=None, help="Bernoulli match rate (default 0.5)"
+    )
     src.add_argument(
         "--trace",
+        type=existing_file,
         help="match-trace JSONL (sim.formats); replays its sequences with the trace's d, "
         "d_bar and k (select with --d-bar/--k/--trace-head when the file holds several)",
     )
-    src.add_argument("--per-position", help="text/CSV file of p_t values for t = 2..ell")
+    src.add_argument(
+        "--per-position", type=existing_file, help="text/CSV file of p_t values for t = 2..ell"
+    )
     p.add_argument("--trace-head", default=None, help="with --trace: shared | trained")
     p.add_argument("--schedule", choices=("ppd", "greedy"), default="ppd")
-    p.add_argument("--gpus", type=int, default=None, help="modelled GPUs, 1..k+1 (default k+1)")
+    p.add_argument(
+        "--gpus", type=positive_int, default=None, help="modelled GPUs, 1..k+1 (default k+1)"
+    )
     p.add_argument("--link", default=None, help="nvlink4 | pcie4-x16 | pcie5-x16 | loopback")
     p.add_argument("--cost", choices=("uniform", "roofline", "measured"), default="uniform")
     p.add_argument("--gpu-model", default="h100-sxm", help="a100-80gb | h100-sxm | h200")
     p.add_argument("--shape", default="vicuna-13b", help="model shape preset (roofline, links)")
-    p.add_argument("--context-len", type=int, default=None, help="override the shape's context")
-    p.add_argument("--layer-times", help="per-layer times CSV (sim.formats), for --cost measured")
-    p.add_argument("--flops-efficiency", type=float, default=0.6)
-    p.add_argument("--bandwidth-efficiency", type=float, default=0.8)
-    p.add_argument("--per-token-overhead", type=float, default=0.0, help="seconds per token")
-    p.add_argument("--per-handoff-overhead", type=float, default=0.0, help="seconds per hand-off")
+    p.add_argument(
+        "--context-len", type=positive_int, default=None, help="override the shape's context"
+    )
+    p.add_argument(
+        "--layer-times",
+        type=existing_file,
+        help="per-layer times CSV (sim.formats), for --cost measured",
+    )
+    p.add_argument("--flops-efficiency", type=positive_float, default=0.6)
+    p.add_argument("--bandwidth-efficiency", type=positive_float, default=0.8)
+    p.add_argument(
+        "--per-token-overhead", type=nonnegative_float, default=0.0, help="seconds per token"
+    )
+    p.add_argument(
+        "--per-handoff-overhead", type=nonnegative_float, default=0.0, help="seconds per hand-off"
+    )
     p.add_argument("--allow-below-half", action="store_true", help="simulate d_bar < d/2")
     p.add_argument("--per-layer-events", action="store_true", help="one event per layer")
-    p.add_argument("--n", type=int, default=1, help="Monte Carlo sequences (default 1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--events-csv", help="write the first sequence's event log here")
-    p.add_argument("--gantt", help="write a Gantt PNG of the first sequence here")
+    p.add_argument("--n", type=positive_int, default=1, help="Monte Carlo sequences (default 1)")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument(
+        "--events-csv", type=output_file, help="write the first sequence's event log here"
+    )
+    p.add_argument("--gantt", type=output_file, help="write a Gantt PNG of the first sequence here")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run_simulate)
 
@@ -70,7 +104,8 @@ def _cost(args):
         )
     if not args.layer_times:
         raise ValueError("--layer-times is required with --cost measured")
-    return MeasuredCost.from_csv(args.layer_times)
+    with reading("--layer-times", args.layer_times):
+        return MeasuredCost.from_csv(args.layer_times)
 
 
 def _shape(args):
@@ -109,7 +144,8 @@ def _match_sources(args) -> tuple[list, int, int, int]:
     from sim.matches import Bernoulli, PerPosition, Replay
 
     if args.trace:
-        traces = read_traces(args.trace)
+        with reading("--trace", args.trace):
+            traces = read_traces(args.trace)
         if not traces:
             raise ValueError(f"--trace {args.trace}: no sequences")
         traces = select_traces(traces, d=args.d, d_bar=args.d_bar, k=args.k, head=args.trace_head)

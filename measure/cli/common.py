@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from measure.datasets import FORMATS
+from measure.datasets import FORMATS, Prompt, load_prompts
+from ppdmodel.cli_args import positive_int, reading
 
 MODEL_HELP = (
     "local Hugging Face model dir, a .gguf file (converted once to a cached safetensors dir), "
@@ -29,4 +30,14 @@ def add_prompt_format_args(p: argparse.ArgumentParser, *, limit: bool = True) ->
     """``--format`` of a prompts file, and ``--limit`` to its first N prompts."""
     p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
     if limit:
-        p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+        p.add_argument(
+            "--limit", type=positive_int, default=None, help="use only the first N prompts"
+        )
+
+
+def read_prompts(args: argparse.Namespace, limit: int | None = None) -> list[Prompt]:
+    """The prompts of ``--prompts`` (``--format``, ``--limit`` or ``limit``), read before any
+    model is loaded; a malformed file is a ValueError naming it."""
+    limit = limit or getattr(args, "limit", None)
+    with reading("--prompts", args.prompts):
+        return load_prompts(args.prompts, args.format, limit=limit)

@@ -5,9 +5,17 @@ from __future__ import annotations
 import os
 import sys
 
-from measure.cli.common import add_model_args, add_prompt_format_args
+from measure.cli.common import add_model_args, add_prompt_format_args, read_prompts
 from measure.cli.train import register_measure as register_train
-from ppdmodel.cli_args import usage
+from ppdmodel.cli_args import (
+    existing_dir,
+    existing_file,
+    nonnegative_int,
+    output_dir,
+    output_file,
+    positive_int,
+    usage,
+)
 
 
 def register(subparsers) -> None:
@@ -34,23 +42,36 @@ def _add_match_rate(subparsers) -> None:
         "Resumable (--resume); under torchrun each rank takes every WORLD_SIZE-th prompt.",
     )
     add_model_args(p)
-    p.add_argument("--prompts", required=True, metavar="FILE", help="prompts file")
+    p.add_argument(
+        "--prompts", required=True, type=existing_file, metavar="FILE", help="prompts file"
+    )
     add_prompt_format_args(p)
     p.add_argument(
         "--layers",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=None,
         help="1-based layers to probe (default: all 1..d-1)",
     )
-    p.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5], help="k values (default 1 3 5)")
-    p.add_argument("--max-new-tokens", type=int, default=16, help="ell per prompt (default 16)")
-    p.add_argument("--head-dir", default=None, help="trained head dir (or a dir of them)")
+    p.add_argument(
+        "--ks", type=positive_int, nargs="+", default=[1, 3, 5], help="k values (default 1 3 5)"
+    )
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, default=16, help="ell per prompt (default 16)"
+    )
+    p.add_argument(
+        "--head-dir", type=existing_dir, default=None, help="trained head dir (or a dir of them)"
+    )
     p.add_argument("--sampling", default=None, help="top_k=50 | top_p=0.9 (default greedy)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--out", required=True, type=output_dir, metavar="DIR", help="output directory")
     p.add_argument("--records-format", default="csv", choices=("csv", "parquet"))
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument(
+        "--wait-lock",
+        action="store_true",
+        help="if another process is using --out, wait for it (default: fail at once)",
+    )
     p.add_argument(
         "--no-verify",
         action="store_true",
@@ -69,13 +90,21 @@ def _add_timing(subparsers) -> None:
     )
     add_model_args(p)
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompts", metavar="FILE", help="prompts file (its first prompt)")
+    source.add_argument(
+        "--prompts", type=existing_file, metavar="FILE", help="prompts file (its first prompt)"
+    )
     source.add_argument("--prompt-text", help="the prompt text itself")
     add_prompt_format_args(p, limit=False)
-    p.add_argument("--n-tokens", type=int, default=16, help="timed decode steps (default 16)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed warm-up steps (default 2)")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], help="rows per step")
-    p.add_argument("--out", required=True, metavar="CSV", help="per-layer times CSV to write")
+    p.add_argument(
+        "--n-tokens", type=positive_int, default=16, help="timed decode steps (default 16)"
+    )
+    p.add_argument(
+        "--warmup", type=nonnegative_int, default=2, help="untimed warm-up steps (default 2)"
+    )
+    p.add_argument("--batch-sizes", type=positive_int, nargs="+", default=[1], help="rows per step")
+    p.add_argument(
+        "--out", required=True, type=output_file, metavar="CSV", help="per-layer times CSV to write"
+    )
     p.set_defaults(func=_timing)
 
 
@@ -84,6 +113,7 @@ def _match_rate(args) -> int:
     from measure.match.records import read_records, run_match_rate
     from measure.match.tables import table2
 
+    read_prompts(args)  # a malformed prompts file fails here, before the model loads
     created = _init_distributed(args.device)
     try:
         result = run_match_rate(
@@ -102,6 +132,7 @@ def _match_rate(args) -> int:
             device=_rank_device(args.device),
             records_format=args.records_format,
             resume=args.resume,
+            wait_lock=args.wait_lock,
             verify=not args.no_verify,
             progress=not args.no_progress,
         )
@@ -126,14 +157,10 @@ def _timing(args) -> int:
     from measure.profile.timing import time_greedy, time_layers
     from sim.formats import write_layer_times
 
+    text = args.prompt_text if args.prompt_text is not None else read_prompts(args, 1)[0].text
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if tokenizer is None:
         raise ValueError(f"--model {args.model} has no tokenizer files; timing needs one")
-    text = args.prompt_text
-    if text is None:
-        from measure.datasets import load_prompts
-
-        text = load_prompts(args.prompts, args.format, limit=1)[0].text
     input_ids = tokenizer(text, return_tensors="pt").input_ids.to(next(model.parameters()).device)
     layers = time_layers(
         model,

@@ -6,9 +6,19 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.cli.common import add_model_args, add_prompt_format_args
-from ppdmodel.cli_args import default_d_bar
+from measure.cli.common import add_model_args, add_prompt_format_args, read_prompts
+from ppdmodel.cli_args import (
+    default_d_bar,
+    existing_file,
+    int_at_least,
+    output_dir,
+    positive_float,
+    positive_int,
+)
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
+
+TIMING_TOKENS, TIMING_WARMUP = 16, 2
+"""``ppd validate`` times the layers over this many decode steps after these warm-up steps."""
 
 
 def register(subparsers) -> None:
@@ -21,7 +31,9 @@ def register(subparsers) -> None:
         "measured p-hat; write report.csv and traces.jsonl (the simulator's replay format).",
     )
     _add_common(run)
-    run.add_argument("--k", type=int, nargs="+", default=[1, 3], help="candidates (default 1 3)")
+    run.add_argument(
+        "--k", type=positive_int, nargs="+", default=[1, 3], help="candidates (default 1 3)"
+    )
     run.add_argument("--no-assistant", action="store_true", help="skip the HF early-exit rows")
     run.add_argument(
         "--early-head",
@@ -42,7 +54,7 @@ def register(subparsers) -> None:
         "validation.png.",
     )
     _add_common(validate)
-    validate.add_argument("--k", type=int, default=1, help="candidates (default 1)")
+    validate.add_argument("--k", type=positive_int, default=1, help="candidates (default 1)")
     validate.set_defaults(func=_validate)
 
 
@@ -50,40 +62,52 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeatable)")
-    src.add_argument("--prompts", metavar="FILE", help="prompts file (measure.datasets formats)")
+    src.add_argument(
+        "--prompts",
+        type=existing_file,
+        metavar="FILE",
+        help="prompts file (measure.datasets formats)",
+    )
     add_prompt_format_args(p)
     p.add_argument(
-        "--d-bar", type=int, default=None, help="early layer (default: smallest layer >= d/2)"
+        "--d-bar",
+        type=positive_int,
+        default=None,
+        help="early layer (default: smallest layer >= d/2)",
     )
-    p.add_argument("--max-new-tokens", type=int, default=128, help="ell (default 128)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128, help="ell (default 128)")
     p.add_argument("--backend", default="single", choices=("single", "dist"))
-    p.add_argument("--world-size", type=int, default=2, help="dist ranks (default 2)")
-    p.add_argument("--timeout-s", type=float, default=600.0, help="dist watchdog (default 600)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads in this process")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--world-size", type=int_at_least(2), default=2, help="dist ranks (default 2)")
+    p.add_argument(
+        "--timeout-s", type=positive_float, default=600.0, help="dist watchdog (default 600)"
+    )
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="torch threads in this process"
+    )
+    p.add_argument("--out", required=True, type=output_dir, metavar="DIR", help="output directory")
 
 
 def _load(args):
     """(model, prompt ids, names, d_bar, eos) from the CLI arguments."""
     import torch
 
+    from measure.decode.checks import check_context
     from measure.hf.loading import load_model
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if args.prompt:
         texts, names = args.prompt, [str(i) for i in range(len(args.prompt))]
     else:
-        from measure.datasets import load_prompts
-
-        loaded = load_prompts(args.prompts, args.format, limit=args.limit)
+        loaded = read_prompts(args)
         texts, names = [p.text for p in loaded], [p.id for p in loaded]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if tokenizer is None:
         raise ValueError(f"--model {args.model} has no tokenizer to encode the prompts")
     ids = [tokenizer(t)["input_ids"] for t in texts]
     if any(len(x) == 0 for x in ids):
         raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
+    check_context(model, [len(x) for x in ids], args.max_new_tokens, names=names)
     d = model.config.get_text_config().num_hidden_layers
     d_bar = args.d_bar if args.d_bar is not None else default_d_bar(d)
     return model, ids, names, d_bar, tokenizer.eos_token_id
@@ -126,12 +150,15 @@ def _run(args) -> int:
 
 def _validate(args) -> int:
     from measure.decode.backends import ppd_many
+    from measure.decode.checks import check_context
     from measure.eval.report import run_greedy
     from measure.eval.validate import model_shape, plot_validation, validate_results
     from measure.profile.timing import time_layers
     from sim.formats import write_layer_times, write_traces
 
     model, ids, names, d_bar, eos = _load(args)
+    timed = TIMING_WARMUP + TIMING_TOKENS  # the layer timing decodes from the first prompt
+    check_context(model, len(ids[0]), timed, what="the layer timing's tokens")
     greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
     ppd = ppd_many(
         model,
@@ -149,7 +176,9 @@ def _validate(args) -> int:
     if [r.tokens for r in ppd] != [g.tokens for g in greedy]:
         raise ValueError("PPD output differs from greedy: refusing to validate timings")
     batches = (1,) if args.k == 1 else (1, args.k)
-    layer_times = time_layers(model, ids[0], n_tokens=16, batch_sizes=batches)
+    layer_times = time_layers(
+        model, ids[0], n_tokens=TIMING_TOKENS, warmup=TIMING_WARMUP, batch_sizes=batches
+    )
     n_gpus = min(args.world_size, args.k + 1) if args.backend == "dist" else 2
     context = max(map(len, ids)) + args.max_new_tokens
     report = validate_results(ppd, greedy, layer_times, model_shape(model.config, context), n_gpus)

@@ -6,8 +6,18 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.cli.common import MODEL_HELP, add_prompt_format_args
+from measure.cli.common import MODEL_HELP, add_prompt_format_args, read_prompts
 from measure.train.reference_model import METADATA_NAME, ReferenceModelConfig
+from ppdmodel.cli_args import (
+    existing_dir,
+    existing_file,
+    nonnegative_float,
+    nonnegative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+    probability,
+)
 
 
 def register_measure(subparsers) -> None:
@@ -28,23 +38,39 @@ def _add_train_head(subparsers) -> None:
         "pass that to `ppd measure match-rate --head-dir`.",
     )
     p.add_argument("--model", required=True, metavar="MODEL", help=MODEL_HELP)
-    p.add_argument("--layer", required=True, type=int, nargs="+", help="layer(s) L, 0 < L < d")
+    p.add_argument(
+        "--layer", required=True, type=positive_int, nargs="+", help="layer(s) L, 0 < L < d"
+    )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompts", metavar="FILE", help="dataset/prompts file (+ references)")
-    source.add_argument("--text", metavar="FILE", help="plain UTF-8 text file to train on")
+    source.add_argument(
+        "--prompts", type=existing_file, metavar="FILE", help="dataset/prompts file (+ references)"
+    )
+    source.add_argument(
+        "--text", type=existing_file, metavar="FILE", help="plain UTF-8 text file to train on"
+    )
     add_prompt_format_args(p)
     p.add_argument("--loss", default="ce", choices=("ce", "kl"), help="ce (default) or kl")
-    p.add_argument("--epochs", type=int, default=None, help="default 3 (Table 4)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 2e-5)")
-    p.add_argument("--warmup-ratio", type=float, default=None, help="default 0.04")
-    p.add_argument("--weight-decay", type=float, default=None, help="default 0.0")
-    p.add_argument("--batch-size", type=int, default=None, help="blocks per step (default 128)")
-    p.add_argument("--micro-batch-size", type=int, default=None, help="blocks per forward (8)")
-    p.add_argument("--max-seq-len", type=int, default=None, help="block length (default 2048)")
-    p.add_argument("--seed", type=int, default=None, help="shuffle seed (default 0)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="default 3 (Table 4)")
+    p.add_argument(
+        "--lr", type=positive_float, default=None, help="peak learning rate (default 2e-5)"
+    )
+    p.add_argument("--warmup-ratio", type=probability, default=None, help="default 0.04")
+    p.add_argument("--weight-decay", type=nonnegative_float, default=None, help="default 0.0")
+    p.add_argument(
+        "--batch-size", type=positive_int, default=None, help="blocks per step (default 128)"
+    )
+    p.add_argument(
+        "--micro-batch-size", type=positive_int, default=None, help="blocks per forward (8)"
+    )
+    p.add_argument(
+        "--max-seq-len", type=positive_int, default=None, help="block length (default 2048)"
+    )
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="shuffle seed (default 0)")
     p.add_argument("--dtype", default="float32", help="model dtype: float32 | bfloat16 | float16")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
-    p.add_argument("--out", required=True, metavar="DIR", help="output head directory")
+    p.add_argument(
+        "--out", required=True, type=output_dir, metavar="DIR", help="output head directory"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train_head)
 
@@ -60,33 +86,41 @@ def _add_reference_model(subparsers) -> None:
         "run takes about 4 minutes on 2 otherwise idle CPU cores (239 s measured).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--out", required=True, metavar="DIR", help="output model directory")
-    p.add_argument("--corpus", default=None, metavar="DIR", help="corpus dir (None: stdlib)")
+    p.add_argument(
+        "--out", required=True, type=output_dir, metavar="DIR", help="output model directory"
+    )
+    p.add_argument(
+        "--corpus", type=existing_dir, default=None, metavar="DIR", help="corpus dir (None: stdlib)"
+    )
     p.add_argument("--glob", default=d.corpus_glob, help="file-name pattern of corpus files")
-    p.add_argument("--corpus-max-bytes", type=int, default=d.corpus_max_bytes, help="bytes read")
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="BPE vocabulary")
-    p.add_argument("--hidden-size", type=int, default=d.hidden_size, help="model width")
-    p.add_argument("--layers", type=int, default=d.num_layers, help="decoder layers")
-    p.add_argument("--heads", type=int, default=d.num_heads, help="attention heads")
-    p.add_argument("--intermediate-size", type=int, default=d.intermediate_size, help="MLP")
-    p.add_argument("--seq-len", type=int, default=d.seq_len, help="training window")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="windows per step")
-    p.add_argument("--steps", type=int, default=d.steps, help="optimizer steps")
-    p.add_argument("--lr", type=float, default=d.lr, help="peak AdamW learning rate")
+    p.add_argument(
+        "--corpus-max-bytes", type=positive_int, default=d.corpus_max_bytes, help="bytes read"
+    )
+    p.add_argument("--vocab-size", type=positive_int, default=d.vocab_size, help="BPE vocabulary")
+    p.add_argument("--hidden-size", type=positive_int, default=d.hidden_size, help="model width")
+    p.add_argument("--layers", type=positive_int, default=d.num_layers, help="decoder layers")
+    p.add_argument("--heads", type=positive_int, default=d.num_heads, help="attention heads")
+    p.add_argument(
+        "--intermediate-size", type=positive_int, default=d.intermediate_size, help="MLP"
+    )
+    p.add_argument("--seq-len", type=positive_int, default=d.seq_len, help="training window")
+    p.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="windows per step")
+    p.add_argument("--steps", type=positive_int, default=d.steps, help="optimizer steps")
+    p.add_argument("--lr", type=positive_float, default=d.lr, help="peak AdamW learning rate")
     p.add_argument(
         "--warmup-steps",
-        type=int,
+        type=nonnegative_int,
         default=None,
         help=f"linear warm-up steps (None: min({d.warmup_steps}, steps/10))",
     )
-    p.add_argument("--seed", type=int, default=d.seed, help="init and sampling seed")
+    p.add_argument("--seed", type=nonnegative_int, default=d.seed, help="init and sampling seed")
     p.add_argument(
         "--max-minutes",
-        type=float,
+        type=nonnegative_float,
         default=d.max_minutes,
         help="wall-clock cap on the training loop (breaks determinism if hit)",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_reference_model)
 
@@ -97,9 +131,7 @@ def _training_texts(args) -> list[str]:
         if not path.is_file():
             raise FileNotFoundError(f"text file not found: {path}")
         return [path.read_text(encoding="utf-8")]
-    from measure.datasets import load_prompts
-
-    prompts = load_prompts(args.prompts, args.format, limit=args.limit)
+    prompts = read_prompts(args)
     return [p.text if p.reference is None else f"{p.text} {p.reference}" for p in prompts]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
 from measure.hf.loading import load_model
@@ -65,6 +66,8 @@ def ppd_many(
         )
     if isinstance(model, str | Path):  # a local model directory
         model = load_model(model)[0]
+    lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
+    check_context(model.config, lengths, max_new_tokens, names=names)  # before any decoding
     if warmup and prompts:
         ppd_single(
             model,

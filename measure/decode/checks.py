@@ -1,4 +1,4 @@
-"""Argument checks of the PPD and greedy decoders, shared by every backend (ValueError)."""
+"""Argument checks of every generating function (PPD, greedy, match rates, timing): ValueError."""
 
 from __future__ import annotations
 
@@ -22,6 +22,55 @@ def check_max_new_tokens(max_new_tokens) -> None:
     check_positive_int("max_new_tokens", max_new_tokens)
     if not _is_int(max_new_tokens):  # arrays pass check_positive_int
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
+"""Config fields that give a model's context (positions it can attend to), first found wins."""
+
+
+def context_length(config) -> int | None:
+    """Positions the model can use (``CONTEXT_KEYS`` of its text config), or None if unbounded.
+
+    config: a transformers config, or a model (its ``.config``).
+    """
+    config = getattr(config, "config", config)
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    for key in CONTEXT_KEYS:
+        value = getattr(config, key, None)
+        if _is_int(value) and value > 0:
+            return int(value)
+    return None
+
+
+def check_context(config, prompt_tokens, max_new_tokens, *, names=None, what="max_new_tokens"):
+    """ValueError unless every prompt plus ``max_new_tokens`` fits the model's context.
+
+    prompt_tokens: one prompt length or several (``names`` labels them in the message). A
+    prompt of P tokens decoding ell new ones needs P + ell positions (as transformers'
+    ``generate`` counts them); beyond the context, learned position embeddings index out of
+    range and rotary ones extrapolate silently. Models without a context field are not checked.
+    """
+    if not _is_int(max_new_tokens) or max_new_tokens < 1:
+        raise ValueError(f"{what} must be an integer >= 1, got {max_new_tokens!r}")
+    context = context_length(config)
+    if context is None:
+        return
+    lengths = [prompt_tokens] if _is_int(prompt_tokens) else [int(n) for n in prompt_tokens]
+    if not lengths:
+        return
+    longest = max(range(len(lengths)), key=lengths.__getitem__)
+    total = lengths[longest] + int(max_new_tokens)
+    if total > context:
+        label = "the prompt" if len(lengths) == 1 else f"prompt {longest}"
+        if names is not None:
+            label = f"prompt {list(names)[longest]!r}"
+        room = context - lengths[longest]
+        fix = f"{what} <= {room}" if room >= 1 else f"prompts of fewer than {context} tokens"
+        raise ValueError(
+            f"{label} has {lengths[longest]} tokens + {what} {max_new_tokens} = {total} "
+            f"positions, more than the model's context of {context}: use {fix}"
+        )
 
 
 def check_ppd_args(d: int, d_bar: int, k: int, vocab_size: int, max_new_tokens: int) -> None:

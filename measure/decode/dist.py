@@ -55,14 +55,16 @@ of its own hand-off, and otherwise receives main's entries (SYNC) with the next 
 so the copies are bit-identical to main's and the candidate rank never recomputes a token.
 
 Failures: a rank that raises reports its traceback; a rank that hangs trips the process
-group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress);
-the parent then kills every rank and raises ``RuntimeError`` naming the rank.
+group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress); a rank
+that dies is found by its exit code or signal. The parent then kills every rank and raises
+``DistRunError``, one line naming the rank that failed first. Ranks never outlive the parent:
+each dies with it (``measure.decode.lifeline``).
 """
 
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -125,13 +127,22 @@ class DistJob:
     link_probe: bool = True
     """Time point-to-point messages of several sizes once (link calibration)."""
     fail: str | None = None
-    """Test hook: ``crash`` or ``hang`` makes ``fail_rank`` fail at its first candidates."""
+    """Test hook: ``crash`` (raise), ``hang`` or ``kill`` (SIGKILL itself) makes ``fail_rank``
+    fail at its first candidates."""
     fail_rank: int = 1
     """Rank that fails when ``fail`` is set."""
     master_addr: str = "127.0.0.1"
     """Rendezvous address (spawned ranks)."""
     master_port: int = 0
     """Rendezvous port (0: pick a free one)."""
+
+    def to_dict(self) -> dict:
+        """Plain data (a spawned rank unpickles it before it imports torch)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DistJob:
+        return cls(**{**data, "tasks": [DistTask(**task) for task in data["tasks"]]})
 
 
 def free_port() -> int:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from measure.decode.checks import as_prompt_ids, check_max_new_tokens, check_prompt_ids, eos_set
+from measure.decode.checks import (
+    as_prompt_ids,
+    check_context,
+    check_max_new_tokens,
+    check_prompt_ids,
+    eos_set,
+)
 from measure.decode.results import GreedyResult
 from measure.hf.layer_split import LayerSplitModel
 from measure.profile import clock as clocks
@@ -18,6 +24,7 @@ def greedy_generate(model, input_ids, *, max_new_tokens, eos_token_id=None, retu
     check_max_new_tokens(max_new_tokens)
     ids = as_prompt_ids(input_ids, lsm.device)
     check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
+    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
     eos = eos_set(eos_token_id)
     cache = lsm.new_cache()
     t0 = clocks.host_clock()

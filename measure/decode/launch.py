@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import queue as queue_mod
+import signal
 import tempfile
 import time
 import traceback
@@ -19,6 +20,7 @@ from transformers import AutoConfig
 
 from measure.decode.checks import (
     as_prompt_ids,
+    check_context,
     check_head_layer,
     check_ppd_args,
     check_prompt_ids,
@@ -41,6 +43,7 @@ from measure.decode.dist import (
     RemoteCandidates,
     free_port,
 )
+from measure.decode.lifeline import run_tied
 from measure.decode.loop import run_main
 from measure.decode.results import build_result, handoff_nbytes
 from measure.hf.layer_split import LayerSplitModel
@@ -52,6 +55,24 @@ from sim.formats import write_traces
 
 WATCHDOG_GRACE_S = 5.0
 """Seconds the parent waits beyond ``timeout_s`` so a rank's own timeout error arrives first."""
+REPORT_GRACE_S = 1.0
+"""Seconds the parent collects the other ranks' errors and exit codes after the first failure."""
+PEER_ERROR_MARKS = ("Connection closed", "Connection reset", "timed out", "Timed out", "peer")
+"""Text of errors a rank raises because *another* rank failed (named after the culprit)."""
+
+
+class DistRunError(RuntimeError):
+    """A distributed PPD run failed; the message is one line naming the rank that failed first
+    (its exception, exit code or signal). The ranks' tracebacks are in ``details`` and, as the
+    exception's cause, in a traceback (``ppd --debug``)."""
+
+    def __init__(self, message: str, details: str = ""):
+        super().__init__(message)
+        self.details = details
+
+
+class RankTracebacks(Exception):
+    """The failed ranks' own tracebacks: the cause of a DistRunError, shown with ``--debug``."""
 
 
 def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
@@ -68,7 +89,9 @@ def _maybe_fail(job: DistJob, rank: int) -> None:
         raise RuntimeError(f"injected failure on rank {rank} (DistJob.fail='crash')")
     if job.fail == "hang":
         time.sleep(10**6)
-    raise ValueError(f"fail must be 'crash', 'hang' or None, got {job.fail!r}")
+    if job.fail == "kill":  # as the OOM killer does
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise ValueError(f"fail must be 'crash', 'hang', 'kill' or None, got {job.fail!r}")
 
 
 def probe_link(comm: Comm, world_size: int) -> list[tuple[int, float]]:
@@ -208,7 +231,12 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
         dist.destroy_process_group()
 
 
-def _spawn_entry(rank: int, job: DistJob, queue) -> None:
+RANK_ENTRY = "measure.decode.launch:_spawn_entry"
+"""What a spawned rank runs once ``lifeline.run_tied`` has tied it to this process."""
+
+
+def _spawn_entry(rank: int, job: dict, queue) -> None:
+    job = DistJob.from_dict(job)
     os.environ.update(
         MASTER_ADDR=job.master_addr,
         MASTER_PORT=str(job.master_port),
@@ -229,8 +257,9 @@ def _spawn_entry(rank: int, job: DistJob, queue) -> None:
 def run_job(job: DistJob) -> list[list]:
     """Spawn the ranks of `job`, watch them, return rank 0's results (one list per task).
 
-    Raises RuntimeError naming the failing rank if a rank raises, dies, or makes no
-    progress for ``job.timeout_s`` (``job.startup_s`` more before the first progress).
+    Raises DistRunError naming the failing rank if a rank raises, dies (with its exit code or
+    signal), or makes no progress for ``job.timeout_s`` (``job.startup_s`` more before the
+    first progress). Ranks end with this process, however it ends (``lifeline``).
     """
     if job.world_size < 2:
         raise ValueError(f"world_size must be >= 2, got {job.world_size}")
@@ -244,7 +273,11 @@ def run_job(job: DistJob) -> list[list]:
     ctx = torch.multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_spawn_entry, args=(r, job, queue), daemon=True)
+        ctx.Process(
+            target=run_tied,
+            args=(os.getpid(), RANK_ENTRY, r, job.to_dict(), queue),
+            daemon=True,
+        )
         for r in range(job.world_size)
     ]
     for proc in procs:
@@ -276,51 +309,78 @@ def _watch(job: DistJob, procs, queue) -> list[list]:
             done.add(rank)
         elif kind == "error":
             errors[rank] = payload
-            _drain(queue, errors, grace_s=1.0)
-            raise RuntimeError(_failure_message(errors, _alive(procs)))
         if result is not None and len(done) == job.world_size:
             return result
-        dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-        if dead:
-            _drain(queue, errors, grace_s=1.0)
-            errors.update(
-                {r: f"exited with code {procs[r].exitcode}" for r in dead if r not in errors}
-            )
-            raise RuntimeError(_failure_message(errors, _alive(procs)))
+        if errors or any(p.exitcode not in (None, 0) for p in procs):
+            error = _failure(procs, queue, errors)
+            raise error from (RankTracebacks(error.details) if error.details else None)
         if now > deadline:
-            raise RuntimeError(
+            alive = _alive(procs)
+            raise DistRunError(
                 f"PPD dist run made no progress for {job.timeout_s:g} s; ranks "
-                f"still running: {_alive(procs)}; killed them"
+                f"still running: {alive}; killed them"
             )
 
 
-def _drain(queue, errors: dict, grace_s: float) -> None:
-    end = time.monotonic() + grace_s
-    while time.monotonic() < end:
+def _failure(procs, queue, errors: dict) -> DistRunError:
+    """The error of a failed run, once the other ranks had REPORT_GRACE_S to report or exit."""
+    end = time.monotonic() + REPORT_GRACE_S
+    while time.monotonic() < end and _alive(procs):
         try:
             kind, rank, payload = queue.get(timeout=0.1)
         except queue_mod.Empty:
             continue
         if kind == "error":
             errors.setdefault(rank, payload)
+    exits = {r: p.exitcode for r, p in enumerate(procs)}
+    return DistRunError(failure_message(errors, exits), details=_details(errors))
+
+
+def failure_message(errors: dict[int, str], exits: dict[int, int | None]) -> str:
+    """One line naming the rank that failed first: a rank that died without a word (killed by
+    a signal, or exited non-zero), else one that raised an error of its own, else one that lost
+    its peer; then the other ranks, and those still running (killed).
+
+    errors: rank -> "Type: message\ntraceback"; exits: rank -> exit code (None: running,
+    negative: killed by that signal).
+    """
+    status = {}
+    for rank, code in exits.items():
+        if rank in errors:
+            status[rank] = (2 if _is_peer_error(errors[rank]) else 1, errors[rank].splitlines()[0])
+        elif code is not None and code != 0:
+            status[rank] = (0, _exit_text(code))
+    if not status:
+        return "PPD dist run failed"
+    order = sorted(status, key=lambda r: (status[r][0], r))
+    parts = [f"rank {r}: {status[r][1]}" for r in order]
+    alive = [r for r, code in exits.items() if code is None]
+    if alive:
+        parts.append(f"ranks still running (killed): {alive}")
+    return "PPD dist run failed: " + "; ".join(parts)
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (out of memory? the OOM killer sends SIGKILL)" if -code == signal.SIGKILL else ""
+        return f"killed by {name} (signal {-code}){hint}"
+    return f"exited with code {code}"
+
+
+def _is_peer_error(text: str) -> bool:
+    return any(mark in text for mark in PEER_ERROR_MARKS)
+
+
+def _details(errors: dict[int, str]) -> str:
+    return "\n".join(f"--- rank {r} ---\n{errors[r]}" for r in sorted(errors))
 
 
 def _alive(procs) -> list[int]:
     return [r for r, p in enumerate(procs) if p.is_alive()]
-
-
-def _failure_message(errors: dict, alive: list[int]) -> str:
-    def is_peer_error(text: str) -> bool:
-        return any(
-            s in text
-            for s in ("Connection closed", "Connection reset", "timed out", "Timed out", "peer")
-        )
-
-    first = sorted(errors, key=lambda r: (is_peer_error(errors[r]), r))[0]
-    lines = [f"PPD dist run failed: rank {first}: {errors[first].splitlines()[0]}"]
-    lines += [f"rank {r}: {errors[r].splitlines()[0]}" for r in sorted(errors) if r != first]
-    lines.append(f"ranks still running (killed): {alive}")
-    return "\n".join(lines + ["", errors[first]])
 
 
 def ppd_dist_many(
@@ -351,6 +411,7 @@ def ppd_dist_many(
     ids = [as_prompt_ids(p, "cpu") for p in prompts]
     for one in ids:
         check_prompt_ids(one, config.vocab_size)
+    check_context(config, [one.shape[1] for one in ids], max_new_tokens, names=sequences)
     with tempfile.TemporaryDirectory(prefix="ppd-dist-") as tmp:
         task = DistTask(
             model_dir=_model_dir(model, tmp),

@@ -6,6 +6,7 @@ import torch
 
 from measure.decode.checks import (
     as_prompt_ids,
+    check_context,
     check_head_layer,
     check_ppd_args,
     check_prompt_ids,
@@ -136,6 +137,7 @@ def ppd_single(
     check_head_layer(lsm.head, d_bar)
     ids = as_prompt_ids(input_ids, lsm.device)
     check_prompt_ids(ids, vocab)
+    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
     fields, cache = run_main(
         lsm,
         ids,

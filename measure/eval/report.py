@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from measure.decode.backends import ppd_many
+from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.greedy import greedy_generate
 
 REPORT_COLUMNS = ("method", "k", "p_correct", "latency_128_s", "tokens_per_s", "exact", "note")
@@ -35,6 +36,8 @@ class Table3Report:
 
 def run_greedy(model, prompts, *, max_new_tokens, eos_token_id=None) -> list:
     """Greedy decoding of every prompt (one warm-up decode first)."""
+    lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
+    check_context(model.config, lengths, max_new_tokens)  # before any decoding
     greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
     return [
         greedy_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
+from measure.hf.weight_files import refuse_pickle_weights
 
 DTYPES = {
     "float32": torch.float32,
@@ -144,6 +145,7 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
     torch_dtype = resolve_dtype(dtype)
     torch_device = resolve_device(device)
     root = resolve_model_dir(path)
+    refuse_pickle_weights(root)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(
         root,

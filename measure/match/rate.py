@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from measure.decode.checks import check_context
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import (  # noqa: F401 (re-exported)
     POSITIONS,
@@ -155,6 +156,7 @@ def measure_prompt(
     ``lsm`` is a measure.hf.layer_split.LayerSplitModel. Out-of-memory becomes MeasureOOMError with
     the prompt length, batch, max_new_tokens and dtype in its message.
     """
+    check_context(lsm.model.config, input_ids.shape[-1], config.max_new_tokens, names=[prompt])
     try:
         with torch.inference_mode():
             result, cache = _generate(lsm, input_ids, prompt, config, heads or {}, set(eos_ids))
@@ -383,11 +385,21 @@ def match_rates(
     )
     eos = eos_token_ids(lsm.model)
     device = next(lsm.model.parameters()).device
+    inputs = list(prompt_inputs(prompts, tokenizer, device))
+    check_inputs_context(lsm, inputs, config.max_new_tokens)
     frames = []
-    for pid, ids in tqdm(list(prompt_inputs(prompts, tokenizer, device)), disable=not progress):
+    for pid, ids in tqdm(inputs, disable=not progress):
         frames.append(measure_prompt(lsm, ids, pid, config, heads, eos).to_frame(config.ks))
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else empty_records()
+
+
+def check_inputs_context(lsm, inputs: Sequence[tuple[str, torch.Tensor]], max_new_tokens) -> None:
+    """ValueError naming the first (id, input_ids [1, S]) prompt that cannot fit
+    ``max_new_tokens`` more tokens in the model's context (checked before any work)."""
+    names = [pid for pid, _ in inputs]
+    lengths = [ids.shape[-1] for _, ids in inputs]
+    check_context(lsm.model.config, lengths, max_new_tokens, names=names)
 
 
 def check_head_layers(heads: Mapping[int, torch.nn.Module] | None) -> None:

@@ -7,7 +7,13 @@ Layout of ``out_dir``:
   by rank R of W; a line is the prompt's whole result, so a prompt is either fully recorded or
   absent. A restart drops a torn last line and skips every prompt found in any part file;
 * ``records.csv`` (or ``.parquet``) and ``traces.jsonl`` (sim.formats), written once every
-  prompt is done, by rank 0 under torch.distributed (after a barrier) or by the finishing run.
+  prompt is done, by rank 0 under torch.distributed (after a barrier) or by the finishing run,
+  each to a unique temporary file renamed over the old one: readers see a whole file or none.
+
+A run holds ``.run.lock`` (``measure.match.run_files``) from its start to its end: another run on
+the same directory fails at once with DirectoryLockedError, or waits with ``wait_lock``; the
+ranks of a sharded run share it and each holds its own shard's lock. Merges hold
+``.merge.lock``, so concurrent merges of one directory run one after the other.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from measure.match.rate import (
     PromptResult,
     _vocab_size,
     as_layer_split,
+    check_inputs_context,
     empty_records,
     eos_token_ids,
     measure_prompt,
     prompt_inputs,
 )
+from measure.match.run_files import MERGE_LOCK, dir_lock, replacing, run_lock
 from measure.train.heads import CONFIG_NAME, TrainedHead
 from ppdmodel.positions import m_from_positions
 from sim.formats import MatchTrace, parse_jsonl, write_traces
@@ -89,6 +97,7 @@ def run_match_rate(
     verify: bool = True,
     progress: bool = True,
     on_prompt_done: Callable[[str], None] | None = None,
+    wait_lock: bool = False,
 ) -> RunResult:
     """Measure match rates for a prompts file into ``out_dir``; resumable and shardable.
 
@@ -96,7 +105,9 @@ def run_match_rate(
     ``device``) or a loaded causal LM (pass ``tokenizer``). rank/world_size: this process's
     shard (prompts ``rank::world_size``); default from torch.distributed when initialised,
     else 0/1. resume: continue a previous run in ``out_dir`` (else it must hold none).
-    on_prompt_done(prompt_id) is called after each prompt is safely on disk.
+    on_prompt_done(prompt_id) is called after each prompt is safely on disk. Another process
+    using ``out_dir`` raises DirectoryLockedError, or is waited for with ``wait_lock``.
+    Prompts that do not fit max_new_tokens in the model's context are refused before any work.
     """
     if records_format not in RECORD_FORMATS:
         raise ValueError(f"records_format must be one of {RECORD_FORMATS}, got {records_format!r}")
@@ -124,6 +135,8 @@ def run_match_rate(
         raise ValueError(
             f"ks must be <= the vocabulary size {_vocab_size(lsm)}, got {config.max_k}"
         )
+    inputs = list(prompt_inputs(prompts, tokenizer, lsm.device))
+    check_inputs_context(lsm, inputs, config.max_new_tokens)
     out_dir = Path(out_dir)
     part = out_dir / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
     meta = sidecar(
@@ -137,21 +150,22 @@ def run_match_rate(
         head_dir,
         world_size,
     )
-    _prepare(out_dir, part, meta, resume, records_format)
-    done = completed_prompts(out_dir, own_part=part)
-    todo = [p for p in prompts[rank::world_size] if str(p.id) not in done]
-    _measure_all(lsm, todo, tokenizer, config, heads, part, rank, progress, on_prompt_done)
-    return _finish(out_dir, part, ids, config, records_format)
+    shard = part.stem if world_size > 1 else None
+    with run_lock(out_dir, shard=shard, wait=wait_lock):
+        _prepare(out_dir, part, meta, resume, records_format)
+        done = completed_prompts(out_dir, own_part=part)
+        todo = [(pid, x) for pid, x in inputs[rank::world_size] if pid not in done]
+        _measure_all(lsm, todo, config, heads, part, rank, progress, on_prompt_done)
+        return _finish(out_dir, part, ids, config, records_format)
 
 
-def _measure_all(lsm, prompts, tokenizer, config, heads, part, rank, progress, hook) -> None:
+def _measure_all(lsm, inputs, config, heads, part, rank, progress, hook) -> None:
     from tqdm.auto import tqdm
 
     eos = eos_token_ids(lsm.model)
-    inputs = prompt_inputs(prompts, tokenizer, lsm.device)
     bar = tqdm(
         inputs,
-        total=len(prompts),
+        total=len(inputs),
         desc=f"match-rate rank {rank}",
         position=rank,
         disable=not progress,
@@ -293,9 +307,8 @@ def _prepare(out_dir: Path, part: Path, meta: dict, resume: bool, records_format
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def read_part(path: Path, repair: bool = False) -> list[PromptResult]:
@@ -330,23 +343,31 @@ def completed_prompts(out_dir: Path, own_part: Path | None = None) -> dict[str, 
 def merge_parts(
     out_dir: Path, ids: list[str], config: MatchRateConfig, records_format: str = "csv"
 ) -> tuple[Path, Path]:
-    """Write the tidy records and the traces of all prompts, in prompts-file order."""
+    """Write the tidy records and the traces of all prompts, in prompts-file order.
+
+    Holds ``out_dir``'s merge lock (waiting for another merge to finish); every file is written
+    under a unique temporary name and renamed into place.
+    """
     out_dir = Path(out_dir)
+    with dir_lock(out_dir, MERGE_LOCK, wait=True):
+        return _merge(out_dir, ids, config, records_format)
+
+
+def _merge(out_dir: Path, ids, config, records_format) -> tuple[Path, Path]:
     done = completed_prompts(out_dir)
     results = [done[pid] for pid in ids if pid in done]
     frames = [r.to_frame(config.ks) for r in results]
     frames = [f for f in frames if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else empty_records()
     records = out_dir / f"records.{records_format}"
-    tmp = records.with_name(f".{records.name}.tmp")
-    if records_format == "csv":
-        df.to_csv(tmp, index=False)
-    else:
-        df.to_parquet(tmp, index=False)
-    os.replace(tmp, records)
+    with replacing(records) as tmp:
+        if records_format == "csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
     traces = out_dir / TRACES
-    write_traces(traces.with_name(f".{TRACES}.tmp"), result_traces(results, config))
-    os.replace(traces.with_name(f".{TRACES}.tmp"), traces)
+    with replacing(traces) as tmp:
+        write_traces(tmp, result_traces(results, config))
     meta = json.loads((out_dir / SIDECAR).read_text(encoding="utf-8"))
     meta.update(
         finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

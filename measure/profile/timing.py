@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from measure.decode.checks import check_context
 from measure.hf.layer_split import LayerSplitModel, expand_cache
 from measure.profile.clock import Clock
 from sim.formats import LAYER_TIMES_COLUMNS, validate_layer_times
@@ -147,13 +148,7 @@ def _check_inputs(model, input_ids, n_tokens: int, warmup: int) -> torch.Tensor:
         prompt = prompt[None]
     if prompt.ndim != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
         raise ValueError(f"input_ids must have shape [S] or [1, S], got {tuple(prompt.shape)}")
-    limit = getattr(model.config, "max_position_embeddings", None)
-    total = prompt.shape[1] + warmup + n_tokens
-    if limit is not None and total > limit:
-        raise ValueError(
-            f"prompt length + warmup + n_tokens must be <= max_position_embeddings={limit}, "
-            f"got {total}"
-        )
+    check_context(model.config, prompt.shape[1], warmup + n_tokens, what="warmup + n_tokens")
     return prompt
 
 

@@ -83,7 +83,7 @@ def test_tradeoff_out_is_an_existing_file_exits_2(tmp_path, capsys):
     target.write_text("")
     with pytest.raises(SystemExit) as exc:
         main(["tradeoff", "--out", str(target)])
-    assert exc.value.code == 2 and "--out must be a folder" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--out: must be a folder" in capsys.readouterr().err
 
 
 def test_tradeoff_default_out_dir(tmp_path, monkeypatch, capsys):
@@ -95,9 +95,9 @@ def test_tradeoff_default_out_dir(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["latency", "--p", "1.5"], "p must be a probability"),
+        (["latency", "--p", "1.5"], "--p: must be a number in [0, 1]"),
         (["latency", "--p", "0.5", "--d-bar", "10"], "outside Theorem 4.1's domain"),
-        (["compute", "--p", "0.5", "--k", "0"], "k must be a positive integer"),
+        (["compute", "--p", "0.5", "--k", "0"], "--k: must be an integer in [1, 2**53]"),
         (["tradeoff", "--layer", "10"], "outside Theorem 4.1's domain"),
         (["latency"], "give --p"),
         (["latency", "--paper-positions", "squad:x:Y:20"], "must look like squad:3:Y:20"),

@@ -92,7 +92,7 @@ def test_greedy_real_clock():
         ({"warmup": -1}, "warmup"),
         ({"batch_sizes": (0,)}, "batch_sizes"),
         ({"batch_sizes": ()}, "batch_sizes"),
-        ({"n_tokens": 600}, "max_position_embeddings"),
+        ({"n_tokens": 600}, "context of 512"),
     ],
 )
 def test_bad_arguments(kwargs, match):

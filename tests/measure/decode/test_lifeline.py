@@ -1,0 +1,241 @@
+"""Distributed runs never outlive their parent; a dead rank is named with its signal.
+
+Issue 10: after ``kill -9`` of a ``ppd run --backend dist`` parent both ranks and the
+multiprocessing resource tracker idled for minutes; a killed rank was reported as the surviving
+rank's "Connection reset by peer" inside a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from measure.decode.lifeline import parent_alive, set_parent_death_signal
+
+ROOT = Path(__file__).resolve().parents[3]
+PROC = Path("/proc")
+needs_proc = pytest.mark.skipif(not (PROC / "self" / "stat").exists(), reason="needs /proc")
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state is [0], ppid [1]), or None."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, ...)."""
+    parents = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))):
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def running(pids) -> list[int]:
+    """The processes of ``pids`` that still run (zombies have ended)."""
+    return [p for p in pids if (fields := _stat(p)) and fields[0] != "Z"]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / TICKS if fields else 0.0
+
+
+def wait_gone(pids, timeout_s: float) -> float:
+    """Seconds until every process of ``pids`` has ended (at most ``timeout_s``)."""
+    start = time.monotonic()
+    while running(pids) and time.monotonic() - start < timeout_s:
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def kill_all(pids) -> None:
+    """End what this test started and left running (by pid, nothing else)."""
+    for pid in running(pids):
+        os.kill(pid, signal.SIGKILL)
+
+
+HANGING_DIST_RUN = """
+from measure.decode.launch import ppd_dist_many
+from tests.measure.tiny_models import tiny_model
+# rank 1 hangs at its first candidates; rank 0 waits for it (timeouts far away)
+ppd_dist_many(tiny_model("gpt2", seed=4), [[1, 2, 3]], d_bar=2, k=1, max_new_tokens=8,
+              timeout_s=600, startup_s=600, fail="hang", fail_rank=1, link_probe=False)
+"""
+
+TIED_CHILD = """
+import os, sys, time
+from measure.decode import lifeline
+if sys.argv[2] == "watchdog-only":  # the portable path alone, without PR_SET_PDEATHSIG
+    lifeline.set_parent_death_signal = lambda *args: False
+lifeline.tie_to_parent(int(sys.argv[1]))
+print("tied", flush=True)
+time.sleep(120)
+"""
+
+MIDDLE = """
+import subprocess, sys, os, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid()), sys.argv[2]])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_parent_death_signal_is_available_on_linux():
+    assert set_parent_death_signal() is sys.platform.startswith("linux")
+    assert parent_alive(os.getppid()) and not parent_alive(os.getppid() + 10**6)
+
+
+@needs_proc
+def test_a_child_tied_to_a_dead_parent_exits_at_once():
+    result = subprocess.run(
+        [sys.executable, "-c", TIED_CHILD, "1", "both"],  # pid 1 is not its parent: "dead"
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1 and "tied" not in result.stdout
+
+
+@needs_proc
+@pytest.mark.parametrize("mechanism", ["both", "watchdog-only"])
+def test_tied_child_dies_with_its_killed_parent(mechanism):
+    middle = subprocess.Popen(
+        [sys.executable, "-c", MIDDLE, TIED_CHILD, mechanism],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = int(middle.stdout.readline())
+    try:
+        time.sleep(1.5)  # let it arm the death signal and its watchdog
+        middle.kill()
+        middle.wait()
+        assert wait_gone([child], 10) < 10
+    finally:
+        kill_all([child])
+
+
+def _ranks_in(parent: int, state: str, timeout_s: float) -> list[int]:
+    """The parent's descendants once its two ranks exist (``start-up``: they are importing
+    torch) or have gone idle (``idle``: hanging, as in issue 10)."""
+    deadline, last = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        kids = descendants(parent)
+        ranks = [k for k in kids if "spawn_main" in cmdline(k)]
+        if len(ranks) == 2 and state == "start-up":
+            return kids
+        if len(ranks) == 2:
+            cpu = {k: cpu_seconds(k) for k in ranks}
+            if last.keys() == cpu.keys() and all(
+                cpu[p] > 1.0 and cpu[p] - last[p] < 0.02 for p in cpu
+            ):
+                return kids
+            last = cpu
+        time.sleep(1.0)
+    raise AssertionError("the ranks never started and went idle")
+
+
+@needs_proc
+@pytest.mark.parametrize("state", ["start-up", "idle"])
+def test_killing_the_parent_of_a_dist_run_leaves_no_process_behind(state):
+    """SIGKILL the parent of a 2-rank run: ranks and resource tracker end in < 10 s."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", HANGING_DIST_RUN],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,  # an orphan holding a pipe would block this test
+        stderr=subprocess.DEVNULL,
+    )
+    kids = []
+    try:
+        kids = _ranks_in(parent.pid, state, timeout_s=240)
+        assert len(kids) >= 3  # 2 ranks + the resource tracker
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        seconds = wait_gone(kids, 10.0)
+        left = [cmdline(p)[-60:] for p in running(kids)]
+        assert not left, f"still running {seconds:.1f} s after the parent died: {left}"
+    finally:
+        kill_all(kids)
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_ranks_are_tied_before_anything_heavy_is_imported():
+    """A spawned rank unpickles plain data and lifeline (no torch) before it is tied."""
+    import pickle
+
+    from measure.decode.dist import DistJob, DistTask
+
+    job = DistJob([DistTask("model-dir", [[1, 2]], d_bar=2, k=1, max_new_tokens=3)])
+    assert b"measure" not in pickle.dumps(job.to_dict())
+    assert DistJob.from_dict(job.to_dict()) == job
+    code = (
+        "import os, sys\n"
+        "from measure.decode.lifeline import run_tied\n"
+        "run_tied(os.getppid(), 'builtins:print', 'torch' in sys.modules, 'tied')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout == "False tied\n"
+
+
+def test_a_killed_rank_is_named_with_its_signal_in_one_line():
+    torch = pytest.importorskip("torch")
+    from measure.decode.launch import DistRunError, ppd_dist_many
+    from tests.measure.tiny_models import tiny_model
+
+    torch.set_num_threads(1)
+    with pytest.raises(DistRunError) as info:
+        ppd_dist_many(
+            tiny_model("gpt2", seed=4), [[1, 2, 3]], d_bar=2, k=1, max_new_tokens=6,
+            timeout_s=30, startup_s=120, fail="kill", fail_rank=1, link_probe=False,
+        )  # fmt: skip
+    message = str(info.value)
+    assert message.startswith("PPD dist run failed: rank 1: killed by SIGKILL (signal 9)")
+    assert "\n" not in message
+    assert "out of memory?" in message  # the OOM killer sends SIGKILL
+
+
+def test_failure_message_puts_the_culprit_first():
+    from measure.decode.launch import failure_message
+
+    peer = "RuntimeError: [gloo] Connection reset by peer\nTraceback ..."
+    own = "ValueError: injected\nTraceback ..."
+    assert failure_message({0: peer}, {0: 1, 1: -9}) == (
+        "PPD dist run failed: rank 1: killed by SIGKILL (signal 9) (out of memory? the OOM "
+        "killer sends SIGKILL); rank 0: RuntimeError: [gloo] Connection reset by peer"
+    )
+    assert failure_message({0: peer, 1: own}, {0: 1, 1: 1}).startswith(
+        "PPD dist run failed: rank 1: ValueError: injected; rank 0"
+    )
+    assert failure_message({}, {0: None, 1: 3}) == (
+        "PPD dist run failed: rank 1: exited with code 3; ranks still running (killed): [0]"
+    )
+    assert "killed by SIGTERM (signal 15)" in failure_message({}, {0: -15, 1: None})

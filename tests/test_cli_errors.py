@@ -1,0 +1,402 @@
+"""Every ``ppd`` sub-command ends a user error with ``ppd <command>: error: ...``, exit 2, and
+no traceback; unexpected failures print one line and a hint to rerun with ``--debug``.
+
+Sub-commands are enumerated from the parser, so a new one is covered without editing this file;
+a new option must use a checked type (``ppdmodel.cli_args``) or be listed in ``TEXT_OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ppdmodel import cli_args
+from ppdmodel.cli import build_parser, iter_commands, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BAD_INTEGERS = ("abc", "nan", "-1", "2.5", str(10**30))
+BAD_FLOATS = ("abc", "nan", "inf", "-1")
+"""Values every integer / float option must refuse at parse time (exit 2 before any work)."""
+
+TEXT_OPTIONS = {
+    # option -> a bad value its handler must refuse with exit 2 (None: free text, not checked)
+    "--dtype": "float128",
+    "--device": "tpu:7",
+    "--link": "wifi",
+    "--gpu-model": "gtx-480",
+    "--shape": "no-such-model",
+    "--trace-head": None,  # narrows the traces; a value matching none is tested below
+    "--sampling": "top_q=2",
+    "--paper-positions": "squad:x:Y:20",
+    "--prompt": None,
+    "--prompt-text": None,
+    "--glob": None,
+    "--model": "no-such-model",  # a directory, a .gguf file or a known name (``smollm2``)
+}
+"""String options (no numeric or path type): the bad value each handler must refuse."""
+
+INTEGER_TYPES = {cli_args.positive_int, cli_args.nonnegative_int}
+FLOAT_TYPES = {cli_args.positive_float, cli_args.nonnegative_float, cli_args.probability}
+PATH_TYPES = {
+    cli_args.existing_file,
+    cli_args.existing_dir,
+    cli_args.existing_path,
+    cli_args.output_file,
+    cli_args.output_dir,
+}
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    """Every leaf sub-command of ``ppd``: {"ppd measure timing": parser, ...}."""
+    return dict(iter_commands(build_parser()))
+
+
+def _options(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if action.option_strings and action.nargs != 0 and action.dest not in ("help",):
+            yield action
+
+
+def _bad_numbers(action) -> tuple[str, ...]:
+    """The malformed values an option's type must refuse (none for a non-numeric option)."""
+    if action.type in INTEGER_TYPES or action.type.__name__.startswith("int_at_least"):
+        return BAD_INTEGERS
+    return BAD_FLOATS if action.type in FLOAT_TYPES else ()
+
+
+@pytest.fixture
+def one_parser(monkeypatch):
+    """``main`` reuses one parser (building it loads every registrar: ~50 ms a call)."""
+    import ppdmodel.cli as cli
+
+    parser = build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    """(exit code, stdout + stderr) of ``ppd argv`` run in this process."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def run_ppd(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``python -m ppdmodel argv`` in a fresh process (as a user runs it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ppdmodel", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        **kwargs,
+    )
+
+
+def assert_user_error(code: int, output: str, prog: str) -> None:
+    assert code == 2, output
+    assert "Traceback" not in output, output
+    assert f"{prog}: error:" in output, output
+
+
+# -- every sub-command, from the parser ------------------------------------------------------
+
+
+def test_the_parser_lists_every_sub_command():
+    names = set(commands())
+    assert {"ppd latency", "ppd simulate", "ppd measure match-rate", "ppd run"} <= names
+    assert {"ppd measure timing", "ppd measure reference-model", "ppd validate"} <= names
+
+
+@pytest.mark.parametrize("prog", sorted(commands()))
+def test_every_option_has_a_checked_type(prog):
+    """Numbers and paths are parsed by ``ppdmodel.cli_args`` types; text is listed above."""
+    for action in _options(commands()[prog]):
+        if action.choices is not None or action.dest == "debug":
+            continue
+        option = action.option_strings[-1]
+        if action.type in (int, float):
+            pytest.fail(f"{prog} {option}: use a ppdmodel.cli_args type, not {action.type}")
+        if action.type is None:
+            assert option in TEXT_OPTIONS, f"{prog} {option}: add a bad value to TEXT_OPTIONS"
+
+
+@pytest.mark.parametrize("prog", sorted(commands()))
+def test_malformed_numbers_exit_2_before_any_work(prog, capsys, one_parser):
+    argv = prog.split()[1:]
+    for action in _options(commands()[prog]):
+        for value in _bad_numbers(action) if action.type else ():
+            code, output = run_cli([*argv, action.option_strings[-1], value], capsys)
+            assert_user_error(code, output, prog)
+            assert f"argument {'/'.join(action.option_strings)}" in output
+
+
+@pytest.mark.parametrize("prog", sorted(commands()))
+def test_missing_required_and_unknown_options_exit_2(prog, capsys, one_parser):
+    argv = prog.split()[1:]
+    code, output = run_cli([*argv, "--no-such-option"], capsys)
+    assert_user_error(code, output, prog)
+    required = [a for a in _options(commands()[prog]) if a.required]
+    if required:
+        code, output = run_cli(argv, capsys)
+        assert_user_error(code, output, prog)
+
+
+@pytest.mark.parametrize("prog", sorted(commands()))
+def test_bad_paths_exit_2_before_any_work(prog, capsys, tmp_path, one_parser):
+    """A missing input, a folder given as a file (or a file as a folder), an output whose
+    parent is a file: refused by the option's type, at parse time."""
+    argv = prog.split()[1:]
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for action in _options(commands()[prog]):
+        option = action.option_strings[-1]
+        bad = {
+            cli_args.existing_file: [str(tmp_path / "missing"), str(tmp_path)],
+            cli_args.existing_dir: [str(tmp_path / "missing"), str(a_file)],
+            cli_args.existing_path: [str(tmp_path / "missing")],
+            cli_args.output_file: [str(tmp_path), str(a_file / "out.csv")],
+            cli_args.output_dir: [str(a_file), str(a_file / "out")],
+        }.get(action.type, [])
+        for value in bad:
+            code, output = run_cli([*argv, option, value], capsys)
+            assert_user_error(code, output, prog)
+            assert f"argument {'/'.join(action.option_strings)}" in output
+
+
+def test_debug_flag_is_accepted_before_and_after_the_command(capsys):
+    assert main(["--debug", "latency", "--p", "0.5", "--ell", "4"]) == 0
+    assert main(["latency", "--p", "0.5", "--ell", "4", "--debug"]) == 0
+    capsys.readouterr()
+
+
+# -- the 18 invocations of issue 10 that showed a traceback ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Malformed inputs: a layer-times CSV with text, trace lines without m or as a list, ..."""
+    root = tmp_path_factory.mktemp("malformed")
+    paths = {"root": root, "a_file": root / "a-file", "dir": root / "a-dir"}
+    paths["a_file"].write_text("x\n")
+    paths["dir"].mkdir()
+    paths["layer_times"] = root / "layer_times.csv"
+    paths["layer_times"].write_text(
+        "component,layer,batch,seconds,std_seconds,n_samples\n"
+        "layer,0,1,fast,0,1\nlayer,1,1,0.1,0,1\n"
+    )
+    paths["no_m"] = root / "no_m.jsonl"
+    paths["no_m"].write_text(json.dumps({"sequence": "a", "d": 4, "d_bar": 2, "k": 1}) + "\n")
+    paths["list"] = root / "list.jsonl"
+    paths["list"].write_text("[1, 0, 1]\n")
+    paths["m_number"] = root / "m_number.jsonl"
+    paths["m_number"].write_text(
+        json.dumps({"sequence": "a", "d": 4, "d_bar": 2, "k": 1, "m": 5}) + "\n"
+    )
+    paths["per_position"] = root / "p.csv"
+    paths["per_position"].write_text("0.5,high,0.2\n")
+    paths["squad"] = root / "squad.json"
+    paths["squad"].write_text(json.dumps({"data": 5}))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    """A tiny Llama; the same with an invalid config.json; one with only a pickle."""
+    torch = pytest.importorskip("torch")
+    from tests.measure.tiny_models import char_tokenizer, tiny_model
+
+    root = tmp_path_factory.mktemp("models")
+    model = tiny_model("llama")
+    good, bad_config, pickle = root / "good", root / "bad-config", root / "pickle-only"
+    for path in (good, bad_config):
+        model.save_pretrained(path)
+        char_tokenizer().save_pretrained(path)
+    (bad_config / "config.json").write_text('{"model_type": "llama", "hidden_size": ')
+    pickle.mkdir()
+    (pickle / "config.json").write_text((good / "config.json").read_text())
+    torch.save(model.state_dict(), pickle / "pytorch_model.bin")
+    return {"good": good, "bad_config": bad_config, "pickle": pickle}
+
+
+def _issue_cases(f, m):
+    """(argv, text the error must contain) of the invocations listed in issue 10."""
+    huge = str(2**64)
+    run = ["run", "--prompt", "hi", "--max-new-tokens", "2", "--no-assistant"]
+    model = ["--model", str(m["good"])]
+    return [
+        (["latency", "--p", "0.5", "--ell", huge], "--ell"),
+        (["latency", "--p", "0.5", "--d", huge], "--d"),
+        (["compute", "--p", "0.5", "--k", huge], "--k"),
+        (["simulate", "--ell", huge], "--ell"),
+        (["simulate", "--cost", "measured", "--layer-times", str(f["layer_times"])], "layer-times"),
+        (["simulate", "--trace", str(f["no_m"])], "not a match trace"),
+        (["simulate", "--trace", str(f["list"])], "JSON object"),
+        (["simulate", "--trace", str(f["m_number"])], str(f["m_number"])),
+        (["simulate", "--trace", str(f["dir"])], "is a folder"),
+        (["simulate", "--per-position", str(f["per_position"])], ""),
+        (["simulate", "--ell", "4", "--events-csv", str(f["a_file"] / "e.csv")], "not a folder"),
+        (["simulate", "--ell", "4", "--gantt", str(f["dir"])], "is a folder"),
+        ([*run, "--model", str(m["bad_config"]), "--out", str(f["root"] / "o1")], "config"),
+        ([*run, *model, "--out", str(f["a_file"])], "must be a folder"),
+        ([*run, *model, "--threads", "-1", "--out", str(f["root"] / "o2")], "--threads"),
+        ([*run, *model, "--timeout-s", "-1", "--out", str(f["root"] / "o3")], "--timeout-s"),
+        ([*run, "--model", str(m["pickle"]), "--out", str(f["root"] / "o4")], "pickle"),
+        (["measure", "timing", *model, "--prompt-text", "x", "--out", str(f["dir"])], "folder"),
+        (
+            ["measure", "match-rate", *model, "--prompts", str(f["squad"]), "--format", "squad"]
+            + ["--out", str(f["root"] / "o5")],
+            "malformed",
+        ),
+        (["measure", "reference-model", "--out", str(f["a_file"] / "m")], "not a folder"),
+        (["measure", "reference-model", "--out", "x", "--threads", "-1"], "--threads"),
+    ]
+
+
+def test_issue_cases_exit_2_without_traceback(files, model_dirs, capsys):
+    cases = _issue_cases(files, model_dirs)
+    assert len(cases) >= 18
+    for argv, expected in cases:
+        prog = "ppd " + (" ".join(argv[:2]) if argv[0] == "measure" else argv[0])
+        code, output = run_cli(argv, capsys)
+        assert_user_error(code, output, prog)
+        assert expected in output, (argv, output)
+
+
+def test_pickle_weights_are_never_loaded(model_dirs, monkeypatch, capsys):
+    import torch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.load was called on a pickle")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    argv = ["run", "--model", str(model_dirs["pickle"]), "--prompt", "hi", "--out", "x"]
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd run")
+    assert "pytorch_model.bin" in output and "safetensors" in output
+
+
+def test_reference_model_unwritable_out_fails_at_once(files):
+    """Before training (minutes) starts, in a fresh process as a user runs it."""
+    start = time.monotonic()
+    result = run_ppd(["measure", "reference-model", "--out", str(files["a_file"] / "model")])
+    assert time.monotonic() - start < 60  # the import of the CLI only; training takes minutes
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "cannot create" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only folders")
+def test_unwritable_folder_is_refused(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code, output = run_cli(["tradeoff", "--out", str(locked / "out")], capsys)
+        assert_user_error(code, output, "ppd tradeoff")
+        assert "not writable" in output
+        argv = ["simulate", "--ell", "4", "--events-csv", str(locked / "e.csv")]
+        assert_user_error(*run_cli(argv, capsys), "ppd simulate")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_closed_stdout_pipe_is_quiet():
+    """``ppd simulate --json | head -c0``: the reader is gone before the JSON is written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE (BrokenPipeError)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "ppdmodel", "simulate", "--ell", "8", "--json"],
+            cwd=ROOT,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+    assert "Exception ignored" not in result.stderr
+
+
+# -- unexpected failures: one line and a hint; --debug shows the traceback -------------------
+
+
+def _crashing_registrar(subparsers) -> None:
+    parser = subparsers.add_parser("crash")
+    parser.set_defaults(func=lambda args: {}["missing key"])
+
+
+@pytest.fixture
+def crash_command(monkeypatch):
+    """A ``ppd crash`` sub-command whose handler fails with an unexpected KeyError."""
+    import ppdmodel.cli as cli
+
+    class EntryPoint:
+        name, value = "zz-crash", "tests.test_cli_errors:_crashing_registrar"
+
+        def load(self):
+            return _crashing_registrar
+
+    real = cli.entry_points
+    monkeypatch.setattr(cli, "entry_points", lambda group: [*real(group=group), EntryPoint()])
+
+
+def test_unexpected_failure_prints_one_line_and_a_hint(crash_command, capsys):
+    code, output = run_cli(["crash"], capsys)
+    assert code == 1 and "Traceback" not in output
+    lines = output.strip().splitlines()
+    assert lines[0] == "ppd crash: error: KeyError: 'missing key'"
+    assert "--debug" in lines[1] and len(lines) == 2
+
+
+def test_debug_shows_the_traceback(crash_command, capsys):
+    with pytest.raises(KeyError):
+        main(["--debug", "crash"])
+    with pytest.raises(KeyError):
+        main(["crash", "--debug"])
+
+
+def test_user_error_under_debug_raises(capsys):
+    with pytest.raises(ValueError, match="give --p"):
+        main(["latency", "--debug"])
+
+
+def test_text_options_refuse_bad_values(capsys, files):
+    """The handlers of string options refuse a bad value with exit 2 (no model needed)."""
+    sim = ["simulate", "--ell", "4"]
+    cases = [
+        [*sim, "--link", TEXT_OPTIONS["--link"]],
+        [*sim, "--cost", "roofline", "--gpu-model", TEXT_OPTIONS["--gpu-model"]],
+        [*sim, "--cost", "roofline", "--shape", TEXT_OPTIONS["--shape"]],
+        ["latency", "--paper-positions", TEXT_OPTIONS["--paper-positions"]],
+    ]
+    for argv in cases:
+        assert_user_error(*run_cli(argv, capsys), f"ppd {argv[0]}")
+
+
+def test_model_text_options_refuse_bad_values(model_dirs, capsys, tmp_path):
+    model = ["--model", str(model_dirs["good"])]
+    timing = ["measure", "timing", *model, "--prompt-text", "x", "--out", str(tmp_path / "t.csv")]
+    prompts = str(ROOT / "measure" / "data" / "prompts_sample.jsonl")
+    match = ["measure", "match-rate", *model, "--prompts", prompts, "--out", str(tmp_path)]
+    cases = [
+        [*timing, "--dtype", TEXT_OPTIONS["--dtype"]],
+        [*timing, "--device", TEXT_OPTIONS["--device"]],
+        [*match, "--sampling", TEXT_OPTIONS["--sampling"], "--no-progress"],
+    ]
+    for argv in cases:
+        assert_user_error(*run_cli(argv, capsys), "ppd measure " + argv[1])
