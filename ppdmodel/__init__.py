@@ -3,7 +3,9 @@
 Pure numpy/scipy/sympy math: Theorem 4.1, the exact law of the latency, the ell -> infinity
 approximations (Eq. 3, 5, 6), the paper's reported tables (``ppdmodel.paper``) and, as this
 project's extension, latency in seconds with every cost term (``DecodeCosts``,
-``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``).
+``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``, compute in busy
+device-seconds ``expected_compute_seconds``, and the alternatives PPD is planned against:
+speculative decoding, self-speculative early exit, tensor parallelism's all-reduce).
 ``import ppdmodel`` loads numpy only; pandas, scipy.stats, matplotlib and sympy are imported
 when the parts that need them are first used (``ppdmodel.symbolic`` imports sympy).
 """
@@ -12,7 +14,20 @@ from __future__ import annotations
 
 import importlib
 
+from ppdmodel.alternatives import (
+    early_exit_seconds_per_token,
+    ring_allreduce_seconds,
+    speculative_seconds_per_token,
+    speculative_speedup,
+    speculative_tokens_per_step,
+)
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
+from ppdmodel.compute_seconds import (
+    expected_compute_seconds,
+    greedy_compute_seconds,
+    trace_compute_seconds,
+)
+from ppdmodel.cost_grid import DecodeCostsGrid
 from ppdmodel.costs import DecodeCosts, link_seconds
 from ppdmodel.distribution import LatencyDistribution, latency_distribution
 from ppdmodel.montecarlo import sample_latency, sample_runs
@@ -35,14 +50,18 @@ _LAZY = {
 
 __all__ = [
     "DecodeCosts",
+    "DecodeCostsGrid",
     "LatencyDistribution",
     "LatencyWaterfall",
     "break_even_p",
     "compute_per_time",
     "compute_per_token",
+    "early_exit_seconds_per_token",
     "expected_compute",
+    "expected_compute_seconds",
     "expected_latency",
     "expected_latency_seconds",
+    "greedy_compute_seconds",
     "greedy_latency_seconds",
     "latency_distribution",
     "latency_per_token",
@@ -52,9 +71,14 @@ __all__ = [
     "link_seconds",
     "paper",
     "plot_tradeoff",
+    "ring_allreduce_seconds",
     "sample_latency",
     "sample_runs",
+    "speculative_seconds_per_token",
+    "speculative_speedup",
+    "speculative_tokens_per_step",
     "symbolic",
+    "trace_compute_seconds",
     "trace_latency_seconds",
     "tradeoff_curves",
 ]

@@ -91,6 +91,16 @@ class PassTimes:
         """B - G = main_head + (sigma - 1) o: PPD's extra time per token at p = 0 (>= 0)."""
         return self.main_head_s + self.overlap_excess_s
 
+    @property
+    def break_even_p(self):
+        """Smallest p in [0, 1] with B - p S <= G: 0 when B = G, (B - G) / S when
+        0 < B - G <= S, else inf (``ppdmodel.break_even_p`` for validated arguments)."""
+        excess, saving = np.asarray(self.excess_over_greedy_s), np.asarray(self.saving_s)
+        reachable = (saving > 0) & (excess <= saving)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(reachable, excess / np.where(saving > 0, saving, 1.0), np.inf)
+        return np.where(excess <= 0, 0.0, ratio)
+
 
 def check_costs(costs) -> DecodeCosts:
     """Return ``costs`` if it is a DecodeCosts, else ValueError."""
@@ -111,9 +121,10 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
     return work_main, work_cand, costs.dispatch_seconds(early_head), main_head
 
 
-def overlap_excess(work_main, work_cand, delta, slowdown: float):
-    """(sigma - 1) o with o = min(max(W_m - delta, 0), W_c): main's loss to sharing."""
-    if slowdown == 1:
+def overlap_excess(work_main, work_cand, delta, slowdown):
+    """(sigma - 1) o with o = min(max(W_m - delta, 0), W_c): main's loss to sharing
+    (``slowdown`` a factor, or an array of them broadcasting with the work)."""
+    if np.ndim(slowdown) == 0 and slowdown == 1:
         return np.zeros_like(np.add(work_main, work_cand), dtype=float)
     overlap = np.minimum(np.maximum(np.subtract(work_main, delta), 0.0), work_cand)
     return (slowdown - 1.0) * overlap

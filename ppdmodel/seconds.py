@@ -159,11 +159,7 @@ def break_even_p(*, d, d_bar, k=1, costs, early_head: str = "main"):
     check_d_bar(d, d_bar)
     times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip
-    excess, saving = np.asarray(times.excess_over_greedy_s), np.asarray(times.saving_s)
-    reachable = (saving > 0) & (excess <= saving)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(reachable, excess / np.where(saving > 0, saving, 1.0), np.inf)
-    return _as_result(np.where(excess <= 0, 0.0, ratio))
+    return _as_result(times.break_even_p)
 
 
 def _finite_seconds(total):

@@ -156,3 +156,24 @@ def _check_expr(expr) -> None:
     """ValueError unless ``expr`` is a sympy expression."""
     if not isinstance(expr, sp.Expr):
         raise ValueError(f"expr must be a sympy expression, got {type(expr).__name__}")
+
+
+# -- Speculative decoding (``ppdmodel.alternatives``): tokens per verify step ------------------
+a_accept = sp.Symbol("a", positive=True)
+"""Per-token acceptance probability of a drafted token."""
+g_draft = sp.Symbol("g", integer=True, positive=True)
+"""Draft length (tokens proposed per verify step)."""
+_i = sp.Symbol("i", integer=True, nonnegative=True)
+
+
+def speculative_tokens_expr() -> sp.Expr:
+    """E[X + 1] from the law of the accepted count X: P(X = i) = a^i (1 - a) for i < g (the
+    first i drafts accepted, the next rejected) and P(X = g) = a^g; derived by summation."""
+    expr = sp.summation((_i + 1) * a_accept**_i * (1 - a_accept), (_i, 0, g_draft - 1))
+    return sp.simplify(expr + (g_draft + 1) * a_accept**g_draft)
+
+
+SPECULATIVE_TOKENS_PER_STEP = speculative_tokens_expr()
+"""E[X + 1], derived (a Piecewise: g + 1 at a = 1)."""
+LEVIATHAN_TOKENS = (1 - a_accept ** (g_draft + 1)) / (1 - a_accept)
+"""Leviathan et al. (2023), Eq. 1, as printed."""

@@ -228,6 +228,7 @@ def _cost_to_dict(cost: CostModel) -> dict:
             "gpu": asdict(cost.gpu),
             "flops_efficiency": cost.flops_efficiency,
             "bandwidth_efficiency": cost.bandwidth_efficiency,
+            "tensor_parallel": cost.tensor_parallel,
         }
     return {"type": "measured", "rows": cost.df.to_dict("records")}
 
@@ -243,6 +244,7 @@ def _cost_from_dict(data: dict) -> CostModel:
             GPUSpec(**data["gpu"]),
             data["flops_efficiency"],
             data["bandwidth_efficiency"],
+            data.get("tensor_parallel", 1),
         )
     if kind == "measured":
         return MeasuredCost(pd.DataFrame(check_keys("cost", data, ("rows",))["rows"]))

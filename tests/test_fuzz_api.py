@@ -270,6 +270,52 @@ TARGETS = [
         {**vars(ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5))},
     ),
     Target(
+        "expected_compute_seconds",
+        ppdmodel.expected_compute_seconds,
+        {**COSTS_ARGS, "ell": 16, "p": 0.5, "devices_main": 2, "devices_candidates": 1},
+        {"costs": cost_values, "early_head": cost_values},
+    ),
+    Target(
+        "trace_compute_seconds",
+        ppdmodel.trace_compute_seconds,
+        {**COSTS_ARGS, "m": [1, 0, 1]},
+        {"m": st.lists(st.integers(-1, 2), max_size=4)},
+    ),
+    Target(
+        "greedy_compute_seconds",
+        ppdmodel.greedy_compute_seconds,
+        dict(d=30, ell=16, costs=COSTS, devices=2),
+        {"costs": cost_values},
+    ),
+    Target(
+        "DecodeCostsGrid",
+        ppdmodel.DecodeCostsGrid,
+        dict(
+            layer_s=[1e-3, 2e-3],
+            candidate_layer_s=1.5e-3,
+            early_head_s=5e-3,
+            shared_device_slowdown=[1.0, 2.0],
+        ),
+    ),
+    Target("speculative_tokens_per_step", ppdmodel.speculative_tokens_per_step, dict(a=0.6, g=4)),
+    Target(
+        "speculative_seconds_per_token",
+        ppdmodel.speculative_seconds_per_token,
+        dict(a=0.6, g=4, draft_s=1e-3, verify_s=1e-2),
+    ),
+    Target("speculative_speedup", ppdmodel.speculative_speedup, dict(a=0.6, g=4, c=0.05)),
+    Target(
+        "early_exit_seconds_per_token",
+        ppdmodel.early_exit_seconds_per_token,
+        dict(d=30, exit_layer=10, g=3, a=0.5, costs=COSTS, reuse_draft_layers=False),
+        {"costs": cost_values},
+    ),
+    Target(
+        "ring_allreduce_seconds",
+        ppdmodel.ring_allreduce_seconds,
+        dict(n=4, nbytes=1e4, latency_s=5e-6, bandwidth_bytes_per_s=4.5e11),
+    ),
+    Target(
         "link_seconds",
         ppdmodel.link_seconds,
         dict(latency_s=1e-6, nbytes=1e6, bandwidth_bytes_per_s=5e10),

@@ -17,6 +17,7 @@ NOTEBOOKS = (
     "02_simulator.ipynb",
     "03_measure_p_correct.ipynb",
     "04_validation.ipynb",
+    "05_planning.ipynb",
 )
 
 TINY_REFERENCE = {
@@ -55,6 +56,14 @@ SMALL = {
         "PROMPT_CHARS": 60,
         "MAX_NEW_TOKENS": 8,
         "TIMING_TOKENS": 4,
+    },
+    "05_planning.ipynb": {
+        "GPU_NAMES": ("h100-sxm",),
+        "LINK_NAMES": ("nvlink4",),
+        "MAX_DEVICES": 4,
+        "CONFIRM_N": 4,
+        "WORKERS": 1,
+        "SMOLLM2_ATLAS": "paper",
     },
 }
 """Parameter overrides that keep each notebook to a few seconds on CPU (model dirs added below)."""
@@ -126,3 +135,27 @@ def test_04_validation(kernel_env, tiny_model_dir):
     )
     assert "PPD output == greedy output" in text
     assert not (kernel_env / "ppd-out").exists(), "a given MODEL_DIR must not train the reference"
+
+
+def test_05_planning(kernel_env):
+    """Section 3 runs on a planted SmolLM2-like profile (bare DecodeCosts) and Table 2 by depth."""
+    import json
+
+    from ppdmodel import DecodeCosts
+
+    costs = DecodeCosts(
+        layer_s=1e-3, candidate_layer_s_by_k={1: 1e-3, 5: 1.5e-3}, early_head_s=5e-3,
+        final_head_s=5e-3, handoff_s=1e-3, host_s=2e-4, shared_device_slowdown=2.0,
+    )  # fmt: skip
+    profile = kernel_env / "profile.json"
+    profile.write_text(json.dumps(costs.to_dict()))
+    overrides = {**SMALL["05_planning.ipynb"], "SMOLLM2_PROFILE": str(profile)}
+    nb = run_notebook("05_planning.ipynb", overrides, kernel_env)
+    text = "".join(
+        out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "PPD fastest from" in text
+    assert "section 3 skipped" not in text and "a second device without contention" in text

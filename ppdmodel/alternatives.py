@@ -1,0 +1,166 @@
+"""Closed forms of the other ways to spend PPD's extra hardware (this project's extension).
+
+**Speculative decoding** (Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers
+via Speculative Decoding", ICML, section 3): a draft proposes g tokens one at a time; the
+target verifies them in one forward over g + 1 positions, keeps the longest accepted prefix and
+adds one token of its own (the correction, or a bonus token when all g are accepted). With each
+drafted token accepted independently with probability a, the accepted count X has
+P(X >= i) = a^i for i <= g, so a step yields
+
+    E[X + 1] = sum_{i=0..g} a^i = (1 - a^(g+1)) / (1 - a)        (their Eq. 1; g + 1 at a = 1)
+
+tokens. A step costs g c_draft + c_verify seconds, so seconds per token are
+(g c_draft + c_verify) / E[X + 1]; with c_verify one target forward T and c_draft = c T this is
+their improvement factor (1 - a^(g+1)) / ((1 - a)(g c + 1)) (Theorem 3.8).
+
+**Self-speculative early-exit decoding** (LayerSkip, Elhoushi et al. 2024; transformers'
+``assistant_early_exit``): the draft is the model's own first L layers and an LM head. It
+proposes the token the full model would produce iff the layer-L top-1 equals the final top-1
+given the same (accepted, hence true) prefix: a = p_correct(L, k = 1), the match rate the
+toolkit measures; independence across positions is the assumption. Under ``DecodeCosts``:
+
+    c_draft  = e + L layer_s + h_e + tau
+    c_verify = e + d L_{g+1} + h_f + tau                  (verify with the whole model), or
+    c_verify = e + (d - L) L_{g+1} + L layer_s + h_f + tau
+               when the draft's first-L-layer states are reused (LayerSkip's cache reuse): the
+               g + 1 verified positions need only layers L+1..d, except the last drafted token,
+               which the draft never fed through layers 1..L
+
+with L_{g+1} the per-layer time of g + 1 rows decoded together (memory-bound: about one row's
+time; ``DecodeCosts.candidate_layer_seconds(g + 1)``, the k-row batch time used as a proxy for
+g + 1 positions of one sequence). On memory-bound hardware reuse saves FLOPs, hardly time: a
+verify step streams about d layers' weights either way. Busy device time equals the step time
+less host time.
+
+**Tensor parallelism** (Megatron-LM, Shoeybi et al. 2019, section 3): a layer split over n
+devices needs two all-reduces of the [rows, hidden] activations per forward; a ring
+all-reduce of B bytes costs 2 (n - 1) alpha + 2 (n - 1) / n * B / beta (Thakur, Rabenseifner &
+Gropp 2005, "Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1),
+section 4), alpha the link's per-message latency and beta its bandwidth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppdmodel.cost_grid import check_cost_terms
+from ppdmodel.theorem import _as_result
+from ppdmodel.validation import (
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
+
+MAX_DRAFT = 1024
+"""Longest draft length g accepted (far beyond any useful one)."""
+MAX_SAMPLES = 10**8
+"""Most uniforms one Monte Carlo call draws (n_steps * g)."""
+
+
+def speculative_tokens_per_step(*, a, g):
+    """E[X + 1] = (1 - a^(g+1)) / (1 - a): tokens per verify step (g + 1 at a = 1).
+
+    ``a``: per-token acceptance probability in [0, 1]; ``g``: draft length (>= 1).
+    Evaluated with expm1 / log (accurate near a = 1). Vectorised.
+    """
+    a = check_probability("a", a)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    a_arr, g_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(g, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf gives 1 / 1
+        log_a = np.log(a_arr)
+        closed = np.expm1((g_arr + 1) * log_a) / np.expm1(log_a)
+    out = np.where(a_arr == 1, g_arr + 1.0, closed)
+    return _as_result(out + 0.0)
+
+
+def speculative_seconds_per_token(*, a, g, draft_s, verify_s):
+    """Seconds per token of speculative decoding: (g draft_s + verify_s) / E[X + 1].
+
+    ``draft_s``: one draft token, seconds; ``verify_s``: the target's forward over g + 1
+    positions, seconds (both >= 0, broadcast with ``a`` and ``g``).
+    """
+    draft_s = check_nonnegative("draft_s", draft_s)
+    verify_s = check_nonnegative("verify_s", verify_s)
+    tokens = speculative_tokens_per_step(a=a, g=g)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    return _as_result((np.multiply(g, draft_s) + verify_s) / np.asarray(tokens))
+
+
+def speculative_speedup(*, a, g, c):
+    """Leviathan et al.'s expected improvement factor (1 - a^(g+1)) / ((1 - a)(g c + 1)).
+
+    ``c``: a draft token's time as a fraction of one target forward (>= 0); verification is
+    taken to cost one target forward.
+    """
+    c = check_nonnegative("c", c)
+    tokens = np.asarray(speculative_tokens_per_step(a=a, g=g))
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    return _as_result(tokens / (np.multiply(g, c) + 1.0))
+
+
+def early_exit_step_seconds(*, d, exit_layer, g, costs, reuse_draft_layers: bool = False):
+    """(c_draft, c_verify) of self-speculative early-exit decoding under ``costs`` (seconds).
+
+    c_draft = e + L layer_s + h_e + tau;  c_verify = e + d L_{g+1} + h_f + tau, or, with
+    ``reuse_draft_layers``, e + (d - L) L_{g+1} + L layer_s + h_f + tau (module docstring).
+    ``costs``: a
+    ``DecodeCosts`` or a ``DecodeCostsGrid`` (fields broadcast with d, exit_layer, g).
+    """
+    d = check_positive_int("d", d)
+    exit_layer = check_positive_int("exit_layer", exit_layer)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    costs = check_cost_terms(costs)
+    if np.any(np.asarray(exit_layer) >= np.asarray(d)):
+        raise ValueError("exit_layer must be < d (the draft runs the first exit_layer layers)")
+    first_layers = np.multiply(exit_layer, costs.layer_s)
+    draft = costs.embedding_s + first_layers + costs.early_head_s + costs.host_s
+    batch_layer = costs.candidate_layer_seconds(np.add(g, 1))
+    if reuse_draft_layers:
+        layers = np.subtract(d, exit_layer) * batch_layer + first_layers
+    else:
+        layers = np.multiply(d, batch_layer)
+    verify = costs.embedding_s + layers + costs.final_head_s + costs.host_s
+    return _as_result(draft), _as_result(verify)
+
+
+def early_exit_seconds_per_token(*, d, exit_layer, g, a, costs, reuse_draft_layers: bool = False):
+    """Seconds per token of self-speculative early-exit decoding, a = p_correct(exit_layer, 1).
+
+    (g c_draft + c_verify) / E[X + 1] with ``early_exit_step_seconds``; ell -> infinity.
+    """
+    draft, verify = early_exit_step_seconds(
+        d=d, exit_layer=exit_layer, g=g, costs=costs, reuse_draft_layers=reuse_draft_layers
+    )
+    return speculative_seconds_per_token(a=a, g=g, draft_s=draft, verify_s=verify)
+
+
+def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):
+    """Ring all-reduce of ``nbytes`` over ``n`` devices: 2(n-1) alpha + 2(n-1)/n B / beta.
+
+    Thakur, Rabenseifner & Gropp (2005), section 4; 0 for n = 1. Vectorised.
+    """
+    n = check_positive_int("n", n)
+    nbytes = check_nonnegative("nbytes", nbytes)
+    latency_s = check_nonnegative("latency_s", latency_s)
+    bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    steps = 2.0 * (np.asarray(n) - 1)
+    volume = steps / np.asarray(n) * np.asarray(nbytes)
+    return _as_result(steps * latency_s + volume / bandwidth_bytes_per_s)
+
+
+def sample_speculative_steps(*, a: float, g: int, n_steps: int, seed=None) -> np.ndarray:
+    """Monte Carlo of the verify rule: tokens produced by each of ``n_steps`` steps.
+
+    Each step draws g uniforms u_1..u_g; drafted token i is accepted iff u_i < a and all
+    before it were; the step yields (accepted + 1) tokens. For checking the closed form.
+    """
+    a = check_probability("a", a)
+    g = int(check_positive_int("g", g, limit=MAX_DRAFT))
+    n_steps = int(check_positive_int("n_steps", n_steps, limit=MAX_SAMPLES // g))
+    if np.ndim(a):
+        raise ValueError("a must be one probability (a scalar) for the Monte Carlo")
+    u = np.random.default_rng(seed).random((n_steps, g))
+    rejected = u >= a
+    first_reject = np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)
+    return first_reject + 1

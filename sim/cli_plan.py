@@ -1,0 +1,230 @@
+"""``ppd plan``: the best PPD configuration for a model and hardware, against the alternatives."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ppdmodel.cli_args import nonnegative_float, positive_int
+
+TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "compute_s", "speedup",
+                 "compute_ratio", "p", "break_even_p")  # fmt: skip
+"""Columns of the printed frontier (the CSV holds every column)."""
+SHOW = 10
+"""Frontier points printed per workload (evenly spaced along it)."""
+
+
+def register(subparsers) -> None:
+    """Add ``plan`` to the ``ppd`` command."""
+    p = subparsers.add_parser(
+        "plan",
+        help="search PPD configurations and the alternatives; Pareto frontier and a recommendation",
+        description=(
+            "Screen every configuration (d_bar, k, devices, early-head placement, head kind) of "
+            "PPD and of greedy + tensor parallelism, self-speculative early exit and (given) a "
+            "draft model in closed form; confirm each method's Pareto frontier of latency per "
+            "token against busy device-seconds per token by simulation; recommend the fastest "
+            "configuration within the constraints. Writes plan.csv and plan.png under --out."
+        ),
+    )
+    model = p.add_mutually_exclusive_group()
+    model.add_argument("--shape", default=None, help="model shape preset (default vicuna-13b)")
+    model.add_argument("--config", help="a Hugging Face config.json (or its directory)")
+    p.add_argument("--context-len", type=positive_int, default=1024, help="tokens in the KV cache")
+    hw = p.add_mutually_exclusive_group()
+    hw.add_argument("--gpu", nargs="+", default=None, help="GPU presets (default h100-sxm)")
+    hw.add_argument("--profile", help="a measured cost profile (ppd measure profile's JSON)")
+    p.add_argument("--link", nargs="+", default=["nvlink4"], help="link presets (with --gpu)")
+    p.add_argument("--devices", type=positive_int, default=8, help="devices available")
+    p.add_argument("--shared-slowdown", type=float, default=None,
+                   help="slowdown of main and candidates on one GPU (default 2)")  # fmt: skip
+    p.add_argument("--host-us", type=nonnegative_float, default=0.0, help="host us per token")
+    p.add_argument("--flops-efficiency", type=float, default=0.6)
+    p.add_argument("--bandwidth-efficiency", type=float, default=0.8)
+    p.add_argument(
+        "--table",
+        default="paper",
+        help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet",
+    )
+    p.add_argument("--table-d", type=positive_int, default=None,
+                   help="layers of the model a p-table file was measured on")  # fmt: skip
+    p.add_argument("--workload", nargs="+", default=None, help="workloads (default: all)")
+    p.add_argument("--head", nargs="+", default=None, help="head kinds (default: all)")
+    p.add_argument("--d-bar", nargs="+", type=positive_int, default=None)
+    p.add_argument("--k", nargs="+", type=positive_int, default=None)
+    p.add_argument("--early-head", nargs="+", choices=("main", "candidates"),
+                   default=["main", "candidates"])  # fmt: skip
+    p.add_argument("--ell", type=positive_int, default=128, help="tokens per sequence")
+    p.add_argument(
+        "--max-compute",
+        type=float,
+        default=None,
+        help="compute budget: busy device-seconds per token, x greedy on one device",
+    )
+    p.add_argument(
+        "--draft-acceptance",
+        type=float,
+        default=None,
+        help="compare with a separate draft model of this acceptance rate",
+    )
+    p.add_argument(
+        "--draft-cost-ratio",
+        type=float,
+        default=0.05,
+        help="its token time as a fraction of the target's (default 0.05)",
+    )
+    p.add_argument("--no-alternatives", action="store_true", help="screen PPD and greedy only")
+    p.add_argument("--confirm-n", type=int, default=64,
+                   help="simulated sequences per frontier point (0: skip)")  # fmt: skip
+    p.add_argument("--executor", default="local",
+                   help="local | dask | dask://HOST:PORT | ray | ray://HOST:PORT")  # fmt: skip
+    p.add_argument("--workers", type=positive_int, default=None, help="local pool size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="ppd-out/plan", help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run_plan)
+
+
+def _shape(args):
+    from sim.shape import ModelShape
+
+    if args.config:
+        return ModelShape.from_hf_config(args.config, context_len=args.context_len)
+    return ModelShape.from_name(args.shape or "vicuna-13b").with_context(args.context_len)
+
+
+def _hardware(args, shape) -> list:
+    if args.shared_slowdown is not None and not args.shared_slowdown >= 1:
+        raise ValueError(f"--shared-slowdown must be a factor >= 1, got {args.shared_slowdown}")
+    from sim.hardware import GPUSpec, Link
+    from sim.hardware_costs import SHARED_GPU_SLOWDOWN, RooflineHardware, load_profile
+
+    if args.profile:
+        backends = load_profile(args.profile, shape)
+        if args.shared_slowdown is not None:
+            slowdown = args.shared_slowdown
+            backends = [replace(hw, base=replace(hw.base, shared_device_slowdown=slowdown))
+                        for hw in backends if hw.layout == "shared"] + [
+                        hw for hw in backends if hw.layout != "shared"]  # fmt: skip
+        return backends
+    slowdown = SHARED_GPU_SLOWDOWN if args.shared_slowdown is None else args.shared_slowdown
+    return [
+        RooflineHardware(shape, GPUSpec.from_name(gpu), Link.from_name(link),
+                         max_tp=args.devices, flops_efficiency=args.flops_efficiency,
+                         bandwidth_efficiency=args.bandwidth_efficiency,
+                         shared_device_slowdown=slowdown, host_s=args.host_us * 1e-6)
+        for gpu in args.gpu or ["h100-sxm"]
+        for link in args.link
+    ]  # fmt: skip
+
+
+def _ptable(args):
+    from sim.ptable import PTable
+
+    if Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
+        return PTable.read(args.table, d=args.table_d)
+    return PTable.builtin(args.table)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from sim.plan import plan
+    from sim.plan_grid import DraftModel, PlanSpace
+    from sim.sweep import open_executor
+
+    shape = _shape(args)
+    hardware = _hardware(args, shape)
+    ptable = _ptable(args)
+    draft = None
+    if args.draft_acceptance is not None:
+        draft = DraftModel(args.draft_acceptance, args.draft_cost_ratio)
+    space = PlanSpace(
+        max_devices=args.devices, d_bars=tuple(args.d_bar) if args.d_bar else None,
+        ks=tuple(args.k) if args.k else None, early_heads=tuple(args.early_head),
+        heads=tuple(args.head) if args.head else None,
+        workloads=tuple(args.workload) if args.workload else None, ell=args.ell,
+        draft_model=draft, alternatives=not args.no_alternatives,
+    )  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open_executor(args.executor, args.workers) as executor:
+        result = plan(hardware, ptable, space, d=shape.num_layers, max_compute=args.max_compute,
+                      confirm_n=args.confirm_n, executor=executor, seed=args.seed,
+                      out_dir=out / "confirm" if args.confirm_n else None,
+                      keep_screened=True)  # fmt: skip
+    seconds = time.perf_counter() - started
+    result.frontier.to_csv(out / "plan.csv", index=False)
+    result.by_devices.to_csv(out / "by_devices.csv", index=False)
+    hardware_names = ", ".join(hw.name for hw in hardware)
+    title = (
+        f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
+    )
+    _write_png(result, out / "plan.png", title)
+    note = _depth_note(ptable, shape)
+    if args.json:
+        report = {
+            "n_screened": result.n_screened,
+            "screen_s": result.screen_s,
+            "confirm_s": result.confirm_s,
+            "seconds": seconds,
+            "note": note,
+            "recommendations": result.recommendations,
+            "frontier": json.loads(result.frontier.to_json(orient="records")),
+        }
+        print(json.dumps(report, indent=2))
+    else:
+        _print(result, seconds, note, out)
+    return 0
+
+
+def _depth_note(ptable, shape) -> str:
+    if ptable.d == shape.num_layers:
+        return ""
+    return (f"p-table '{ptable.name}' was measured on a {ptable.d}-layer model; mapped to "
+            f"{shape.num_layers} layers by relative depth")  # fmt: skip
+
+
+def _write_png(result, path, title: str) -> None:
+    import matplotlib.pyplot as plt
+
+    from sim.plan_plot import plot_plan
+
+    fig = plot_plan(result, result.screened, title=title)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _print(result, seconds: float, note: str, out: Path) -> None:
+    import numpy as np
+    import pandas as pd
+
+    confirmed = f"{len(result.frontier)} frontier points simulated in {result.confirm_s:.1f} s"
+    if "sim_latency_s" not in result.frontier:
+        confirmed = "no simulation (--confirm-n 0)"
+    print(f"screened {result.n_screened} configurations in closed form in "
+          f"{result.screen_s:.1f} s; {confirmed}; {seconds:.1f} s in all")  # fmt: skip
+    if note:
+        print(f"note: {note}")
+    columns = list(TABLE_COLUMNS) + [c for c in ("sim_latency_s", "agrees")
+                                     if c in result.frontier]  # fmt: skip
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80,
+                           "display.float_format", "{:.4g}".format):  # fmt: skip
+        for workload, rows in result.frontier.groupby("workload", sort=False):
+            best = rows[rows.pareto]
+            best = best.sort_values("compute_s")
+            shown = best.iloc[np.unique(np.linspace(0, len(best) - 1, SHOW).round().astype(int))]
+            print(
+                f"\n== {workload}: Pareto frontier of all methods ({len(shown)} of "
+                f"{len(best)} points; every method's frontier is in plan.csv) =="
+            )
+            print(shown[columns].to_string(index=False))
+            print(f"recommended: {result.recommendations[workload]}")
+            table = result.by_devices[result.by_devices.workload == workload]
+            speedups = table.pivot(index="budget", columns="method", values="speedup")
+            winner = table[table.wins].set_index("budget").method
+            print("speed-up over greedy on one device, best of each method on <= n devices:")
+            print(speedups.assign(fastest=winner).rename_axis("n devices").to_string())
+    print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'} and {out / 'plan.png'}")

@@ -1,0 +1,355 @@
+"""Hardware as the planner sees it: seconds per part of a decode step, per tensor-parallel degree.
+
+Two sources play the role ``HardwareModel`` declares:
+
+* ``RooflineHardware``: a model shape on a datasheet GPU (``sim.hardware.GPU_PRESETS``) and a
+  link (``LINK_PRESETS``). A layer split over n devices takes one shard's roofline time
+  (``RooflineCost(tensor_parallel=n)``) plus two ring all-reduces of the [rows, hidden]
+  activations per layer (Megatron-LM; ``ppdmodel.alternatives.ring_allreduce_seconds``); the
+  vocabulary-parallel LM head adds one small all-reduce (the top-k). Messages between main and
+  the candidate side carry a hidden row and the KV entries of one token in the d - d_bar
+  layers the other side ran (``ModelShape.handoff_bytes``), each shard's 1/n over its own link;
+  on one shared device they cost nothing. Two streams sharing one GPU are memory-bound and
+  split its bandwidth: ``shared_device_slowdown`` 2 (assumption; measure it where you can).
+* ``ProfileHardware``: one backend of a measured cost profile (``ppd measure profile``):
+  tensor parallelism 1, the candidates on main's device (``single``) or a second one
+  (``dist``); its measured times, message growth per candidate layer and slowdown as they are.
+
+``decode_costs`` turns either into the ``DecodeCosts`` of one PPD configuration, and
+``greedy_costs`` into greedy decoding's; the planner builds the same terms for a whole grid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ppdmodel.alternatives import ring_allreduce_seconds
+from ppdmodel.costs import DecodeCosts, check_early_head
+from sim.cost import RooflineCost
+from sim.hardware import GPUSpec, Link
+from sim.shape import ModelShape
+
+try:  # the one reader of ``ppd measure profile`` files (arrives with that command)
+    from ppdmodel.cost_profile import parse_cost_profile
+except ImportError:  # pragma: no cover - an install that predates it reads bare DecodeCosts
+    parse_cost_profile = None
+
+TOKEN_ID_BYTES = 8
+"""Bytes of one candidate token id in a dispatch message (int64)."""
+SHARED_GPU_SLOWDOWN = 2.0
+"""Assumed slowdown of two memory-bound decode streams on one GPU (they split its bandwidth)."""
+
+
+class HardwareModel(Protocol):
+    """What the planner needs from hardware: seconds per part, vectorised over arrays."""
+
+    name: str
+    shape: ModelShape
+    shared_device_slowdown: float
+    host_s: float
+
+    def tp_degrees(self) -> tuple[int, ...]:
+        """Tensor-parallel degrees this hardware can model."""
+
+    def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        """PPD layouts (tp_main, tp_candidates), 0 candidates' devices meaning main's shared."""
+
+    def device_slowdown(self, shared):
+        """Slowdown of main and candidates while both compute (1 where they do not contend)."""
+
+    def layer_seconds(self, tp, batch):
+        """One decoder layer for ``batch`` rows on ``tp`` devices, seconds."""
+
+    def embedding_seconds(self, tp):
+        """The token embedding, seconds."""
+
+    def early_head_seconds(self, tp):
+        """The shared LM head on one row at layer d_bar, with its top-k, seconds."""
+
+    def final_head_seconds(self, tp):
+        """The final norm and LM head on one row, seconds."""
+
+    def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        """The message that starts the candidates (``gap`` = d - d_bar), seconds."""
+
+    def handoff_seconds(self, tp, gap, shared):
+        """One accepted hand-off to main, seconds."""
+
+
+@dataclass(frozen=True)
+class RooflineHardware:
+    """A model shape on a datasheet GPU and link (module docstring), as ``HardwareModel``."""
+
+    shape: ModelShape
+    """Model dimensions and context length."""
+    gpu: GPUSpec
+    """Datasheet peak numbers of one device."""
+    link: Link
+    """Link between devices (tensor-parallel all-reduces, dispatch and hand-off)."""
+    max_tp: int = 8
+    """Largest tensor-parallel degree modelled (powers of two up to it)."""
+    flops_efficiency: float = 0.6
+    """Fraction of peak FLOP/s reached (assumption, as ``RooflineCost``)."""
+    bandwidth_efficiency: float = 0.8
+    """Fraction of peak HBM bandwidth reached (assumption, as ``RooflineCost``)."""
+    shared_device_slowdown: float = SHARED_GPU_SLOWDOWN
+    """Slowdown of main and candidates sharing one GPU (assumption; >= 1)."""
+    host_s: float = 0.0
+    """Host time per generated token, seconds."""
+    name: str = field(default="")
+    """Label; default ``gpu+link``."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}")
+        if isinstance(self.max_tp, bool) or not isinstance(self.max_tp, int) or self.max_tp < 1:
+            raise ValueError(f"max_tp must be a positive integer, got {self.max_tp!r}")
+        DecodeCosts(host_s=self.host_s, shared_device_slowdown=self.shared_device_slowdown)
+
+    def tp_degrees(self) -> tuple[int, ...]:
+        return tuple(2**i for i in range(self.max_tp.bit_length()) if 2**i <= self.max_tp)
+
+    def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        tps = [t for t in self.tp_degrees() if t <= max_devices]
+        return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
+
+    def device_slowdown(self, shared):
+        return np.where(shared, self.shared_device_slowdown, 1.0)
+
+    @cache  # noqa: B019 (frozen, hashable instances; a handful of degrees)
+    def _roofline(self, tp: int) -> RooflineCost:
+        return RooflineCost(
+            self.shape, self.gpu, self.flops_efficiency, self.bandwidth_efficiency, int(tp)
+        )
+
+    def _allreduce(self, tp, nbytes):
+        return ring_allreduce_seconds(
+            n=tp,
+            nbytes=nbytes,
+            latency_s=self.link.latency_s,
+            bandwidth_bytes_per_s=self.link.bandwidth_bytes_per_s,
+        )
+
+    def layer_seconds(self, tp, batch):
+        row = self.shape.hidden_size * self.shape.dtype_bytes
+        shard = _table(lambda n, b: self._roofline(n).block_seconds(1, 1, b), tp, batch)
+        return shard + 2.0 * np.asarray(self._allreduce(tp, np.multiply(batch, row)))
+
+    def embedding_seconds(self, tp):
+        return _table(lambda n: self._roofline(n).embed_seconds(1), tp)
+
+    def final_head_seconds(self, tp):
+        head = _table(lambda n: self._roofline(n).head_seconds(1), tp)
+        return head + np.asarray(self._allreduce(tp, 64))
+
+    early_head_seconds = final_head_seconds
+
+    def _message(self, tp, nbytes, shared):
+        seconds = self.link.latency_s + np.divide(nbytes, tp) / self.link.bandwidth_bytes_per_s
+        return np.where(shared, 0.0, seconds)
+
+    def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        kv = np.multiply(gap, self.shape.kv_bytes_per_token_layer())
+        if check_early_head(early_head) == "main":
+            nbytes = np.multiply(k, TOKEN_ID_BYTES) + kv
+        else:
+            nbytes = self.shape.hidden_size * self.shape.dtype_bytes + kv
+        return self._message(tp, nbytes, shared)
+
+    def handoff_seconds(self, tp, gap, shared):
+        hidden = self.shape.hidden_size * self.shape.dtype_bytes
+        nbytes = hidden + np.multiply(gap, self.shape.kv_bytes_per_token_layer())
+        return self._message(tp, nbytes, shared)
+
+
+PROFILE_LAYOUTS = ("shared", "separate")
+"""How a profiled backend places the candidate batch: on main's device (``single``: one CPU
+process) or on a second one (``dist``: two ranks on two cores)."""
+
+
+@dataclass(frozen=True)
+class ProfileHardware:
+    """One backend of a measured cost profile (tensor parallelism 1), as ``HardwareModel``.
+
+    ``base`` holds the measured DecodeCosts with the message terms at zero candidate layers;
+    each grows by ``per_candidate_layer_s[field]`` per candidate layer e = d - d_bar (the KV
+    entries of layers [0, e) travel with it), as ``ppd measure profile`` writes them.
+    Per-layer times, heads, host time and the slowdown are the measured ones.
+    """
+
+    base: DecodeCosts
+    """The measured DecodeCosts (message terms at e = 0)."""
+    shape: ModelShape
+    """The model's shape (the planner reads d and the layer size from it)."""
+    layout: str = "shared"
+    """``shared`` (candidates on main's device) or ``separate`` (on a second device)."""
+    per_candidate_layer_s: Mapping[str, float] = field(default_factory=dict)
+    """Seconds each message term grows per candidate layer (missing: 0)."""
+    name: str = "profile"
+    """Label."""
+
+    def __post_init__(self) -> None:
+        if self.layout not in PROFILE_LAYOUTS:
+            raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
+        object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.shape, self.layout, self.name))
+
+    @property
+    def shared_device_slowdown(self) -> float:
+        return self.base.shared_device_slowdown
+
+    @property
+    def host_s(self) -> float:
+        return self.base.host_s
+
+    def tp_degrees(self) -> tuple[int, ...]:
+        return (1,)
+
+    def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        if self.layout == "shared":
+            return [(1, 0)]
+        return [(1, 1)] if max_devices >= 2 else []
+
+    def device_slowdown(self, shared):
+        return np.zeros(np.shape(shared)) + self.base.shared_device_slowdown
+
+    def _check_tp(self, tp) -> None:
+        if np.any(np.asarray(tp) != 1):
+            raise ValueError("a measured profile models tensor parallelism 1 only (tp=1)")
+
+    def layer_seconds(self, tp, batch):
+        self._check_tp(tp)
+        batched = np.asarray(self.base.candidate_layer_seconds(np.maximum(batch, 1)))
+        return np.where(np.asarray(batch) == 1, self.base.layer_s, batched)
+
+    def _constant(self, tp, seconds: float):
+        self._check_tp(tp)
+        return np.zeros(np.shape(tp)) + seconds
+
+    def embedding_seconds(self, tp):
+        return self._constant(tp, self.base.embedding_s)
+
+    def early_head_seconds(self, tp):
+        return self._constant(tp, self.base.early_head_s)
+
+    def final_head_seconds(self, tp):
+        return self._constant(tp, self.base.final_head_s)
+
+    def _grown(self, name: str, gap):
+        return getattr(self.base, name) + np.multiply(gap, self.per_candidate_layer_s.get(name, 0))
+
+    def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        name = "candidate_dispatch_s" if check_early_head(early_head) == "main" else (
+            "hidden_dispatch_s")  # fmt: skip
+        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(k), np.shape(shared)))
+        return zeros + self._grown(name, gap)
+
+    def handoff_seconds(self, tp, gap, shared):
+        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(shared)))
+        return zeros + self._grown("handoff_s", gap)
+
+
+def _table(fn, *args):
+    """Evaluate the scalar ``fn`` once per distinct combination of the integer ``args``."""
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in args))
+    keys = np.stack([a.ravel() for a in arrays], axis=1)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    values = np.array([fn(*map(int, row)) for row in unique], dtype=float)
+    return values[inverse.ravel()].reshape(arrays[0].shape)
+
+
+def translator_extra_seconds(hw: HardwareModel, tp):
+    """Extra early-head time of an affine translator (an h x h matrix before the LM head):
+    one layer's time scaled by h^2 / the layer's weights (memory-bound; same rule for any
+    hardware)."""
+    h = hw.shape.hidden_size
+    return np.asarray(hw.layer_seconds(tp, 1)) * (h * h / hw.shape.layer_params())
+
+
+HEAD_EXTRA = {"translator": translator_extra_seconds}
+"""Early heads that cost more than the LM head (by name); any other head (the shared LM head,
+a trained full head of the same size) costs the LM head."""
+
+
+def early_head_cost(hw: HardwareModel, tp, head: str):
+    """Seconds of the early head ``head`` on ``tp`` devices."""
+    base = np.asarray(hw.early_head_seconds(tp))
+    extra = HEAD_EXTRA.get(head)
+    return base if extra is None else base + extra(hw, tp)
+
+
+def decode_costs(
+    hw: HardwareModel, *, d_bar: int, k: int, early_head: str, head: str = "shared",
+    tp_main: int = 1, tp_candidates: int | None = None,
+) -> DecodeCosts:  # fmt: skip
+    """The DecodeCosts of one PPD configuration: main on ``tp_main`` devices, the candidate
+    batch on ``tp_candidates`` more (None: on main's devices, slowed by sharing them)."""
+    shared = tp_candidates is None
+    tp_c = tp_main if shared else tp_candidates
+    gap = hw.shape.num_layers - d_bar
+    head_tp = tp_main if early_head == "main" else tp_c
+    return DecodeCosts(
+        layer_s=float(hw.layer_seconds(tp_main, 1)),
+        candidate_layer_s_by_k={k: float(hw.layer_seconds(tp_c, k))},
+        embedding_s=float(hw.embedding_seconds(tp_main)),
+        early_head_s=float(early_head_cost(hw, head_tp, head)),
+        final_head_s=float(hw.final_head_seconds(tp_main)),
+        candidate_dispatch_s=float(hw.dispatch_seconds(tp_c, k, gap, "main", shared)),
+        hidden_dispatch_s=float(hw.dispatch_seconds(tp_c, k, gap, "candidates", shared)),
+        handoff_s=float(hw.handoff_seconds(tp_c, gap, shared)),
+        host_s=hw.host_s,
+        shared_device_slowdown=float(hw.device_slowdown(shared)),
+    )
+
+
+def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
+    """Greedy decoding's DecodeCosts on ``tp`` devices (batch-1 layers, heads, host time)."""
+    return DecodeCosts(
+        layer_s=float(hw.layer_seconds(tp, 1)),
+        embedding_s=float(hw.embedding_seconds(tp)),
+        final_head_s=float(hw.final_head_seconds(tp)),
+        early_head_s=float(hw.early_head_seconds(tp)),
+        host_s=hw.host_s,
+    )
+
+
+def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
+    """The backends of a measured cost profile (JSON) as ProfileHardware, one per backend.
+
+    Reads the layout ``ppd measure profile`` writes (``format: ppd-cost-profile``; its
+    ``single`` backend is the shared layout, ``dist`` the separate one; the model's depth must
+    be ``shape``'s), or a bare ``DecodeCosts.to_dict()`` object (also under ``"decode_costs"``
+    or ``"costs"``), taken as one shared device.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"profile: no such file {str(path)!r}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"profile: {path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"profile: {path} must hold a JSON object")
+    if data.get("format") == "ppd-cost-profile":
+        if parse_cost_profile is None:
+            raise ValueError("profile: this install cannot read ppd-cost-profile files yet")
+        profile = parse_cost_profile(data, d=shape.num_layers)
+        return [
+            ProfileHardware(backend.base, shape, "shared" if name == "single" else "separate",
+                            backend.per_candidate_layer_s, name=f"{profile.model_name}:{name}")
+            for name, backend in profile.backends.items()
+        ]  # fmt: skip
+    for key in ("decode_costs", "costs"):
+        if isinstance(data.get(key), dict):
+            data = data[key]
+            break
+    return [ProfileHardware(DecodeCosts.from_dict(data), shape, name=path.stem)]

@@ -1,0 +1,303 @@
+"""Plan PPD for a model and hardware: screen, keep the Pareto frontier, confirm it, recommend.
+
+``plan(hardware, ptable, space, d=...)``:
+
+1. screens every configuration of PPD and its alternatives in closed form (``sim.plan_grid``);
+2. keeps, per workload, the configurations within the constraints (devices; busy
+   device-seconds per token at most ``max_compute`` times greedy decoding's on one device) and
+   the Pareto frontier of latency per token against compute per token among them;
+3. confirms every frontier point by simulation through ``sim.sweep`` (any Executor): PPD and
+   greedy with the SimPy schedule under their ``DecodeCosts``, the speculative methods with a
+   Monte Carlo of their verify rule; the mean and its standard error per point;
+4. recommends, per workload, the fastest feasible configuration, and says why.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from scipy.stats import t as student_t
+
+from ppdmodel.alternatives import early_exit_step_seconds, sample_speculative_steps
+from sim.config import SimConfig
+from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
+from sim.matches import Bernoulli
+from sim.plan_grid import PlanSpace, screen
+from sim.run import simulate
+from sim.sweep import run_sweep
+
+
+@dataclass
+class Plan:
+    """The planner's result."""
+
+    frontier: pd.DataFrame
+    """Per workload, each method's Pareto-optimal configurations (``pareto``: optimal among
+    all methods), closed form and ``sim_*`` once confirmed, with ``speedup`` and
+    ``compute_ratio`` against greedy on one device, and ``recommended``."""
+    recommendations: dict[str, str]
+    """Per workload: the recommended configuration and why, in words."""
+    n_screened: int
+    """Configurations screened in closed form."""
+    screened: pd.DataFrame | None = None
+    """Every screened row (kept when asked: ``keep_screened``)."""
+    by_devices: pd.DataFrame | None = None
+    """Per workload and device budget n: each method's fastest configuration on at most n
+    devices (within the compute budget); ``wins`` marks the fastest method."""
+    screen_s: float = 0.0
+    """Wall seconds of the closed-form screening."""
+    confirm_s: float = 0.0
+    """Wall seconds of the simulation of the frontier points."""
+
+
+def pareto_front(latency: np.ndarray, compute: np.ndarray) -> np.ndarray:
+    """Boolean mask of the points no other point beats on both latency and compute (lower is
+    better; of equal points the first is kept)."""
+    order = np.lexsort((latency, compute))
+    best = np.minimum.accumulate(latency[order])
+    keep_sorted = np.concatenate([[True], latency[order][1:] < best[:-1]])
+    mask = np.zeros(latency.size, dtype=bool)
+    mask[order[keep_sorted]] = True
+    return mask
+
+
+def label(row) -> str:
+    """A configuration in a few words."""
+    devices = f"{int(row.devices)} dev"
+    if row.method == "greedy":
+        return f"greedy, TP{int(row.tp_main)} ({devices})"
+    if row.method == "ppd":
+        side = "shared" if row.tp_candidates == 0 else f"TP{int(row.tp_candidates)}"
+        return (
+            f"PPD d_bar={int(row.d_bar)} k={int(row.k)} {row.head_kind} head on "
+            f"{row.early_head}, main TP{int(row.tp_main)} + candidates {side} ({devices})"
+        )
+    if row.method == "early-exit":
+        reuse = ", reuse" if row.reuse else ""
+        return (
+            f"early-exit L={int(row.exit_layer)} g={int(row.g)} {row.head_kind} head{reuse}, "
+            f"TP{int(row.tp_main)} ({devices})"
+        )
+    return f"draft model g={int(row.g)} a={row.p:.2f}, TP{int(row.tp_main)} ({devices})"
+
+
+def frontier_of(screened: pd.DataFrame, max_compute: float | None) -> pd.DataFrame:
+    """Per workload: speed-up and compute against greedy on one device, the feasible rows,
+    and the Pareto frontier of each method (``pareto``: on the frontier of all methods)."""
+    out = []
+    for _, rows in screened.groupby("workload", sort=False):
+        base = rows[(rows.method == "greedy") & (rows.tp_main == 1)]
+        ref = base.nsmallest(1, "latency_s").iloc[0]
+        rows = rows.assign(
+            speedup=ref.latency_s / rows.latency_s, compute_ratio=rows.compute_s / ref.compute_s
+        )
+        if max_compute is not None:
+            rows = rows[rows.compute_ratio <= max_compute * (1 + 1e-12)]
+        overall = pareto_front(rows.latency_s.to_numpy(), rows.compute_s.to_numpy())
+        rows = rows.assign(pareto=overall)
+        for _, by_method in rows.groupby("method", sort=False):
+            mask = pareto_front(by_method.latency_s.to_numpy(), by_method.compute_s.to_numpy())
+            out.append(by_method[mask].sort_values("compute_s", kind="stable"))
+    return pd.concat(out).reset_index(drop=True)
+
+
+def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None) -> pd.DataFrame:
+    """Each method's fastest configuration per workload and device budget (at most n devices),
+    with ``speedup`` against greedy on one device and ``wins`` for the fastest method."""
+    out = []
+    for _, rows in screened.groupby("workload", sort=False):
+        base = rows[(rows.method == "greedy") & (rows.tp_main == 1)].latency_s.min()
+        base_compute = rows[(rows.method == "greedy") & (rows.tp_main == 1)].compute_s.min()
+        if max_compute is not None:
+            rows = rows[rows.compute_s <= max_compute * base_compute * (1 + 1e-12)]
+        for n in sorted(rows.devices.unique()):
+            within = rows[rows.devices <= n]
+            best = within.loc[within.groupby("method", sort=False).latency_s.idxmin()]
+            best = best.assign(budget=n, speedup=base / best.latency_s,
+                               compute_ratio=best.compute_s / base_compute)  # fmt: skip
+            best["wins"] = best.latency_s == best.latency_s.min()
+            out.append(best)
+    table = pd.concat(out, ignore_index=True)
+    table.insert(0, "config", [label(r) for r in table.itertuples()])
+    return table
+
+
+def plan(
+    hardware: list,
+    ptable,
+    space: PlanSpace | None = None,
+    *,
+    d: int,
+    max_compute: float | None = None,
+    confirm_n: int = 64,
+    executor: Executor | None = None,
+    seed=0,
+    out_dir=None,
+    keep_screened: bool = False,
+) -> Plan:
+    """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
+    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s."""
+    space = space or PlanSpace()
+    if max_compute is not None and not (np.isfinite(max_compute) and max_compute >= 1):
+        raise ValueError(f"max_compute must be a finite multiple of greedy's compute >= 1, "
+                         f"got {max_compute!r}")  # fmt: skip
+    if isinstance(confirm_n, bool) or int(confirm_n) != confirm_n or confirm_n < 0:
+        raise ValueError(f"confirm_n must be an integer >= 0, got {confirm_n!r}")
+    if hardware and hardware[0].shape.num_layers != d:
+        raise ValueError(f"d={d} but the hardware's model shape has "
+                         f"{hardware[0].shape.num_layers} layers")  # fmt: skip
+    started = time.perf_counter()
+    screened = screen(hardware, ptable, space, d)
+    front = frontier_of(screened, max_compute)
+    screened_at = time.perf_counter()
+    if confirm_n:
+        front = confirm(front, hardware, space, d=d, n=int(confirm_n), executor=executor,
+                        seed=seed, out_dir=out_dir)  # fmt: skip
+    confirmed_at = time.perf_counter()
+    front["recommended"] = False
+    reasons = {}
+    for workload, rows in front.groupby("workload", sort=False):
+        best = rows.nsmallest(1, ["latency_s", "compute_s"]).index[0]
+        front.loc[best, "recommended"] = True
+        reasons[workload] = explain(front.loc[best], rows, screened, max_compute)
+    front.insert(2, "config", [label(r) for r in front.itertuples()])
+    by_devices = best_by_devices(screened, max_compute)
+    return Plan(front, reasons, len(screened), screened if keep_screened else None,
+                by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
+
+
+def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute) -> str:
+    """Why ``best`` is recommended: its gain, what it beats and, for PPD, its p margin."""
+    text = (
+        f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
+        f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
+    )
+    others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
+    others = others[others.devices <= best.devices]
+    if max_compute is not None:
+        base = best.compute_s / best.compute_ratio
+        others = others[others.compute_s <= max_compute * base * (1 + 1e-12)]
+    if len(others):
+        rival = others.nsmallest(1, "latency_s").iloc[0]
+        text += (
+            f"; the best other method on at most {int(best.devices)} devices, "
+            f"{label(rival)}, takes {rival.latency_s * 1e3:.3g} ms/token "
+            f"({rival.latency_s / best.latency_s:.2f}x as long)"
+        )
+    if best.method == "ppd":
+        main = f"greedy on main's {int(best.tp_main)} device(s)"
+        if not np.isfinite(best.break_even_p):
+            text += f"; it never beats {main} at any p under these costs"
+        elif best.break_even_p == 0:
+            text += f"; no slower than {main} at any p (break-even p = 0), p_correct {best.p:.3f}"
+        else:
+            text += (f"; p_correct {best.p:.3f} against a break-even p of "
+                     f"{best.break_even_p:.3f} (vs {main})")  # fmt: skip
+        if np.isfinite(best.get("p_low", np.nan)):
+            text += f" (95 % lower bound of p_correct {best.p_low:.3f})"
+    if "sim_latency_s" in best and np.isfinite(best.sim_latency_s):
+        text += (
+            f"; simulated {best.sim_latency_s * 1e3:.3g} +- "
+            f"{best.sim_latency_se * 1e3:.2g} ms/token"
+        )
+    return text + "."
+
+
+def _cell(row, hardware, space: PlanSpace, d: int, n: int) -> dict:
+    """What a confirmation task needs, JSON-ready: the method, its costs, n sequences."""
+    hw = hardware[int(row.hardware)]
+    cell = {"row": int(row.Index), "method": row.method, "n": n, "ell": space.ell,
+            "tp_main": int(row.tp_main), "tp_candidates": int(row.tp_candidates)}  # fmt: skip
+    if row.method == "ppd":
+        shared = row.tp_candidates == 0
+        costs = decode_costs(hw, d_bar=int(row.d_bar), k=int(row.k), early_head=row.early_head,
+                             head=row.head_kind, tp_main=int(row.tp_main),
+                             tp_candidates=None if shared else int(row.tp_candidates))  # fmt: skip
+        config = SimConfig(d=d, d_bar=int(row.d_bar), k=int(row.k), ell=space.ell,
+                           matches=Bernoulli(float(row.p)), costs=costs,
+                           early_head=row.early_head,
+                           n_gpus=1 if shared or costs.shared_device else 2)  # fmt: skip
+        cell["config"] = config.to_dict()
+    elif row.method == "greedy":
+        config = SimConfig(d=d, d_bar=(d + 1) // 2, k=1, ell=space.ell, schedule="greedy",
+                           costs=greedy_costs(hw, tp=int(row.tp_main)))  # fmt: skip
+        cell["config"] = config.to_dict()
+    else:  # speculative: step costs from the scalar DecodeCosts path (not the grid's)
+        cell.update(a=float(row.p), g=int(row.g), **_step_seconds(row, hw, d))
+    return cell
+
+
+def _step_seconds(row, hw, d: int) -> dict:
+    """One speculative step's seconds and busy device-seconds (all tp devices counted)."""
+    tp, g = int(row.tp_main), int(row.g)
+    costs = replace(greedy_costs(hw, tp=tp), candidate_layer_s_by_k={g + 1: float(
+        hw.layer_seconds(tp, g + 1))})  # fmt: skip
+    if row.method == "early-exit":
+        costs = replace(costs, early_head_s=float(early_head_cost(hw, tp, row.head_kind)))
+        draft, verify = early_exit_step_seconds(d=d, exit_layer=int(row.exit_layer), g=g,
+                                                costs=costs,
+                                                reuse_draft_layers=bool(row.reuse))  # fmt: skip
+    else:  # a separate draft model: cost_ratio of a greedy token's device time per draft
+        device = costs.greedy_token_seconds(d) - costs.host_s
+        draft = row.draft_cost_ratio * device + costs.host_s
+        verify = costs.embedding_s + d * costs.candidate_layer_seconds(g + 1)
+        verify += costs.final_head_s + costs.host_s
+    step = g * draft + verify
+    return {"step_s": float(step), "busy_s": float(tp * (step - (g + 1) * costs.host_s))}
+
+
+def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
+    """Simulate one frontier point: mean seconds and busy device-seconds per token, with the
+    standard error of the latency mean (a sweep task; ``sim.sweep.run_sweep``)."""
+    n, ell = cell["n"], cell["ell"]
+    if cell["method"] in ("ppd", "greedy"):
+        config = SimConfig.from_dict(cell["config"])
+        seeds = seed.spawn(n)
+        lat, comp = np.empty(n), np.empty(n)
+        for i, s in enumerate(seeds):
+            res = simulate(config, seed=s, record_events=False)
+            busy = res.busy_s
+            side = busy[1] * cell["tp_candidates"] if len(busy) > 1 else 0.0
+            lat[i] = res.latency_s / ell
+            comp[i] = (busy[0] * cell["tp_main"] + side) / ell
+    else:  # ell verify steps per sequence: time per token = steps * step_s / tokens
+        lat, comp = np.empty(n), np.empty(n)
+        for i, s in enumerate(seed.spawn(n)):
+            tokens = sample_speculative_steps(a=cell["a"], g=cell["g"], n_steps=ell, seed=s)
+            lat[i] = ell * cell["step_s"] / tokens.sum()
+            comp[i] = ell * cell["busy_s"] / tokens.sum()
+    se = float(lat.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+    return {"row": cell["row"], "sim_latency_s": float(lat.mean()), "sim_latency_se": se,
+            "sim_compute_s": float(comp.mean()), "sim_n": n}  # fmt: skip
+
+
+FAMILY_ALPHA = 1e-3
+"""False-alarm rate of ``agrees`` over a whole frontier (Bonferroni over its points)."""
+
+
+def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None):
+    """Add ``sim_latency_s``, ``sim_latency_se``, ``sim_compute_s`` and ``agrees`` to the frontier.
+
+    ``agrees``: the closed form lies within t * s.e. of the simulated mean, t the Student
+    quantile (n - 1 degrees of freedom) at which all m frontier points of a correct closed form
+    pass together with probability 1 - ``FAMILY_ALPHA`` (Bonferroni: 1 - alpha / (2m) each;
+    t ~ 4.6 for m = 100, n = 64); deterministic points (s.e. 0) to 1e-9 relative.
+    """
+    cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
+    results = run_sweep(confirm_cell, cells, seed=seed, executor=executor, out_dir=out_dir)
+    front = front.copy()
+    front[["sim_latency_s", "sim_latency_se", "sim_compute_s"]] = np.nan
+    idx = results["row"].to_numpy()
+    for col in ("sim_latency_s", "sim_latency_se", "sim_compute_s"):
+        front.loc[idx, col] = results[col].to_numpy()
+    quantile = float(student_t.ppf(1 - FAMILY_ALPHA / (2 * len(front)), max(n - 1, 1)))
+    front["sim_z"] = (front.sim_latency_s - front.latency_s) / front.sim_latency_se.where(
+        front.sim_latency_se > 0
+    )
+    tolerance = quantile * front.sim_latency_se + 1e-9 * front.latency_s
+    front["agrees"] = (front.sim_latency_s - front.latency_s).abs() <= tolerance
+    return front

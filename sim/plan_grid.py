@@ -1,0 +1,272 @@
+"""The planner's screening: every configuration of PPD and its alternatives, in closed form.
+
+Rows are configurations; columns say what each is (``method``, hardware, devices, d_bar, k,
+early head, head, draft length, exit layer) and what the closed form predicts for it: seconds
+per token (``latency_s``), busy device-seconds per token (``compute_s``, every device of a
+tensor-parallel group counted) and, for PPD, the break-even p. Methods:
+
+* ``ppd``: main on ``tp_main`` devices; the k-row candidate batch on ``tp_candidates`` more, or
+  sharing main's (``tp_candidates`` 0), ``ppdmodel.cost_grid`` over all rows at once;
+* ``greedy``: greedy decoding, tensor parallel over ``tp_main`` devices (1: the baseline);
+* ``early-exit``: self-speculative decoding drafting with the first ``exit_layer`` layers,
+  acceptance a = p_correct(exit_layer, k = 1) of the row's head, ``ppdmodel.alternatives``;
+* ``draft-model``: speculative decoding with a separate draft of the given acceptance and
+  cost (a fraction of a greedy token), on main's devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ppdmodel.alternatives import early_exit_step_seconds, speculative_tokens_per_step
+from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
+from sim.hardware_costs import HardwareModel, early_head_cost
+
+METHODS = ("ppd", "greedy", "early-exit", "draft-model")
+"""Decoding methods the planner compares."""
+
+
+@dataclass(frozen=True)
+class DraftModel:
+    """A separate draft model for speculative decoding (Leviathan et al. 2023)."""
+
+    acceptance: float
+    """Per-token acceptance rate a in [0, 1]."""
+    cost_ratio: float
+    """A draft token's device time as a fraction of one greedy token of the target (>= 0)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.acceptance <= 1:
+            raise ValueError(f"draft acceptance must be in [0, 1], got {self.acceptance!r}")
+        if not (np.isfinite(self.cost_ratio) and self.cost_ratio >= 0):
+            raise ValueError(f"draft cost_ratio must be a finite number >= 0, got "
+                             f"{self.cost_ratio!r}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PlanSpace:
+    """What the planner searches, and the device constraint."""
+
+    max_devices: int = 8
+    """Devices available (tensor-parallel groups and the candidate side count)."""
+    d_bars: tuple[int, ...] | None = None
+    """Early-prediction layers (None: every layer in [d/2, d))."""
+    ks: tuple[int, ...] | None = None
+    """Candidates (None: 1 .. the p-table's largest k)."""
+    early_heads: tuple[str, ...] = EARLY_HEAD_PLACEMENTS
+    """Early-head placements."""
+    heads: tuple[str, ...] | None = None
+    """Early heads (None: every head of the p-table)."""
+    workloads: tuple[str, ...] | None = None
+    """Workloads (None: every workload of the p-table); each gets its own frontier."""
+    ell: int = 128
+    """Generated tokens per sequence."""
+    draft_lengths: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8)
+    """Draft lengths g of the speculative methods."""
+    exit_layers: tuple[int, ...] | None = None
+    """Draft exit layers of early-exit decoding (None: every layer 1 .. d - 1)."""
+    reuse_draft_layers: tuple[bool, ...] = (False, True)
+    """Early-exit verification with the whole model, or reusing the draft's first layers."""
+    draft_model: DraftModel | None = None
+    """A separate draft model to compare with (None: left out)."""
+    alternatives: bool = True
+    """Screen greedy-TP, early-exit and draft-model rows too."""
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.max_devices, bool)
+            or int(self.max_devices) != self.max_devices
+            or (self.max_devices < 1)
+        ):
+            raise ValueError(f"max_devices must be a positive integer, got {self.max_devices!r}")
+        if isinstance(self.ell, bool) or int(self.ell) != self.ell or self.ell < 2:
+            raise ValueError(f"ell must be an integer >= 2, got {self.ell!r}")
+        for placement in self.early_heads:
+            if placement not in EARLY_HEAD_PLACEMENTS:
+                raise ValueError(
+                    f"early_heads must be in {EARLY_HEAD_PLACEMENTS}, got {placement!r}"
+                )
+
+
+def _mesh(**axes) -> dict[str, np.ndarray]:
+    """Every combination of the named 1-d axes, as flat arrays of equal length."""
+    grids = np.meshgrid(*(np.asarray(v) for v in axes.values()), indexing="ij")
+    return {name: g.ravel() for name, g in zip(axes, grids, strict=True)}
+
+
+def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
+    """Early-head seconds per row: the head named by ``heads[head_index]`` on ``tp`` devices."""
+    out = np.empty(np.shape(tp))
+    for j, head in enumerate(heads):
+        mask = head_index == j
+        out[mask] = early_head_cost(hw, tp[mask], head)
+    return out
+
+
+def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
+    """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
+    pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
+    if not len(pairs):
+        return pd.DataFrame()
+    placements = np.array(space.early_heads)
+    g = _mesh(pair=np.arange(len(pairs)), d_bar=d_bars, k=ks, eh=np.arange(len(placements)),
+              head=np.arange(len(heads)), w=np.arange(pgrid.shape[0]))  # fmt: skip
+    tp_main, tp_cand = pairs[g["pair"], 0], pairs[g["pair"], 1]
+    shared = tp_cand == 0
+    tp_side = np.where(shared, tp_main, tp_cand)
+    on_main = placements[g["eh"]] == "main"
+    gap = d - g["d_bar"]
+    costs = DecodeCostsGrid(
+        layer_s=hw.layer_seconds(tp_main, 1),
+        candidate_layer_s=hw.layer_seconds(tp_side, g["k"]),
+        embedding_s=hw.embedding_seconds(tp_main),
+        early_head_s=_head_seconds(hw, np.where(on_main, tp_main, tp_side), g["head"], heads),
+        final_head_s=hw.final_head_seconds(tp_main),
+        candidate_dispatch_s=hw.dispatch_seconds(tp_side, g["k"], gap, "main", shared),
+        hidden_dispatch_s=hw.dispatch_seconds(tp_side, g["k"], gap, "candidates", shared),
+        handoff_s=hw.handoff_seconds(tp_side, gap, shared),
+        host_s=hw.host_s,
+        shared_device_slowdown=hw.device_slowdown(shared),
+    )
+    p = pgrid[g["w"], g["head"], g["d_bar"], g["k"]]
+    latency, compute, break_even = (np.empty(p.size) for _ in range(3))
+    for placement in np.unique(placements[g["eh"]]):
+        rows = placements[g["eh"]] == placement
+        sub = DecodeCostsGrid(**{f: _take(getattr(costs, f), rows) for f in _FIELDS})
+        out = ppd_grid_per_token(d=d, d_bar=g["d_bar"][rows], k=g["k"][rows], p=p[rows],
+                                 ell=space.ell, costs=sub, early_head=str(placement),
+                                 devices_main=tp_main[rows],
+                                 devices_candidates=tp_side[rows])  # fmt: skip
+        latency[rows], compute[rows], break_even[rows] = (
+            out.latency_s, out.compute_s, out.break_even_p,
+        )  # fmt: skip
+    return pd.DataFrame({
+        "method": "ppd", "hardware": hw_index, "w": g["w"],
+        "tp_main": tp_main, "tp_candidates": tp_cand, "devices": tp_main + tp_cand,
+        "d_bar": g["d_bar"], "k": g["k"], "early_head": placements[g["eh"]],
+        "head_kind": np.asarray(heads)[g["head"]], "g": 0, "exit_layer": 0, "reuse": False,
+        "p": p, "break_even_p": break_even, "latency_s": latency, "compute_s": compute,
+    })  # fmt: skip
+
+
+_FIELDS = (
+    "layer_s", "candidate_layer_s", "embedding_s", "early_head_s", "final_head_s",
+    "candidate_dispatch_s", "hidden_dispatch_s", "handoff_s", "host_s", "shared_device_slowdown",
+)  # fmt: skip
+
+
+def _take(value, rows):
+    return value[rows] if np.ndim(value) else value
+
+
+def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
+    """Greedy decoding, tensor parallel over each degree within the device budget."""
+    g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices],
+              w=np.arange(n_workloads))  # fmt: skip
+    device = hw.embedding_seconds(g["tp"]) + d * hw.layer_seconds(g["tp"], 1)
+    device = device + hw.final_head_seconds(g["tp"])
+    return _rows("greedy", hw_index, g, latency=device + hw.host_s, compute=g["tp"] * device)
+
+
+def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
+    n = np.size(latency)
+    base = {"method": method, "hardware": hw_index, "w": axes["w"], "tp_main": axes["tp"],
+            "tp_candidates": 0, "devices": axes["tp"], "d_bar": 0, "k": 0, "early_head": "",
+            "head_kind": "", "g": 0, "exit_layer": 0, "reuse": False, "p": np.nan,
+            "break_even_p": np.nan}  # fmt: skip
+    base.update(extra)
+    frame = pd.DataFrame({key: np.broadcast_to(v, n) if np.ndim(v) == 0 else v
+                          for key, v in base.items()})  # fmt: skip
+    frame["latency_s"], frame["compute_s"] = latency, compute
+    return frame
+
+
+def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
+    """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
+    exits = space.exit_layers or tuple(range(1, d))
+    g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], exit_layer=exits,
+              g=space.draft_lengths, head=np.arange(len(heads)),
+              reuse=np.array(space.reuse_draft_layers), w=np.arange(pgrid.shape[0]))  # fmt: skip
+    a = pgrid[g["w"], g["head"], g["exit_layer"], 1]
+    costs = DecodeCostsGrid(
+        layer_s=hw.layer_seconds(g["tp"], 1),
+        candidate_layer_s=hw.layer_seconds(g["tp"], g["g"] + 1),
+        embedding_s=hw.embedding_seconds(g["tp"]),
+        early_head_s=_head_seconds(hw, g["tp"], g["head"], heads),
+        final_head_s=hw.final_head_seconds(g["tp"]),
+        host_s=hw.host_s,
+    )
+    latency, compute = (np.empty(a.size) for _ in range(2))
+    for reuse in np.unique(g["reuse"]):
+        rows = g["reuse"] == reuse
+        sub = DecodeCostsGrid(**{f: _take(getattr(costs, f), rows) for f in _FIELDS})
+        draft, verify = early_exit_step_seconds(d=d, exit_layer=g["exit_layer"][rows],
+                                                g=g["g"][rows], costs=sub,
+                                                reuse_draft_layers=bool(reuse))  # fmt: skip
+        tokens = speculative_tokens_per_step(a=a[rows], g=g["g"][rows])
+        step = g["g"][rows] * draft + verify
+        busy = step - (g["g"][rows] + 1) * hw.host_s
+        latency[rows], compute[rows] = step / tokens, g["tp"][rows] * busy / tokens
+    return _rows("early-exit", hw_index, g, latency=latency, compute=compute, p=a,
+                 head_kind=np.asarray(heads)[g["head"]], g=g["g"], exit_layer=g["exit_layer"],
+                 reuse=g["reuse"], k=1)  # fmt: skip
+
+
+def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
+    """Speculative decoding with a separate draft (``space.draft_model``) on main's devices."""
+    draft_model = space.draft_model
+    g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], g=space.draft_lengths,
+              w=np.arange(n_workloads))  # fmt: skip
+    token = hw.embedding_seconds(g["tp"]) + d * hw.layer_seconds(g["tp"], 1)
+    token = token + hw.final_head_seconds(g["tp"])
+    verify = hw.embedding_seconds(g["tp"]) + d * hw.layer_seconds(g["tp"], g["g"] + 1)
+    verify = verify + hw.final_head_seconds(g["tp"])
+    tokens = speculative_tokens_per_step(a=draft_model.acceptance, g=g["g"])
+    busy = g["g"] * draft_model.cost_ratio * token + verify
+    step = busy + (g["g"] + 1) * hw.host_s
+    return _rows("draft-model", hw_index, g, latency=step / tokens,
+                 compute=g["tp"] * busy / tokens, p=draft_model.acceptance, g=g["g"],
+                 draft_cost_ratio=draft_model.cost_ratio)  # fmt: skip
+
+
+def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
+    """Every configuration of every method on every hardware model, in closed form.
+
+    Columns: see the module docstring; ``workload`` and ``hardware_name`` name the indices.
+    """
+    workloads = space.workloads or ptable.workloads
+    heads = space.heads or ptable.heads
+    pgrid = ptable.grid(d, workloads, heads)
+    d_bars = np.asarray(space.d_bars or range((d + 1) // 2, d))
+    ks = np.asarray(space.ks or range(1, ptable.max_k + 1))
+    if d_bars.min() * 2 < d or d_bars.max() >= d:
+        raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d})")
+    if ks.min() < 1 or ks.max() > ptable.max_k or np.isnan(pgrid[..., ks]).any():
+        raise ValueError(f"ks must lie in the p-table's measured range [1, {ptable.max_k}]")
+    lower = ptable.lower_bound_column
+    p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
+    frames = []
+    for i, hw in enumerate(hardware):
+        frames.append(ppd_rows(hw, i, pgrid, d, space, d_bars, ks, heads))
+        if space.alternatives:
+            frames.append(greedy_rows(hw, i, len(workloads), d, space))
+            frames.append(early_exit_rows(hw, i, pgrid, d, space, heads))
+            if space.draft_model is not None:
+                frames.append(draft_model_rows(hw, i, len(workloads), d, space))
+        else:  # the baseline, greedy on one device, is always screened
+            frames.append(greedy_rows(hw, i, len(workloads), d, replace(space, max_devices=1)))
+    out = pd.concat(frames, ignore_index=True)
+    out["p_low"] = np.nan  # the lower end of p's 95 % interval, where the table gives one
+    if p_low is not None:
+        rows = out.method.isin(("ppd", "early-exit")).to_numpy()
+        w = out.w.to_numpy()[rows]
+        h = pd.Index(heads).get_indexer(out.head_kind[rows])
+        layer = np.where(out.method[rows] == "ppd", out.d_bar[rows], out.exit_layer[rows])
+        out.loc[rows, "p_low"] = p_low[w, h, layer.astype(int), out.k[rows].astype(int)]
+    out.insert(1, "workload", np.asarray(workloads)[out.pop("w").to_numpy()])
+    out.insert(2, "hardware_name", np.asarray([hw.name for hw in hardware])[out["hardware"]])
+    return out

@@ -1,0 +1,211 @@
+"""Sweeps that outgrow one machine: cells run through any ``concurrent.futures.Executor``.
+
+``run_sweep(fn, cells, seed=..., executor=..., out_dir=...)`` calls ``fn(cell, seed_seq)`` for
+every cell (a dict of JSON-ready parameters) and returns one DataFrame of the rows ``fn``
+returns. Cell i is seeded with ``SeedSequence(seed).spawn(len(cells))[i]``, so the numbers do
+not depend on the executor, the number of workers, the chunking or the order cells finish.
+
+* Executors: a local process pool by default; ``open_executor("dask://host:8786")`` (or
+  ``"dask"`` for a local cluster) gives Dask's ``distributed.Client(...).get_executor()``,
+  ``open_executor("ray")`` / ``"ray://host:10001"`` a thin Ray adapter. ``fn`` must be a
+  module-level function (workers import it).
+* Resuming: with ``out_dir`` every finished chunk of cells is written by the caller (never by
+  a worker, so workers need no shared disk) as ``part-<first>-<last>.parquet``, atomically; a
+  rerun with the same cells and seed reads the parts that exist and runs only the rest. The
+  sweep's identity (a hash of cells and seed) is kept in ``sweep.json``; another sweep in the
+  same directory is refused. Parquet needs ``pyarrow`` (the ``measure`` extra), only then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+MANIFEST = "sweep.json"
+"""File in ``out_dir`` naming the sweep its parts belong to."""
+
+
+def cell_seeds(n_cells: int, seed) -> list[np.random.SeedSequence]:
+    """One SeedSequence per cell, spawned from ``SeedSequence(seed)`` (cell i gets the i-th)."""
+    return np.random.SeedSequence(seed).spawn(int(n_cells))
+
+
+def _run_chunk(fn: Callable, cells: list[dict], seeds: list, first: int) -> list[dict]:
+    """Run ``fn`` on consecutive cells; every row gets its cell's index as ``cell``."""
+    rows = []
+    for offset, (cell, seed) in enumerate(zip(cells, seeds, strict=True)):
+        out = fn(cell, seed)
+        for row in [out] if isinstance(out, dict) else out:
+            rows.append({"cell": first + offset, **row})
+    return rows
+
+
+def run_sweep(
+    fn: Callable[[dict, np.random.SeedSequence], dict | list[dict]],
+    cells: Sequence[dict],
+    *,
+    seed=0,
+    executor: Executor | None = None,
+    out_dir: str | Path | None = None,
+    chunk_size: int = 1,
+) -> pd.DataFrame:
+    """Run ``fn(cell, seed_seq)`` over ``cells`` (module docstring); rows sorted by cell.
+
+    ``executor``: any ``concurrent.futures.Executor`` (None: a local process pool, closed at
+    the end). ``chunk_size``: cells per task (amortises task overhead; parts hold a chunk).
+    """
+    cells = [dict(c) for c in cells]
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    seeds = cell_seeds(len(cells), seed)
+    chunks = [(i, min(i + chunk_size, len(cells))) for i in range(0, len(cells), chunk_size)]
+    done: list[pd.DataFrame] = []
+    if out_dir is not None:
+        out_dir = _prepare(Path(out_dir), cells, seed, chunk_size)
+        finished = {_part_range(p): p for p in out_dir.glob("part-*.parquet")}
+        done = [pd.read_parquet(finished[c]) for c in chunks if c in finished]
+        chunks = [c for c in chunks if c not in finished]
+    with _executor_or_pool(executor) as pool:
+        futures: dict[Future, tuple[int, int]] = {
+            pool.submit(_run_chunk, fn, cells[a:b], seeds[a:b], a): (a, b) for a, b in chunks
+        }
+        for future in as_completed(futures):
+            frame = pd.DataFrame(future.result())
+            if out_dir is not None:
+                _write_part(out_dir, futures[future], frame)
+            done.append(frame)
+    if not done:
+        return pd.DataFrame(columns=["cell"])
+    return (
+        pd.concat(done, ignore_index=True).sort_values("cell", kind="stable").reset_index(drop=True)
+    )
+
+
+@contextmanager
+def _executor_or_pool(executor: Executor | None) -> Iterator[Executor]:
+    if executor is not None:
+        yield executor
+        return
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        yield pool
+
+
+def sweep_id(cells: Sequence[dict], seed, chunk_size: int) -> str:
+    """A hash naming a sweep: its cells (as JSON), seed and chunking."""
+    text = json.dumps({"cells": list(cells), "seed": seed, "chunk": chunk_size}, sort_keys=True,
+                      default=str)  # fmt: skip
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _prepare(out_dir: Path, cells, seed, chunk_size: int) -> Path:
+    """Check pyarrow, create ``out_dir`` and its manifest, or refuse another sweep's parts."""
+    if importlib.util.find_spec("pyarrow") is None:
+        raise ValueError(
+            "out_dir: writing Parquet parts needs pyarrow (pip install pyarrow, or the "
+            "toolkit's measure extra)"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ident = {"sweep_id": sweep_id(cells, seed, chunk_size), "n_cells": len(cells)}
+    manifest = out_dir / MANIFEST
+    if manifest.exists():
+        stored = json.loads(manifest.read_text(encoding="utf-8"))
+        if stored.get("sweep_id") != ident["sweep_id"]:
+            raise ValueError(
+                f"out_dir {str(out_dir)!r} holds parts of another sweep (cells, seed or "
+                "chunk_size differ); use a new directory"
+            )
+    else:
+        manifest.write_text(json.dumps(ident), encoding="utf-8")
+    return out_dir
+
+
+def _part_range(path: Path) -> tuple[int, int]:
+    _, first, last = path.stem.split("-")
+    return int(first), int(last) + 1
+
+
+def _write_part(out_dir: Path, chunk: tuple[int, int], frame: pd.DataFrame) -> None:
+    """Write one chunk's rows atomically (a temporary name, then rename)."""
+    final = out_dir / f"part-{chunk[0]:08d}-{chunk[1] - 1:08d}.parquet"
+    tmp = final.with_suffix(".tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, final)
+
+
+@contextmanager
+def open_executor(spec: str | None = None, workers: int | None = None) -> Iterator[Executor]:
+    """An executor named by ``spec``, closed on exit.
+
+    None or ``"local"``: a process pool of ``workers`` (default: CPU count); ``"dask"``: a
+    local Dask cluster; ``"dask://HOST:PORT"`` (or ``tcp://``): that Dask scheduler;
+    ``"ray"``: a local Ray runtime; ``"ray://HOST:PORT"``: that Ray cluster.
+    """
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if spec in (None, "local"):
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+            yield pool
+    elif spec == "dask" or spec.startswith(("dask://", "tcp://")):
+        with _dask_executor(spec, workers) as pool:
+            yield pool
+    elif spec == "ray" or spec.startswith("ray://"):
+        with _ray_executor(spec) as pool:
+            yield pool
+    else:
+        raise ValueError(
+            f"executor must be 'local', 'dask', 'dask://HOST:PORT', 'ray' or 'ray://HOST:PORT',"
+            f" got {spec!r}"
+        )
+
+
+@contextmanager
+def _dask_executor(spec: str, workers: int | None) -> Iterator[Executor]:
+    try:
+        import distributed  # optional extra: dask
+    except ModuleNotFoundError:
+        raise ValueError(
+            "executor dask needs the dask extra: pip install 'dask[distributed]'"
+        ) from None
+    if spec == "dask":
+        client = distributed.Client(
+            n_workers=workers or os.cpu_count() or 1, dashboard_address=None
+        )
+    else:
+        client = distributed.Client(spec.replace("dask://", "tcp://"))
+    try:
+        yield client.get_executor()
+    finally:
+        client.close()
+
+
+class RayExecutor(Executor):
+    """``concurrent.futures.Executor`` over Ray tasks: ``submit`` runs ``fn`` as a Ray task
+    and returns the ObjectRef's ``future()``."""
+
+    def __init__(self, ray_module) -> None:
+        self._ray = ray_module
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        return self._ray.remote(fn).remote(*args, **kwargs).future()
+
+
+@contextmanager
+def _ray_executor(spec: str) -> Iterator[Executor]:
+    try:
+        import ray  # optional extra: ray
+    except ModuleNotFoundError:
+        raise ValueError("executor ray needs the ray extra: pip install 'ray'") from None
+    ray.init(address=None if spec == "ray" else spec, ignore_reinit_error=True)
+    try:
+        yield RayExecutor(ray)
+    finally:
+        ray.shutdown()
