@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.cli.common import add_model_args, add_prompt_format_args
+from measure.cli.common import add_model_args, add_prompt_format_args, prompt_selection
 from ppdmodel.cli_args import default_d_bar
 
 
@@ -44,7 +44,16 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     src.add_argument("--prompts", metavar="FILE", help="prompts file (measure.datasets formats)")
     add_prompt_format_args(p)
     p.add_argument(
-        "--d-bar", type=int, default=None, help="early layer (default: smallest layer >= d/2)"
+        "--d-bar",
+        type=int,
+        default=None,
+        help="early layer (default: the head's layer, else the smallest layer >= d/2)",
+    )
+    p.add_argument(
+        "--head-dir",
+        default=None,
+        metavar="DIR",
+        help="a trained early head (ppd measure train-head: full or translator) used at d_bar",
     )
     p.add_argument("--max-new-tokens", type=int, default=128, help="ell (default 128)")
     p.add_argument("--backend", default="single", choices=("single", "dist"))
@@ -55,10 +64,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args):
-    """(model, prompt ids, names, d_bar, eos) from the CLI arguments."""
+    """(model, prompt ids, names, d_bar, eos, head) from the CLI arguments."""
     import torch
 
+    from measure.chat import encode_prompts
     from measure.hf.loading import load_model
+    from measure.match.rate import eos_token_ids
+    from measure.train.head_io import load_head
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -68,23 +80,38 @@ def _load(args):
     else:
         from measure.datasets import load_prompts
 
-        loaded = load_prompts(args.prompts, args.format, limit=args.limit)
+        loaded = load_prompts(args.prompts, args.format, **prompt_selection(args))
         texts, names = [p.text for p in loaded], [p.id for p in loaded]
+    if not texts:
+        raise ValueError("--prompts: no prompts selected")
     if tokenizer is None:
         raise ValueError(f"--model {args.model} has no tokenizer to encode the prompts")
-    ids = [tokenizer(t)["input_ids"] for t in texts]
-    if any(len(x) == 0 for x in ids):
-        raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
+    ids = encode_prompts(tokenizer, texts, chat_template=not args.no_chat_template)
+    head = None if args.head_dir is None else load_head(args.head_dir, model, device=model.device)
     d = model.config.get_text_config().num_hidden_layers
-    d_bar = args.d_bar if args.d_bar is not None else default_d_bar(d)
-    return model, ids, names, d_bar, tokenizer.eos_token_id
+    d_bar = args.d_bar
+    if d_bar is None:
+        d_bar = default_d_bar(d) if head is None else head.config.layer
+    eos = sorted(set(eos_token_ids(model)) | {tokenizer.eos_token_id} - {None})
+    return model, ids, names, d_bar, eos, head
+
+
+def _warn_degenerate(command: str, names, greedy, eos) -> None:
+    """Print which prompts' greedy generations ended at once or fell into repetition."""
+    import sys
+
+    from measure.degenerate import summarize
+
+    text = summarize({n: g.tokens for n, g in zip(names, greedy, strict=True)}, eos).message()
+    if text is not None:
+        print(f"ppd {command}: warning: {text}", file=sys.stderr)
 
 
 def _run(args) -> int:
     from measure.eval.report import format_table, table3
     from sim.formats import write_traces
 
-    model, ids, names, d_bar, eos = _load(args)
+    model, ids, names, d_bar, eos, head = _load(args)
     report = table3(
         model,
         ids,
@@ -98,7 +125,9 @@ def _run(args) -> int:
         timeout_s=args.timeout_s,
         sequences=names,
         model_dir=args.model if args.backend == "dist" else None,
+        head=head,
     )
+    _warn_degenerate("run", names, report.greedy, eos)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report.table.to_csv(out / "report.csv", index=False)
@@ -120,8 +149,9 @@ def _validate(args) -> int:
     from measure.profile.timing import time_layers
     from sim.formats import write_layer_times, write_traces
 
-    model, ids, names, d_bar, eos = _load(args)
+    model, ids, names, d_bar, eos, head = _load(args)
     greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
+    _warn_degenerate("validate", names, greedy, eos)
     ppd = ppd_many(
         model,
         ids,
@@ -134,6 +164,7 @@ def _validate(args) -> int:
         timeout_s=args.timeout_s,
         sequences=names,
         model_dir=args.model if args.backend == "dist" else None,
+        head=head,
     )
     if [r.tokens for r in ppd] != [g.tokens for g in greedy]:
         raise ValueError("PPD output differs from greedy: refusing to validate timings")
@@ -160,6 +191,6 @@ def _validate(args) -> int:
         f"compared on {'the other half' if report.held_out else 'the same prompts'}"
     )
     print(json.dumps(report.calibration.to_dict(), indent=1, default=str))
-    print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a"))
     print(f"wrote {out}/validation.csv, summary.csv, calibration.json, validation.png")
     return 0

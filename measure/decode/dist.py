@@ -74,7 +74,8 @@ class DistTask:
     eos_token_id: list[int] = field(default_factory=list)
     """Token ids that end a sequence."""
     head_dir: str | None = None
-    """Directory of a trained early head (``TrainedHead.save``), loaded on rank 0 only."""
+    """Directory of a trained early head (``.save`` of a full or translator head), loaded on
+    rank 0 only (``measure.train.head_io.load_head``)."""
     sequences: list[str] | None = None
     """Names of the prompts in the traces (default "0", "1", ...)."""
 

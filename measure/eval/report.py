@@ -4,6 +4,9 @@ Every method decodes the same prompts and is checked token for token against gre
 Greedy and PPD time the decode passes only (prefill excluded); the Hugging Face rows time
 whole ``generate`` calls (prefill included) and are compared with HF greedy ``generate``.
 ``latency_128_s`` = 128 / tokens_per_s, ``tokens_per_s`` = generated tokens / seconds.
+``n_tokens`` is the number of generated tokens behind a row's speed and ``n_m`` the number of
+m_t (t = 2..ell of every prompt) behind its p_correct; a rate or speed with n = 0 is undefined
+and shows as "n/a", never as 0.
 """
 
 from __future__ import annotations
@@ -15,8 +18,19 @@ import pandas as pd
 
 from measure.decode.backends import ppd_many
 from measure.decode.greedy import greedy_generate
+from measure.train.head_io import head_name
 
-REPORT_COLUMNS = ("method", "k", "p_correct", "latency_128_s", "tokens_per_s", "exact", "note")
+REPORT_COLUMNS = (
+    "method",
+    "k",
+    "p_correct",
+    "n_m",
+    "latency_128_s",
+    "tokens_per_s",
+    "n_tokens",
+    "exact",
+    "note",
+)
 LATENCY_TOKENS = 128
 """Table 3 reports the time to generate 128 tokens."""
 
@@ -68,14 +82,16 @@ def run_hf(model, prompts, *, max_new_tokens, eos_token_id=None, **generate_kwar
     return tokens, seconds
 
 
-def _row(method, k, p, tokens, seconds, exact, note="") -> dict:
-    rate = tokens / seconds if seconds > 0 else float("nan")
+def _row(method, k, p, tokens, seconds, exact, note="", n_m=None) -> dict:
+    rate = tokens / seconds if seconds > 0 and tokens > 0 else float("nan")
     return dict(
         method=method,
         k=k,
         p_correct=p,
+        n_m=n_m,
         latency_128_s=LATENCY_TOKENS / rate,
         tokens_per_s=rate,
+        n_tokens=tokens,
         exact=exact,
         note=note,
     )
@@ -181,7 +197,8 @@ def table3(
                 sum(len(r.tokens) for r in runs),
                 sum(r.wall_s for r in runs),
                 [r.tokens for r in runs] == ref,
-                f"backend {backend}",
+                f"backend {backend}" + ("" if head is None else f", {head_name(head)} head"),
+                n_m=len(ms),
             )
         )
     if assistant:
@@ -193,10 +210,20 @@ def table3(
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The report as aligned text."""
+    """The report as aligned text: "-" where a column does not apply, "n/a" where n = 0."""
     shown = table.copy()
-    shown["p_correct"] = shown["p_correct"].map(
-        lambda p: "-" if p is None or p != p else f"{100 * p:.2f} %"
-    )
-    shown["k"] = shown["k"].map(lambda k: "-" if k is None or k != k else str(int(k)))
-    return shown.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+
+    def rate(p, n) -> str:
+        if n is None or n != n:
+            return "-"
+        return "n/a" if n == 0 or p is None or p != p else f"{100 * p:.2f} %"
+
+    shown["p_correct"] = [rate(p, n) for p, n in zip(table["p_correct"], table["n_m"], strict=True)]
+    for column in ("k", "n_m"):
+        shown[column] = shown[column].map(lambda x: "-" if x is None or x != x else str(int(x)))
+    for column in ("latency_128_s", "tokens_per_s"):
+        shown[column] = [
+            "n/a" if not n else f"{x:.4g}"
+            for x, n in zip(table[column], table["n_tokens"], strict=True)
+        ]
+    return shown.to_string(index=False)

@@ -99,6 +99,7 @@ def test_detect_format():
         "cnndm": "cnndm",
         "cnndm-jsonl": "cnndm",
         "jsonl": "jsonl",
+        "spec-bench": "spec-bench",
     }
     assert {k: detect_format(sample_path(k)) for k in SAMPLE_FILES} == expected
 
