@@ -11,12 +11,14 @@ from measure.cli.common import (
     degenerate_warnings,
     prompt_selection,
 )
+from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.train import register_measure as register_train
 from ppdmodel.cli_args import usage
 
 
 def register(subparsers) -> None:
-    """Add ``measure`` with sub-commands match-rate, timing, train-head, reference-model."""
+    """Add ``measure`` with sub-commands match-rate, timing, train-head, reference-model,
+    atlas."""
     parser = subparsers.add_parser(
         "measure",
         help="measure real Hugging Face models: match rates, per-layer times, heads",
@@ -27,6 +29,7 @@ def register(subparsers) -> None:
     _add_match_rate(measure_subparsers)
     _add_timing(measure_subparsers)
     register_train(measure_subparsers)
+    register_atlas(measure_subparsers)
 
 
 def _add_match_rate(subparsers) -> None:
