@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from measure.cli.common import (
-    add_model_args,
     add_prompt_format_args,
     degenerate_warnings,
     prompt_selection,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import sys
 
+from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.common import (
     add_model_args,
     add_prompt_format_args,
     degenerate_warnings,
     prompt_selection,
 )
-from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.train import register_measure as register_train
 from ppdmodel.cli_args import usage
 
