@@ -27,6 +27,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from measure.hf.layer_split import LayerSplitModel
+from measure.train.heads import TrainedHead
+from measure.train.translator import TranslatorConfig, TranslatorHead
+
+DEFAULT_LR = {"translator": 1e-3, "full": 1e-4}
+"""Peak learning rate per head kind (chosen on SmolLM2 held-out data, see the README)."""
 
 
 @dataclass
@@ -123,12 +128,15 @@ def collect_states(
     eos_token_id: int | Sequence[int] | None = None,
     pad_token_id: int | None = None,
     batch_size: int = 8,
+    max_batch_tokens: int = 8192,
     prompt_positions: int = 0,
     progress: Callable[[int, int], None] | None = None,
 ) -> GreedyStates:
     """Greedy-generate from every prompt (token ids) and keep each pass's hidden states.
 
-    Prompts are generated in batches of ``batch_size`` (left-padded, grouped by length). For
+    Prompts are generated in batches (left-padded, grouped by length) of at most
+    ``batch_size`` prompts and ``max_batch_tokens`` padded prompt tokens (a long prompt
+    still gets a batch of its own), so padding wastes little prefill. For
     each prompt the kept positions are its generation's passes (the last prompt token and
     generated tokens x_1..x_{ell-1}) plus its ``prompt_positions`` prompt positions before
     those. layers: 1..d-1 (1-based counts of decoder layers run). Batched padded generation
@@ -143,6 +151,7 @@ def collect_states(
     for name, value, low in (
         ("max_new_tokens", max_new_tokens, 1),
         ("batch_size", batch_size, 1),
+        ("max_batch_tokens", max_batch_tokens, 1),
         ("prompt_positions", prompt_positions, 0),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -152,32 +161,41 @@ def collect_states(
     eos = _eos_list(model, eos_token_id)
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
     blocks = {layer: lsm.layers[layer - 1] for layer in layers} | {d: lsm.layers[d - 1]}
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    kept: dict[int, list[torch.Tensor]] = {layer: [] for layer in blocks}
-    flags: list[torch.Tensor] = []
-    sequences: dict[int, list[int]] = {}
+    results: dict[int, tuple[list[int], dict[int, torch.Tensor]]] = {}
     start = time.perf_counter()
-    for b in range(0, len(order), batch_size):
-        batch = [list(prompts[i]) for i in order[b : b + batch_size]]
+    for members in _batches([len(p) for p in prompts], batch_size, max_batch_tokens):
+        batch = [list(prompts[i]) for i in members]
         rows = _generate_batch(lsm, batch, blocks, max_new_tokens, eos, pad, prompt_positions)
-        for i, (tokens, states) in zip(order[b : b + batch_size], rows, strict=True):
-            sequences[i] = tokens
-            for layer, h in states.items():
-                kept[layer].append(h)
-            n_context = states[d].shape[0] - len(tokens)
-            flags.append(torch.arange(states[d].shape[0]) >= n_context)
+        results.update(zip(members, rows, strict=True))
         if progress is not None:
-            progress(min(b + batch_size, len(order)), len(order))
-    ordered = [sequences[i] for i in range(len(prompts))]
+            progress(len(results), len(prompts))
+    ordered = [results[i] for i in range(len(prompts))]  # back in the prompts' order
+    sequences = [tokens for tokens, _ in ordered]
+    flags = [  # the last len(tokens) positions of a prompt are its generation passes
+        torch.arange(states[d].shape[0]) >= states[d].shape[0] - len(tokens)
+        for tokens, states in ordered
+    ]
     return GreedyStates(
-        hidden={layer: torch.cat(kept[layer]) for layer in layers},
-        final=torch.cat(kept[d]),
+        hidden={layer: torch.cat([st[layer] for _, st in ordered]) for layer in layers},
+        final=torch.cat([st[d] for _, st in ordered]),
         generated=torch.cat(flags),
         n_sequences=len(prompts),
-        n_generated=sum(map(len, ordered)),
+        n_generated=sum(map(len, sequences)),
         seconds=time.perf_counter() - start,
-        sequences=ordered,
+        sequences=sequences,
     )
+
+
+def _batches(lengths: list[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Prompt indices in batches by increasing length: <= batch_size, <= max_tokens padded."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        last = batches[-1] if batches else None
+        if last and len(last) < batch_size and (len(last) + 1) * lengths[i] <= max_tokens:
+            last.append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def _eos_list(model, eos_token_id) -> list[int]:
@@ -225,6 +243,19 @@ def _generate_batch(lsm, batch, blocks, max_new_tokens, eos, pad, prompt_positio
             states[layer] = torch.cat(parts)
         rows.append((tokens, states))
     return rows
+
+
+def new_head(model, kind: str, layer: int) -> nn.Module:
+    """An untrained head of ``kind`` ("full" or "translator") for ``layer`` of ``model``.
+
+    Both start as the logit lens: the full head as a copy of the final norm and LM head, the
+    translator as the identity map before the model's own ones.
+    """
+    if kind == "translator":
+        return TranslatorHead(TranslatorConfig.for_model(model, layer), model)
+    if kind == "full":
+        return TrainedHead.from_model(model, layer)
+    raise ValueError(f"kind must be 'full' or 'translator', got {kind!r}")
 
 
 @contextmanager
@@ -278,8 +309,8 @@ def fit_head(
     dtype = next(model.parameters()).dtype
     losses, start, stopped = [], time.perf_counter(), "epochs"
     head.train()
-    bar = tqdm(total=total, desc=f"fit {getattr(head, 'name', 'head')} @ layer {layer}")
-    bar.disable = not progress
+    name = getattr(head, "name", "head")
+    bar = tqdm(total=total, desc=f"fit {name} @ layer {layer}", disable=not progress)
     with frozen(model):
         for _epoch in range(config.epochs):
             for idx in torch.randperm(n, generator=generator).split(config.batch_tokens):
@@ -292,7 +323,7 @@ def fit_head(
                 loss.backward()
                 optimizer.step()
                 scheduler.step()
-                losses.append(float(loss))
+                losses.append(loss.item())
                 bar.update(1)
                 if config.max_seconds and time.perf_counter() - start > config.max_seconds:
                     stopped = "max_seconds"
@@ -302,6 +333,16 @@ def fit_head(
     bar.close()
     head.eval()
     head.train_losses.extend(losses)
+    if isinstance(head, TrainedHead):  # its config records the settings actually used
+        head.config = dataclasses.replace(
+            head.config,
+            loss="kl",
+            lr=config.lr,
+            epochs=config.epochs,
+            weight_decay=config.weight_decay,
+            warmup_ratio=config.warmup_ratio,
+            seed=config.seed,
+        )
     return {
         "objective": "KL(final || head) on greedy continuations (measure.train.distill)",
         "config": config.to_dict(),

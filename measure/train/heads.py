@@ -196,6 +196,8 @@ class TrainedHead(nn.Module):
         self.lm_head = nn.Linear(in_features, config.vocab_size, bias=config.lm_head_bias)
         self.train_losses: list[float] = []
         """Mean loss of every optimizer step of `train_head` (empty for an untrained head)."""
+        self.train_record: dict = {}
+        """How it was trained when not by `train_head` (``measure.train.distill``), saved."""
 
     @classmethod
     def from_model(cls, model, layer: int, config: HeadConfig | None = None) -> TrainedHead:
@@ -238,6 +240,7 @@ class TrainedHead(nn.Module):
         record = {
             "kind": "full",
             "config": self.config.to_dict(),
+            "train": self.train_record,
             "train_losses": self.train_losses,
         }
         (directory / CONFIG_NAME).write_text(json.dumps(record, indent=2) + "\n")
@@ -258,6 +261,7 @@ class TrainedHead(nn.Module):
         head = cls(HeadConfig.from_dict(record["config"]))
         head.load_state_dict(load_file(directory / WEIGHTS_NAME))
         head.train_losses = list(record.get("train_losses", []))
+        head.train_record = dict(record.get("train", {}))
         return head.to(device)
 
 
