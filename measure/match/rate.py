@@ -42,6 +42,7 @@ from measure.match.config import (  # noqa: F401 (re-exported)
 )
 from measure.match.tables import by_position, table2, to_traces  # noqa: F401 (re-exported)
 from measure.train.head_io import group_heads
+from measure.train.translator import TranslatorHead, stacked_logits
 
 
 @dataclass
@@ -247,6 +248,14 @@ def shared_logits(lsm, hs: list[torch.Tensor]) -> torch.Tensor:
     if len(hs) >= 4 or hs[0].device.type != "cpu":
         return lsm.logits(torch.cat(hs, dim=1))[0]
     return torch.cat([lsm.logits(h)[0] for h in hs])
+
+
+def head_logits(heads: list, hs: list[torch.Tensor]) -> torch.Tensor:
+    """Trained heads on their hidden states [1, 1, H] -> [L, V]; translators of one model are
+    stacked through its LM head in one matrix product."""
+    if len(heads) > 1 and all(isinstance(h, TranslatorHead) for h in heads):
+        return stacked_logits(heads, hs)
+    return torch.cat([head(h)[0] for head, h in zip(heads, hs, strict=True)])
 
 
 def _ranks(logits: torch.Tensor, token: torch.Tensor, max_k: int) -> torch.Tensor:

@@ -111,11 +111,14 @@ class TranslatorHead(nn.Module):
         self.__dict__["_device"] = lsm.device
         self.__dict__["_dtype"] = next(model.parameters()).dtype
 
+    def translate(self, h: torch.Tensor) -> torch.Tensor:
+        """h + A h + b, in the model's dtype: [..., H] -> [..., H]."""
+        x = h.to(self.translator.weight.dtype)
+        return (x + self.translator(x)).to(self._dtype)
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         # h: [..., H] -> [..., V]
-        x = h.to(self.translator.weight.dtype)
-        x = x + self.translator(x)
-        return self._lens(x.to(self._dtype))
+        return self._lens(self.translate(h))
 
     def save(self, directory: str | Path) -> Path:
         """Write A and b (``head.safetensors``) and ``head_config.json`` (kind translator)."""
@@ -157,3 +160,17 @@ def _read_record(directory: Path) -> dict:
         if not (directory / name).is_file():
             raise FileNotFoundError(f"no {name} in head directory {directory}")
     return json.loads((directory / CONFIG_NAME).read_text())
+
+
+def stacked_logits(heads: list[TranslatorHead], hs: list[torch.Tensor]) -> torch.Tensor:
+    """Several translators of one model on one position each: [1, 1, H] each -> [L, V].
+
+    The translated states go through the model's final norm and LM head as one stacked
+    matrix product (one read of the LM head instead of L), as ``head(h)`` row by row would
+    give.
+    """
+    lenses = {id(head._lens.__self__.model) for head in heads}
+    if len(lenses) != 1:
+        raise ValueError("heads must all be attached to the same model to be stacked")
+    x = torch.cat([head.translate(h) for head, h in zip(heads, hs, strict=True)], dim=1)
+    return heads[0]._lens(x)[0]  # [1, L, H] -> [L, V]

@@ -10,7 +10,7 @@ import torch
 from measure.hf.layer_split import LayerSplitModel
 from measure.train.head_io import group_heads, head_kind, head_name, load_head
 from measure.train.heads import TrainedHead
-from measure.train.translator import TranslatorConfig, TranslatorHead
+from measure.train.translator import TranslatorConfig, TranslatorHead, stacked_logits
 from tests.measure.tiny_models import ARCHS, tiny_model
 
 torch.set_num_threads(1)
@@ -95,3 +95,18 @@ def test_group_heads():
         group_heads({3: full2})
     with pytest.raises(ValueError, match="two 'trained' heads for layer 2"):
         group_heads([full2, full2])
+
+
+def test_stacked_logits_equal_row_by_row():
+    model = tiny_model("llama")
+    heads = [TranslatorHead(TranslatorConfig.for_model(model, layer), model) for layer in (1, 2)]
+    with torch.no_grad():
+        for head in heads:
+            head.translator.weight.normal_()
+        hs = [torch.randn(1, 1, 32), torch.randn(1, 1, 32)]
+        rows = torch.cat([head(h)[0] for head, h in zip(heads, hs, strict=True)])
+        torch.testing.assert_close(stacked_logits(heads, hs), rows)
+    other = TranslatorHead(TranslatorConfig.for_model(tiny_model("llama", seed=1), 1), model)
+    other.attach(tiny_model("llama", seed=1))
+    with pytest.raises(ValueError, match="same model"):
+        stacked_logits([heads[0], other], hs)
