@@ -57,8 +57,12 @@ def _add_train_head(subparsers) -> None:
     source.add_argument("--text", metavar="FILE", help="plain UTF-8 text file to train on")
     add_prompt_format_args(p)
     p.add_argument("--loss", default="ce", choices=("ce", "kl"), help="text data: ce or kl")
-    p.add_argument("--epochs", type=int, default=None, help="default 3 (text), 4 (greedy)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (see --help)")
+    p.add_argument(
+        "--epochs", type=int, default=None, help="default 3 (text); greedy: 4 translator, 2 full"
+    )
+    p.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (2e-5 text; 3e-3 greedy)"
+    )
     p.add_argument("--warmup-ratio", type=float, default=None, help="default 0.04 / 0.05")
     p.add_argument("--weight-decay", type=float, default=None, help="default 0.0")
     p.add_argument("--batch-size", type=int, default=None, help="text: blocks per step (128)")
@@ -195,11 +199,11 @@ def _train_full_on_text(args, out: Path) -> int:
 
 
 def _distill_config(args, kind: str):
-    from measure.train.distill import DEFAULT_LR, DistillConfig
+    from measure.train.distill import DEFAULT_EPOCHS, DEFAULT_LR, DistillConfig
 
     options = {
         "lr": args.lr if args.lr is not None else DEFAULT_LR[kind],
-        "epochs": args.epochs,
+        "epochs": args.epochs if args.epochs is not None else DEFAULT_EPOCHS[kind],
         "batch_tokens": args.batch_tokens,
         "weight_decay": args.weight_decay,
         "warmup_ratio": args.warmup_ratio,
