@@ -1,8 +1,10 @@
-"""Prompt loaders for the paper's datasets (SQuAD 1.1, WMT15 en-fr, CNN/DM) and plain JSONL.
+"""Prompt loaders for the paper's datasets (SQuAD 1.1, WMT15 en-fr, CNN/DM), Spec-Bench and JSONL.
 
-Every loader reads a local file in the dataset's usual distribution format and applies the
-prompt template of the paper's Table 1, so a run on the real test sets builds exactly the
-prompts the paper used. Small made-up sample files of each format ship in ``measure/data``.
+Every loader of the paper's datasets reads a local file in the dataset's usual distribution
+format and applies the prompt template of the paper's Table 1, so a run on the real test sets
+builds exactly the prompts the paper used. Spec-Bench (Xia et al., 2024) questions are used as
+written (first turn), by category. Instruct models get each prompt text as the user turn of
+their chat template (``measure.chat``). Small made-up sample files ship in ``measure/data``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import hashlib
 import html
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,12 @@ TEMPLATES: dict[str, str] = {
     "cnndm": "# Article\n{context}\n\n# Summarize the article\n### Assistant:",
 }
 
-FORMATS = ("squad", "wmt", "cnndm", "jsonl")
+FORMATS = ("squad", "wmt", "cnndm", "jsonl", "spec-bench")
+
+SPLITS = ("all", "train", "heldout")
+"""Which prompts ``load_prompts`` keeps: all, or one side of the deterministic held-out split."""
+HOLDOUT_EVERY = 4
+"""Default held-out split: every 4th prompt of each category (25 %), in file order."""
 
 # Shipped sample files; the plain format names are the ones `sample_path` documents.
 SAMPLE_FILES: dict[str, str] = {
@@ -51,6 +58,7 @@ SAMPLE_FILES: dict[str, str] = {
     "cnndm": "cnndm_sample.csv",
     "cnndm-jsonl": "cnndm_sample.jsonl",
     "jsonl": "prompts_sample.jsonl",
+    "spec-bench": "spec_bench_sample.jsonl",
 }
 
 _SEG_RE = re.compile(r"<seg\s+id\s*=\s*\"?([^\">\s]+)\"?\s*>(.*?)</seg>", re.IGNORECASE)
@@ -67,6 +75,8 @@ class Prompt:
     """The full prompt text, template applied."""
     reference: str | None = None
     """The dataset's reference output (answer, translation, summary), if the file has one."""
+    category: str | None = None
+    """The prompt's category where the format has them (Spec-Bench: translation, qa, ...)."""
 
 
 def sample_path(fmt: str) -> Path:
@@ -85,28 +95,81 @@ def prompts_hash(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def load_prompts(path: str | Path, fmt: str = "auto", *, limit: int | None = None) -> list[Prompt]:
+def load_prompts(
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    limit: int | None = None,
+    category: str | Iterable[str] | None = None,
+    split: str = "all",
+    holdout_every: int = HOLDOUT_EVERY,
+) -> list[Prompt]:
     """Read prompts from a local dataset file and apply the paper's Table 1 template.
 
     fmt: "squad" (SQuAD v1.1 JSON), "wmt" (tab-separated en/fr lines, a plain ``.en`` file
     with an optional sibling ``.fr``, or WMT ``.sgm``), "cnndm" (CSV or JSONL with id,
-    article, highlights), "jsonl" ({"id", "prompt"} per line, no template) or "auto" (sniffed
-    from the extension and first record). limit: keep only the first ``limit`` prompts.
+    article, highlights), "jsonl" ({"id", "prompt"} per line, no template), "spec-bench"
+    (Spec-Bench's question.jsonl: {"question_id", "category", "turns"}; the first turn, no
+    template) or "auto" (sniffed from the extension and first record). category: keep only
+    prompts of these categories (formats with categories only). split: "all", or "train" /
+    "heldout" for the deterministic split of `split_prompts`. limit: then keep only the first
+    ``limit`` prompts.
     """
     path = _existing(path)
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be None or an integer >= 1, got {limit!r}")
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be 'auto' or one of {list(FORMATS)}, got {fmt!r}")
-    reader = {"squad": _read_squad, "wmt": _read_wmt, "cnndm": _read_cnndm, "jsonl": _read_jsonl}
-    prompts = []
-    for prompt in reader[fmt](path):
-        prompts.append(prompt)
-        if limit is not None and len(prompts) >= limit:
-            break
-    return prompts
+    reader = {
+        "squad": _read_squad,
+        "wmt": _read_wmt,
+        "cnndm": _read_cnndm,
+        "jsonl": _read_jsonl,
+        "spec-bench": _read_spec_bench,
+    }
+    prompts = list(reader[fmt](path))
+    if category is not None:
+        prompts = _by_category(prompts, category, path)
+    prompts = split_prompts(prompts, split, holdout_every=holdout_every)
+    return prompts if limit is None else prompts[:limit]
+
+
+def split_prompts(
+    prompts: list[Prompt], split: str = "all", *, holdout_every: int = HOLDOUT_EVERY
+) -> list[Prompt]:
+    """One side of a deterministic train / held-out split of ``prompts``.
+
+    Within each category (all prompts when they have none), in the given order, every
+    ``holdout_every``-th prompt (the 4th, 8th, ... by default) is held out; "train" keeps the
+    others and "all" keeps every prompt. Head training uses "train", its evaluation "heldout".
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if isinstance(holdout_every, bool) or not isinstance(holdout_every, int) or holdout_every < 2:
+        raise ValueError(f"holdout_every must be an integer >= 2, got {holdout_every!r}")
+    if split == "all":
+        return list(prompts)
+    seen: dict[str | None, int] = {}
+    out = []
+    for prompt in prompts:
+        index = seen.get(prompt.category, 0)
+        seen[prompt.category] = index + 1
+        if (index % holdout_every == holdout_every - 1) == (split == "heldout"):
+            out.append(prompt)
+    return out
+
+
+def _by_category(prompts: list[Prompt], category, path: Path) -> list[Prompt]:
+    wanted = {category} if isinstance(category, str) else set(category)
+    found = {p.category for p in prompts if p.category is not None}
+    if not found:
+        raise ValueError(f"category: {path} has no categories (only the spec-bench format has)")
+    unknown = sorted(wanted - found)
+    if unknown or not wanted:
+        raise ValueError(f"category must be among {sorted(found)} in {path}, got {unknown}")
+    return [p for p in prompts if p.category in wanted]
 
 
 def detect_format(path: str | Path) -> str:
@@ -125,13 +188,16 @@ def detect_format(path: str | Path) -> str:
             return "cnndm"
         if "prompt" in first:
             return "jsonl"
+        if "turns" in first:
+            return "spec-bench"
         raise ValueError(
-            f"{path}: cannot tell the JSONL format; expected a 'prompt' key (plain prompts) or "
-            f"'article' (CNN/DM) in the first record, got keys {sorted(first)}"
+            f"{path}: cannot tell the JSONL format; expected a 'prompt' key (plain prompts), "
+            f"'article' (CNN/DM) or 'turns' (Spec-Bench) in the first record, got keys "
+            f"{sorted(first)}"
         )
     raise ValueError(
         f"{path}: cannot guess the format from extension {suffix!r}; pass fmt= one of "
-        f"{list(FORMATS)} (.json squad, .tsv/.en/.sgm wmt, .csv cnndm, .jsonl)"
+        f"{list(FORMATS)} (.json squad, .tsv/.en/.sgm wmt, .csv cnndm, .jsonl jsonl/spec-bench)"
     )
 
 
@@ -280,3 +346,20 @@ def _read_jsonl(path: Path) -> Iterator[Prompt]:
             text=record["prompt"],
             reference=None if reference is None else str(reference),
         )
+
+
+def _read_spec_bench(path: Path) -> Iterator[Prompt]:
+    for number, record in _jsonl_records(path):
+        turns = record.get("turns")
+        if (
+            "question_id" not in record
+            or not isinstance(record.get("category"), str)
+            or not isinstance(turns, list)
+            or not turns
+            or not isinstance(turns[0], str)
+        ):
+            raise ValueError(
+                f"{path}:{number}: expected a Spec-Bench question {{'question_id', 'category', "
+                f"'turns': [first user turn, ...]}}"
+            )
+        yield Prompt(id=str(record["question_id"]), text=turns[0], category=record["category"])

@@ -39,6 +39,7 @@ TEXT_OPTIONS = {
     "--prompt": None,
     "--prompt-text": None,
     "--glob": None,
+    "--category": "no-such-category",  # refused when the prompts are read, before the model
     "--model": "no-such-model",  # a directory, a .gguf file or a known name (``smollm2``)
 }
 """String options (no numeric or path type): the bad value each handler must refuse."""
@@ -397,6 +398,7 @@ def test_model_text_options_refuse_bad_values(model_dirs, capsys, tmp_path):
         [*timing, "--dtype", TEXT_OPTIONS["--dtype"]],
         [*timing, "--device", TEXT_OPTIONS["--device"]],
         [*match, "--sampling", TEXT_OPTIONS["--sampling"], "--no-progress"],
+        [*match, "--category", TEXT_OPTIONS["--category"], "--no-progress"],
     ]
     for argv in cases:
         assert_user_error(*run_cli(argv, capsys), "ppd measure " + argv[1])

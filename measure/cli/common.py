@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
+from contextlib import contextmanager
 
-from measure.datasets import FORMATS, Prompt, load_prompts
+from measure.datasets import FORMATS, SPLITS, Prompt, load_prompts
+from measure.degenerate import DegenerateGenerationWarning
 from ppdmodel.cli_args import positive_int, reading
 
 MODEL_HELP = (
@@ -27,17 +31,66 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_prompt_format_args(p: argparse.ArgumentParser, *, limit: bool = True) -> None:
-    """``--format`` of a prompts file, and ``--limit`` to its first N prompts."""
+    """``--format``, ``--category``, ``--split`` and ``--limit`` of a prompts file, and
+    ``--no-chat-template``."""
     p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
+    p.add_argument(
+        "--category",
+        nargs="+",
+        default=None,
+        metavar="CAT",
+        help="only prompts of these categories (spec-bench: translation, summarization, qa, ...)",
+    )
+    p.add_argument(
+        "--split",
+        default="all",
+        choices=SPLITS,
+        help="all prompts (default), or the train / held-out side of the split that holds out "
+        "every 4th prompt of each category",
+    )
     if limit:
         p.add_argument(
             "--limit", type=positive_int, default=None, help="use only the first N prompts"
         )
+    p.add_argument(
+        "--no-chat-template",
+        action="store_true",
+        help="encode prompts as bare text (default: as the user turn of the tokenizer's chat "
+        "template, when it has one)",
+    )
+
+
+def prompt_selection(args: argparse.Namespace, limit: int | None = None) -> dict:
+    """``load_prompts`` keyword arguments from the options of `add_prompt_format_args`
+    (``limit`` overrides ``--limit``)."""
+    return dict(
+        limit=limit or getattr(args, "limit", None),
+        category=getattr(args, "category", None),
+        split=getattr(args, "split", "all"),
+    )
 
 
 def read_prompts(args: argparse.Namespace, limit: int | None = None) -> list[Prompt]:
-    """The prompts of ``--prompts`` (``--format``, ``--limit`` or ``limit``), read before any
-    model is loaded; a malformed file is a ValueError naming it."""
-    limit = limit or getattr(args, "limit", None)
+    """The prompts of ``--prompts`` (``--format``, ``--category``, ``--split``, ``--limit`` or
+    ``limit``), read before any model is loaded; a malformed file is a ValueError naming it."""
     with reading("--prompts", args.prompts):
-        return load_prompts(args.prompts, args.format, limit=limit)
+        return load_prompts(args.prompts, args.format, **prompt_selection(args, limit))
+
+
+@contextmanager
+def degenerate_warnings(command: str):
+    """Print DegenerateGenerationWarnings as ``ppd <command>: warning: ...`` on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DegenerateGenerationWarning)
+        try:
+            yield
+        finally:
+            _report(command, caught, DegenerateGenerationWarning)
+
+
+def _report(command: str, caught, category) -> None:
+    for w in caught:
+        if issubclass(w.category, category):
+            print(f"ppd {command}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

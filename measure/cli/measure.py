@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 import sys
 
-from measure.cli.common import add_model_args, add_prompt_format_args, read_prompts
+from measure.chat import encode_prompt
+from measure.cli.atlas import register_measure as register_atlas
+from measure.cli.common import (
+    add_model_args,
+    add_prompt_format_args,
+    degenerate_warnings,
+    prompt_selection,
+    read_prompts,
+)
 from measure.cli.train import register_measure as register_train
 from ppdmodel.cli_args import (
     existing_dir,
@@ -19,7 +27,8 @@ from ppdmodel.cli_args import (
 
 
 def register(subparsers) -> None:
-    """Add ``measure`` with sub-commands match-rate, timing, profile, train-head, ..."""
+    """Add ``measure`` with sub-commands match-rate, timing, profile, train-head,
+    reference-model, atlas."""
     parser = subparsers.add_parser(
         "measure",
         help="measure real Hugging Face models: match rates, per-layer times, heads",
@@ -31,6 +40,7 @@ def register(subparsers) -> None:
     _add_timing(measure_subparsers)
     _add_profile(measure_subparsers)
     register_train(measure_subparsers)
+    register_atlas(measure_subparsers)
 
 
 def _add_match_rate(subparsers) -> None:
@@ -189,31 +199,33 @@ def _profile(args) -> int:
 def _match_rate(args) -> int:
     from measure.match.rate import MeasureOOMError
     from measure.match.records import read_records, run_match_rate
-    from measure.match.tables import table2
+    from measure.match.tables import format_table2
 
     read_prompts(args)  # a malformed prompts file fails here, before the model loads
     created = _init_distributed(args.device)
     try:
-        result = run_match_rate(
-            args.model,
-            args.prompts,
-            args.out,
-            fmt=args.format,
-            limit=args.limit,
-            layers=args.layers,
-            ks=args.ks,
-            max_new_tokens=args.max_new_tokens,
-            head_dir=args.head_dir,
-            sampling=args.sampling,
-            seed=args.seed,
-            dtype=args.dtype,
-            device=_rank_device(args.device),
-            records_format=args.records_format,
-            resume=args.resume,
-            wait_lock=args.wait_lock,
-            verify=not args.no_verify,
-            progress=not args.no_progress,
-        )
+        with degenerate_warnings("measure match-rate"):
+            result = run_match_rate(
+                args.model,
+                args.prompts,
+                args.out,
+                fmt=args.format,
+                **prompt_selection(args),
+                chat_template=not args.no_chat_template,
+                layers=args.layers,
+                ks=args.ks,
+                max_new_tokens=args.max_new_tokens,
+                head_dir=args.head_dir,
+                sampling=args.sampling,
+                seed=args.seed,
+                dtype=args.dtype,
+                device=_rank_device(args.device),
+                records_format=args.records_format,
+                resume=args.resume,
+                wait_lock=args.wait_lock,
+                verify=not args.no_verify,
+                progress=not args.no_progress,
+            )
     except MeasureOOMError as exc:
         print(f"ppd measure match-rate: error: {exc}", file=sys.stderr)
         return 3
@@ -223,13 +235,15 @@ def _match_rate(args) -> int:
         when = "by rank 0" if result.n_done == result.n_prompts else "once every shard is done"
         print(f"{result.n_done}/{result.n_prompts} prompts done; {result.out_dir} is merged {when}")
         return 0
-    print(table2(read_records(result.records)).to_string(float_format="{:.4f}".format))
+    print("p_correct by layer (n = generated tokens behind each rate):")
+    print(format_table2(read_records(result.records)))
     print(f"records: {result.records}\ntraces: {result.traces}\nmetadata: {result.sidecar}")
     return 0
 
 
 def _timing(args) -> int:
     import pandas as pd
+    import torch
 
     from measure.hf.loading import load_model
     from measure.profile.timing import time_greedy, time_layers
@@ -239,7 +253,8 @@ def _timing(args) -> int:
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if tokenizer is None:
         raise ValueError(f"--model {args.model} has no tokenizer files; timing needs one")
-    input_ids = tokenizer(text, return_tensors="pt").input_ids.to(next(model.parameters()).device)
+    ids = encode_prompt(tokenizer, text, chat_template=not args.no_chat_template)
+    input_ids = torch.tensor([ids], device=next(model.parameters()).device)
     layers = time_layers(
         model,
         input_ids,

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from measure.chat import encode_prompts
 from measure.cli.common import add_model_args, add_prompt_format_args, read_prompts
+from measure.degenerate import summarize
 from ppdmodel.cli_args import (
     default_d_bar,
+    existing_dir,
     existing_file,
     int_at_least,
     output_dir,
@@ -117,8 +121,15 @@ def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
         "--d-bar",
         type=positive_int,
         default=None,
-        help="early layer (default: smallest layer >= d/2)",
+        help="early layer (default: the head's layer, else the smallest layer >= d/2)",
         **many,
+    )
+    p.add_argument(
+        "--head-dir",
+        type=existing_dir,
+        default=None,
+        metavar="DIR",
+        help="a trained early head (ppd measure train-head: full or translator) used at d_bar",
     )
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="ell (default 128)")
     backend_default = ["single"] if grid else "single"
@@ -134,36 +145,51 @@ def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
 
 
 def _load(args):
-    """(model, prompt ids, names, d_bar, eos) from the CLI arguments."""
+    """(model, prompt ids, names, d_bar, eos, head) from the CLI arguments."""
     import torch
 
     from measure.decode.checks import check_context
     from measure.hf.loading import load_model
+    from measure.match.rate import eos_token_ids
+    from measure.train.head_io import load_head
 
     if args.prompt:
         texts, names = args.prompt, [str(i) for i in range(len(args.prompt))]
     else:
         loaded = read_prompts(args)
         texts, names = [p.text for p in loaded], [p.id for p in loaded]
+    if not texts:
+        raise ValueError("--prompts: no prompts selected")
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
     if tokenizer is None:
         raise ValueError(f"--model {args.model} has no tokenizer to encode the prompts")
-    ids = [tokenizer(t)["input_ids"] for t in texts]
+    ids = encode_prompts(tokenizer, texts, chat_template=not args.no_chat_template)
     if any(len(x) == 0 for x in ids):
         raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
     check_context(model, [len(x) for x in ids], args.max_new_tokens, names=names)
+    head = None if args.head_dir is None else load_head(args.head_dir, model, device=model.device)
     d = model.config.get_text_config().num_hidden_layers
-    d_bar = args.d_bar if args.d_bar is not None else default_d_bar(d)
-    return model, ids, names, d_bar, tokenizer.eos_token_id
+    d_bar = args.d_bar
+    if d_bar is None:
+        d_bar = default_d_bar(d) if head is None else head.config.layer
+    eos = sorted(set(eos_token_ids(model)) | {tokenizer.eos_token_id} - {None})
+    return model, ids, names, d_bar, eos, head
+
+
+def _warn_degenerate(command: str, names, greedy, eos) -> None:
+    """Print which prompts' greedy generations ended at once or fell into repetition."""
+    text = summarize({n: g.tokens for n, g in zip(names, greedy, strict=True)}, eos).message()
+    if text is not None:
+        print(f"ppd {command}: warning: {text}", file=sys.stderr)
 
 
 def _run(args) -> int:
     from measure.eval.report import format_table, table3
     from sim.formats import write_traces
 
-    model, ids, names, d_bar, eos = _load(args)
+    model, ids, names, d_bar, eos, head = _load(args)
     report = table3(
         model,
         ids,
@@ -180,7 +206,9 @@ def _run(args) -> int:
         early_head=args.early_head,
         repeats=args.repeats,
         progress=not args.no_progress,
+        head=head,
     )
+    _warn_degenerate("run", names, report.greedy, eos)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report.table.to_csv(out / "report.csv", index=False)
@@ -220,7 +248,7 @@ def _validate(args) -> int:
     from measure.profile.report import plot_layer_times
     from sim.formats import write_traces
 
-    model, ids, names, d_bar, eos = _load(args)
+    model, ids, names, d_bar, eos, head = _load(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     profile = _validation_profile(args, model, ids, out)
@@ -245,8 +273,10 @@ def _validate(args) -> int:
         world_size=args.world_size,
         timeout_s=args.timeout_s,
         threads=torch.get_num_threads(),
+        head=head,
         progress=not args.no_progress,
     )
+    _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
     result.terms.to_csv(out / "terms.csv", index=False)
@@ -327,12 +357,13 @@ def _validate_fitted(args) -> int:
     from measure.profile.timing import time_layers
     from sim.formats import write_layer_times, write_traces
 
-    model, ids, names, d_bar, eos = _load(args)
+    model, ids, names, d_bar, eos, head = _load(args)
     d_bar = d_bar[0] if isinstance(d_bar, list) else d_bar
     k, backend = args.k[0], args.backend[0]
     timed = TIMING_WARMUP + TIMING_TOKENS  # the layer timing decodes from the first prompt
     check_context(model, len(ids[0]), timed, what="the layer timing's tokens")
     greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
+    _warn_degenerate("validate", names, greedy, eos)
     ppd = ppd_many(
         model,
         ids,
@@ -345,6 +376,7 @@ def _validate_fitted(args) -> int:
         timeout_s=args.timeout_s,
         sequences=names,
         model_dir=args.model if backend == "dist" else None,
+        head=head,
     )
     if [r.tokens for r in ppd] != [g.tokens for g in greedy]:
         raise ValueError("PPD output differs from greedy: refusing to validate timings")
@@ -376,6 +408,6 @@ def _validate_fitted(args) -> int:
         "agreement with fitted constants says little (drop --fit to predict from a profile)"
     )
     print(json.dumps(report.calibration.to_dict(), indent=1, default=str))
-    print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a"))
     print(f"wrote {out}/validation.csv, summary.csv, calibration.json (fitted), validation.png")
     return 0

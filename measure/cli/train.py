@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.cli.common import MODEL_HELP, add_prompt_format_args, read_prompts
+from measure.chat import encode_prompts
+from measure.cli.common import MODEL_HELP, add_prompt_format_args, prompt_selection, read_prompts
 from measure.train.reference_model import METADATA_NAME, ReferenceModelConfig
 from ppdmodel.cli_args import (
     existing_dir,
@@ -19,6 +20,9 @@ from ppdmodel.cli_args import (
     probability,
 )
 
+KINDS = ("full", "translator")
+"""``--kind`` choices (``measure.train.head_io.KINDS``)."""
+
 
 def register_measure(subparsers) -> None:
     """Add ``train-head`` and ``reference-model`` to the ``ppd measure`` sub-commands."""
@@ -29,17 +33,37 @@ def register_measure(subparsers) -> None:
 def _add_train_head(subparsers) -> None:
     p = subparsers.add_parser(
         "train-head",
-        help="train a per-layer LM head with the model frozen (paper's 'Y' rows)",
-        description="Fine-tunes a copy of the model's final norm + LM head to read the hidden "
-        "state after decoder layer L (paper Table 4 defaults: AdamW, lr 2e-5, warm-up 0.04, "
-        "3 epochs, cross-entropy, batch 128, 2048-token blocks). The training text (prompts "
-        "with their references, or a plain text file) is packed into blocks. Writes "
-        "head.safetensors + head_config.json to --out (one layer) or --out/layer_L (several); "
-        "pass that to `ppd measure match-rate --head-dir`.",
+        help="train early heads with the model frozen: the paper's full head or a translator",
+        description="Trains early-prediction heads for layer(s) L with the model frozen. "
+        "--kind full: a copy of the model's final norm + LM head (the paper's 'Y' rows); "
+        "with --data text it follows the paper's Table 4 (AdamW, lr 2e-5, warm-up 0.04, "
+        "3 epochs, cross-entropy, batch 128, 2048-token blocks) on the prompts with their "
+        "references or a plain text file. --kind translator: an affine map h -> h + A h + b "
+        "(A = 0, b = 0 at first: the logit lens) before the model's own final norm and LM "
+        "head, a tuned lens. --data greedy (the default with a translator): the model's own "
+        "greedy continuations of the prompts, generated once, and every head fitted to the "
+        "final layer's distribution (KL) from the cached hidden states. Writes "
+        "head.safetensors + head_config.json to --out (one head), --out/layer_L (one kind, "
+        "several layers) or --out/KIND_layer_L (several kinds); pass that to "
+        "`ppd measure match-rate/atlas --head-dir` or `ppd run --head-dir`.",
     )
     p.add_argument("--model", required=True, metavar="MODEL", help=MODEL_HELP)
     p.add_argument(
         "--layer", required=True, type=positive_int, nargs="+", help="layer(s) L, 0 < L < d"
+    )
+    p.add_argument(
+        "--kind",
+        nargs="+",
+        default=["full"],
+        choices=KINDS,
+        help="head kind(s): full (default) and/or translator; one generation serves all",
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        choices=("text", "greedy"),
+        help="text: the prompts + references (or --text) as they are (full heads only); "
+        "greedy: the model's greedy continuations of the prompts (default with a translator)",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -49,23 +73,53 @@ def _add_train_head(subparsers) -> None:
         "--text", type=existing_file, metavar="FILE", help="plain UTF-8 text file to train on"
     )
     add_prompt_format_args(p)
-    p.add_argument("--loss", default="ce", choices=("ce", "kl"), help="ce (default) or kl")
-    p.add_argument("--epochs", type=positive_int, default=None, help="default 3 (Table 4)")
+    p.add_argument("--loss", default="ce", choices=("ce", "kl"), help="text data: ce or kl")
     p.add_argument(
-        "--lr", type=positive_float, default=None, help="peak learning rate (default 2e-5)"
+        "--epochs",
+        type=positive_int,
+        default=None,
+        help="default 3 (text); greedy: 4 translator, 2 full",
     )
-    p.add_argument("--warmup-ratio", type=probability, default=None, help="default 0.04")
+    p.add_argument(
+        "--lr",
+        type=positive_float,
+        default=None,
+        help="peak learning rate (2e-5 text; 3e-3 greedy)",
+    )
+    p.add_argument("--warmup-ratio", type=probability, default=None, help="default 0.04 / 0.05")
     p.add_argument("--weight-decay", type=nonnegative_float, default=None, help="default 0.0")
     p.add_argument(
-        "--batch-size", type=positive_int, default=None, help="blocks per step (default 128)"
+        "--batch-size", type=positive_int, default=None, help="text: blocks per step (128)"
     )
     p.add_argument(
-        "--micro-batch-size", type=positive_int, default=None, help="blocks per forward (8)"
+        "--micro-batch-size", type=positive_int, default=None, help="text: blocks/forward (8)"
     )
     p.add_argument(
-        "--max-seq-len", type=positive_int, default=None, help="block length (default 2048)"
+        "--max-seq-len", type=positive_int, default=None, help="text: block length (2048)"
     )
     p.add_argument("--seed", type=nonnegative_int, default=None, help="shuffle seed (default 0)")
+    p.add_argument(
+        "--new-tokens",
+        type=positive_int,
+        default=64,
+        help="greedy: tokens generated per prompt (64)",
+    )
+    p.add_argument(
+        "--prompt-positions",
+        type=nonnegative_int,
+        default=0,
+        help="greedy: also fit on this many prompt positions before each generation (0)",
+    )
+    p.add_argument(
+        "--batch-tokens", type=positive_int, default=None, help="greedy: positions per step (128)"
+    )
+    p.add_argument(
+        "--gen-batch-size", type=positive_int, default=16, help="greedy: prompts per batch"
+    )
+    p.add_argument(
+        "--max-minutes", type=positive_float, default=None, help="greedy: cap per head fit"
+    )
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument("--dtype", default="float32", help="model dtype: float32 | bfloat16 | float16")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument(
@@ -143,6 +197,31 @@ def _head_overrides(args) -> dict:
 
 
 def _train_head(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    kinds = list(dict.fromkeys(args.kind))
+    data = args.data or ("greedy" if "translator" in kinds else "text")
+    if data == "text" and kinds != ["full"]:
+        raise ValueError("--kind translator needs --data greedy (the model's own continuations)")
+    if data == "greedy" and args.prompts is None:
+        raise ValueError("--data greedy needs --prompts (the continuations start from them)")
+    out = Path(args.out)
+    if data == "text":
+        return _train_full_on_text(args, out)
+    return _train_on_greedy(args, kinds, out)
+
+
+def _head_path(out: Path, kinds: list[str], layers: list[int], kind: str, layer: int) -> Path:
+    if len(kinds) > 1:
+        return out / f"{kind}_layer_{layer}"
+    return out if len(layers) == 1 else out / f"layer_{layer}"
+
+
+def _train_full_on_text(args, out: Path) -> int:
     from measure.hf.loading import load_model
     from measure.train.heads import HeadConfig, encode_texts, train_head
 
@@ -151,16 +230,85 @@ def _train_head(args: argparse.Namespace) -> int:
     if tokenizer is None:
         raise ValueError(f"model directory {args.model} has no tokenizer to encode the text")
     ids = encode_texts(texts, tokenizer)
-    out = Path(args.out)
     for layer in args.layer:
         config = HeadConfig.for_model(model, layer, **_head_overrides(args))
         head = train_head(model, layer, ids, config, progress=not args.no_progress)
-        target = head.save(out if len(args.layer) == 1 else out / f"layer_{layer}")
+        target = head.save(_head_path(out, ["full"], args.layer, "full", layer))
         losses = head.train_losses
         print(
             f"layer {layer}: {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
             f"saved {target}"
         )
+    return 0
+
+
+def _distill_config(args, kind: str):
+    from measure.train.distill import DEFAULT_EPOCHS, DEFAULT_LR, DistillConfig
+
+    options = {
+        "lr": args.lr if args.lr is not None else DEFAULT_LR[kind],
+        "epochs": args.epochs if args.epochs is not None else DEFAULT_EPOCHS[kind],
+        "batch_tokens": args.batch_tokens,
+        "weight_decay": args.weight_decay,
+        "warmup_ratio": args.warmup_ratio,
+        "seed": args.seed,
+        "max_seconds": None if args.max_minutes is None else 60 * args.max_minutes,
+    }
+    return DistillConfig(**{k: v for k, v in options.items() if v is not None})
+
+
+def _train_on_greedy(args, kinds: list[str], out: Path) -> int:
+    from measure.decode.checks import check_context
+    from measure.hf.loading import load_model
+    from measure.train.distill import collect_states, fit_head, new_head
+
+    prompts = read_prompts(args)  # a malformed prompts file fails before the model loads
+    if not prompts:
+        raise ValueError(f"--prompts {args.prompts}: no prompts selected")
+    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    if tokenizer is None:
+        raise ValueError(f"model directory {args.model} has no tokenizer to encode the prompts")
+    ids = encode_prompts(
+        tokenizer, [p.text for p in prompts], chat_template=not args.no_chat_template
+    )
+    check_context(
+        model.config,
+        [len(x) for x in ids],
+        args.new_tokens,
+        names=[p.id for p in prompts],
+        what="--new-tokens",
+    )
+    states = collect_states(
+        model,
+        ids,
+        args.layer,
+        max_new_tokens=args.new_tokens,
+        batch_size=args.gen_batch_size,
+        prompt_positions=args.prompt_positions,
+    )
+    data = {
+        "prompts": str(args.prompts),
+        "selection": {"format": args.format, **prompt_selection(args)},
+        "chat_template": not args.no_chat_template,
+        "new_tokens": args.new_tokens,
+        "prompt_positions": args.prompt_positions,
+        "generation_seconds": states.seconds,
+    }
+    print(
+        f"greedy continuations of {states.n_sequences} prompts: {states.n_generated} tokens, "
+        f"{states.n_positions} training positions, {states.seconds:.0f} s"
+    )
+    for kind in kinds:
+        for layer in args.layer:
+            head = new_head(model, kind, layer)
+            record = fit_head(head, model, states, _distill_config(args, kind))
+            head.train_record = {**record, "data": data}
+            target = head.save(_head_path(out, kinds, args.layer, kind, layer))
+            print(
+                f"{kind} head @ layer {layer}: {record['steps']} steps, KL "
+                f"{record['first_loss']:.4f} -> {record['last_loss']:.4f}, "
+                f"{record['seconds']:.0f} s; saved {target}"
+            )
     return 0
 
 

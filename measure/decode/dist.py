@@ -96,8 +96,9 @@ class DistTask:
     eos_token_id: list[int] = field(default_factory=list)
     """Token ids that end a sequence."""
     head_dir: str | None = None
-    """Directory of a trained early head (``TrainedHead.save``), loaded on rank 0 (and on the
-    candidate ranks when ``early_head == "candidates"``)."""
+    """Directory of a trained early head (``.save`` of a full or translator head, loaded by
+    ``measure.train.head_io.load_head``), loaded on rank 0 (and on the candidate ranks when
+    ``early_head == "candidates"``)."""
     sequences: list[str] | None = None
     """Names of the prompts in the traces (default "0", "1", ...)."""
     early_head: str = "main"

@@ -49,7 +49,7 @@ from measure.decode.results import build_result, handoff_nbytes
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.loading import load_causal_lm, resolve_model_dir
 from measure.profile import clock as clocks
-from measure.train.heads import TrainedHead
+from measure.train.head_io import head_name, load_head
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
 from sim.formats import write_traces
 
@@ -145,7 +145,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
                 k=task.k,
                 sequence=name,
                 backend="dist",
-                head_name="trained" if lsm.head is not None else "shared",
+                head_name=head_name(lsm.head),
                 nbytes=handoff_nbytes(lsm, cache, d - task.d_bar),
                 link=link,
             )
@@ -215,7 +215,7 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
                 loaded = {task.model_dir: load_rank_model(task.model_dir, job, device)}
             head = None
             if task.head_dir and (rank == 0 or task.early_head == "candidates"):
-                head = TrainedHead.load(task.head_dir).to(device)
+                head = load_head(task.head_dir, loaded[task.model_dir], device=device)
             lsm = LayerSplitModel(loaded[task.model_dir], head=head)
             comm = Comm(task.k, device, group)
             dist.barrier()  # every rank has loaded the model (default group, long timeout)
@@ -457,7 +457,7 @@ def _head_dir(head, tmp: str) -> str | None:
         return None
     if not hasattr(head, "save"):
         raise ValueError(
-            "head must be a measure.train.heads.TrainedHead (with .save) for backend='dist'"
+            "head must be a TrainedHead or a TranslatorHead (with .save) for backend='dist'"
         )
     path = Path(tmp) / "head"
     head.save(path)

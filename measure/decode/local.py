@@ -16,6 +16,7 @@ from measure.decode.loop import CANDIDATES, MAIN, Recorder, run_main
 from measure.decode.results import build_result, handoff_nbytes
 from measure.hf.kv_ops import append_entries, last_entries, share_prefix
 from measure.hf.layer_split import LayerSplitModel
+from measure.train.head_io import head_name
 from ppdmodel.costs import check_early_head
 
 
@@ -155,7 +156,7 @@ def ppd_single(
         k=k,
         sequence=sequence,
         backend="single",
-        head_name="trained" if lsm.head is not None else "shared",
+        head_name=head_name(lsm.head),
         nbytes=handoff_nbytes(lsm, cache, d - d_bar),
     )
     return (result, cache) if return_cache else result

@@ -163,7 +163,7 @@ def _row(method, sequence, ell, n_runs, p_hat, measured, closed, simulated) -> d
 def compare(ppd_results, greedy_results, cost, calib, shape, n_gpus) -> pd.DataFrame:
     """Per-run table of measured, closed-form and simulated seconds (``TABLE_COLUMNS``)."""
     ms = [x for r in ppd_results for x in r.m]
-    p_hat = float(np.mean(ms)) if ms else 0.0
+    p_hat = float(np.mean(ms)) if ms else float("nan")  # no m_t (every ell = 1): undefined
     rows = []
     for r in ppd_results:
         t = r.trace
@@ -171,7 +171,7 @@ def compare(ppd_results, greedy_results, cost, calib, shape, n_gpus) -> pd.DataF
             d=t.d,
             d_bar=t.d_bar,
             ell=t.ell,
-            p=p_hat,
+            p=p_hat if ms else 0.0,  # without any m_t every ell is 1 and p does not enter
             cost=cost,
             calib=calib,
             handoff_bytes=r.handoff_bytes,
@@ -208,6 +208,7 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     )
     sums["p_hat"] = table.groupby("method")["p_hat"].first()
     sums["runs"] = table.groupby("method").size()
+    sums["tokens"] = table.groupby("method")["ell"].sum()  # n behind each row
     return sums.reset_index()
 
 

@@ -7,6 +7,9 @@ rounds (``measure.eval.repeat``); the Hugging Face rows time whole ``generate`` 
 ``seconds`` is the median over rounds of the decode seconds of all prompts (quartiles in
 ``seconds_q1``/``seconds_q3``, ``noisy`` when IQR/median > 10 %); ``tokens_per_s`` =
 generated tokens / seconds and ``latency_128_s`` = 128 / tokens_per_s.
+``n_tokens`` is the number of generated tokens behind a row's speed and ``n_m`` the number of
+m_t (t = 2..ell of every prompt) behind its p_correct; a rate or speed with n = 0 is undefined
+and shows as "n/a", never as 0.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time
 from measure.eval.repeat import run_greedy as run_greedy  # re-exported (notebooks, bench)
 from measure.eval.verdict import verdict_line
 from measure.profile.stats import Spread
+from measure.train.head_io import head_name
 
 REPORT_COLUMNS = (
     "method",
     "k",
     "p_correct",
+    "n_m",
     "latency_128_s",
     "tokens_per_s",
+    "n_tokens",
     "seconds",
     "seconds_q1",
     "seconds_q3",
@@ -100,15 +106,17 @@ def run_hf(model, prompts, *, max_new_tokens, eos_token_id=None, **generate_kwar
     return tokens, seconds
 
 
-def _row(method, k, p, tokens, seconds: Spread | None, exact, note="") -> dict:
+def _row(method, k, p, tokens, seconds: Spread | None, exact, note="", n_m=None) -> dict:
     median = seconds.median if seconds is not None else 0.0
-    rate = tokens / median if median > 0 else float("nan")
+    rate = tokens / median if median > 0 and tokens > 0 else float("nan")
     return dict(
         method=method,
         k=k,
         p_correct=p,
+        n_m=n_m,
         latency_128_s=LATENCY_TOKENS / rate,
         tokens_per_s=rate,
+        n_tokens=tokens,
         seconds=median if seconds is not None else float("nan"),
         seconds_q1=seconds.q1 if seconds is not None else float("nan"),
         seconds_q3=seconds.q3 if seconds is not None else float("nan"),
@@ -223,7 +231,10 @@ def table3(
                 method.tokens,
                 method.spread,
                 timing.exact[config],
-                f"backend {backend}" + ("" if early_head == "main" else f", head on {early_head}"),
+                f"backend {backend}"
+                + ("" if early_head == "main" else f", head on {early_head}")
+                + ("" if head is None else f", {head_name(head)} head"),
+                n_m=len(ms),
             )
         )
     if assistant:
@@ -240,11 +251,21 @@ def table3(
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The report as aligned text."""
+    """The report as aligned text: "-" where a column does not apply, "n/a" where n = 0."""
     shown = table.copy()
-    shown["p_correct"] = shown["p_correct"].map(
-        lambda p: "-" if p is None or p != p else f"{100 * p:.2f} %"
-    )
-    shown["k"] = shown["k"].map(lambda k: "-" if k is None or k != k else str(int(k)))
+
+    def rate(p, n) -> str:
+        if n is None or n != n:
+            return "-"
+        return "n/a" if n == 0 or p is None or p != p else f"{100 * p:.2f} %"
+
+    shown["p_correct"] = [rate(p, n) for p, n in zip(table["p_correct"], table["n_m"], strict=True)]
+    for column in ("k", "n_m"):
+        shown[column] = shown[column].map(lambda x: "-" if x is None or x != x else str(int(x)))
+    for column in ("latency_128_s", "tokens_per_s"):
+        shown[column] = [
+            "n/a" if not n else f"{x:.4g}"
+            for x, n in zip(table[column], table["n_tokens"], strict=True)
+        ]
     shown["noisy"] = shown["noisy"].map(lambda n: "NOISY" if n is True else "")
     return shown.to_string(index=False, float_format=lambda x: f"{x:.4g}")

@@ -230,12 +230,14 @@ def validate(
     world_size: int = 2,
     timeout_s: float = 600.0,
     threads: int = 1,
+    head=None,
     progress: bool = False,
 ) -> ProfileValidation:
     """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
 
     ``profile`` must have been measured beforehand on this model (its depth is checked);
-    ``configs`` are ``PPDConfig``s; the other arguments are ``time_repeated``'s.
+    ``configs`` are ``PPDConfig``s; the other arguments (``head``: a trained early head or
+    None) are ``time_repeated``'s.
     """
     d = model.config.get_text_config().num_hidden_layers
     if profile.d != d:
@@ -253,6 +255,7 @@ def validate(
         world_size=world_size,
         timeout_s=timeout_s,
         threads=threads,
+        head=head,
         progress=progress,
     )
     greedy_pred = predict_greedy(profile, timing.greedy.runs)

@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from measure.chat import encode_prompt
 from measure.decode.checks import check_context
+from measure.degenerate import DegenerateSummary, summarize, warn_degenerate
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import (  # noqa: F401 (re-exported)
     POSITIONS,
@@ -40,6 +42,8 @@ from measure.match.config import (  # noqa: F401 (re-exported)
     make_config,
 )
 from measure.match.tables import by_position, table2, to_traces  # noqa: F401 (re-exported)
+from measure.train.head_io import group_heads
+from measure.train.translator import TranslatorHead, stacked_logits
 
 
 @dataclass
@@ -148,18 +152,21 @@ def measure_prompt(
     input_ids: torch.Tensor,
     prompt: str,
     config: MatchRateConfig,
-    heads: Mapping[int, torch.nn.Module] | None = None,
+    heads=None,
     eos_ids: Sequence[int] = (),
 ) -> PromptResult:
     """Generate up to ell tokens from ``input_ids`` [1, S] and rank each token in every early top-K.
 
-    ``lsm`` is a measure.hf.layer_split.LayerSplitModel. Out-of-memory becomes MeasureOOMError with
-    the prompt length, batch, max_new_tokens and dtype in its message.
+    ``lsm`` is a measure.hf.layer_split.LayerSplitModel; ``heads`` ``{layer: head}``, a list
+    of heads or ``{name: {layer: head}}`` (``measure.train.head_io.group_heads``).
+    Out-of-memory becomes MeasureOOMError with the prompt length, batch, max_new_tokens and
+    dtype in its message.
     """
     check_context(lsm.model.config, input_ids.shape[-1], config.max_new_tokens, names=[prompt])
     try:
         with torch.inference_mode():
-            result, cache = _generate(lsm, input_ids, prompt, config, heads or {}, set(eos_ids))
+            groups = _as_groups(heads)
+            result, cache = _generate(lsm, input_ids, prompt, config, groups, set(eos_ids))
             if config.verify and config.sampling is None:
                 verify_greedy(lsm.model, input_ids, result.tokens, prompt, cache)
         return result
@@ -175,21 +182,33 @@ def measure_prompt(
         ) from exc
 
 
-def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptResult, object]:
+def _as_groups(heads) -> dict[str, dict[int, torch.nn.Module]]:
+    """``{name: {layer: head}}`` from any form `measure_prompt` accepts."""
+    if isinstance(heads, Mapping) and heads and all(isinstance(v, Mapping) for v in heads.values()):
+        return {name: dict(by_layer) for name, by_layer in heads.items()}
+    return group_heads(heads)
+
+
+def _generate(lsm, input_ids, prompt, config, groups, eos_ids) -> tuple[PromptResult, object]:
     # input_ids: [1, S]
     if input_ids.dim() != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] < 1:
         raise ValueError(f"prompt {prompt!r}: input_ids must have shape [1, S>=1]")
     d, max_k = lsm.num_layers, config.max_k
     if max_k > _vocab_size(lsm):
         raise ValueError(f"ks must be <= the vocabulary size {_vocab_size(lsm)}, got {max_k}")
-    trained = [layer for layer in config.trained_layers if layer in heads]
-    wanted = set(config.layers) | set(trained)
+    probed = {}  # name -> (layers, heads) of the trained heads this config probes
+    for name, by_layer in groups.items():
+        layers = [layer for layer in by_layer if layer in config.trained_layers]
+        if layers:
+            probed[name] = (layers, [by_layer[layer] for layer in layers])
+    wanted = set(config.layers).union(*(layers for layers, _ in probed.values()))
     generator = _generator(config, prompt, input_ids.device)
     cache = lsm.new_cache()
     if input_ids.shape[1] > 1:
         lsm.prefill(input_ids[:, :-1], cache)  # as PPD: x_0 gets its own pass below
     token, start = input_ids[:, -1:], input_ids.shape[1] - 1  # x_0 [1, 1] and its position
-    tokens, shared_ranks, trained_ranks = [], [], []
+    tokens, shared_ranks = [], []
+    trained_ranks: dict[str, list[torch.Tensor]] = {name: [] for name in probed}
     for t in range(1, config.max_new_tokens + 1):  # the pass over x_{t-1} produces x_t
         position_ids = torch.full((1, 1), start + t - 1, dtype=torch.long, device=token.device)
         h = lsm.embed(token, position_ids)  # h: [1, 1, H]
@@ -204,17 +223,19 @@ def _generate(lsm, input_ids, prompt, config, heads, eos_ids) -> tuple[PromptRes
         if config.layers:
             early = shared_logits(lsm, [saved[layer] for layer in config.layers])  # [L, V]
             shared_ranks.append(_ranks(early, token, max_k))
-        if trained:
-            early = torch.cat([heads[layer](saved[layer])[0] for layer in trained])  # [Lt, V]
-            trained_ranks.append(_ranks(early, token, max_k))
+        for name, (layers, heads) in probed.items():
+            early = torch.cat(
+                [head(saved[lay])[0] for lay, head in zip(layers, heads, strict=True)]
+            )
+            trained_ranks[name].append(_ranks(early, token, max_k))
         tokens.append(token)
         if eos_ids and int(token) in eos_ids:
             break
     ranks = {}
     if config.layers:
         ranks["shared"] = (list(config.layers), _stack(shared_ranks, len(config.layers)))
-    if trained:
-        ranks["trained"] = (trained, _stack(trained_ranks, len(trained)))
+    for name, (layers, _heads) in probed.items():
+        ranks[name] = (list(layers), _stack(trained_ranks[name], len(layers)))
     ids = torch.cat(tokens, dim=1)[0].tolist()
     result = PromptResult(prompt, int(input_ids.shape[1]), ids, config.decoding, max_k, ranks)
     return result, cache
@@ -229,6 +250,14 @@ def shared_logits(lsm, hs: list[torch.Tensor]) -> torch.Tensor:
     if len(hs) >= 4 or hs[0].device.type != "cpu":
         return lsm.logits(torch.cat(hs, dim=1))[0]
     return torch.cat([lsm.logits(h)[0] for h in hs])
+
+
+def head_logits(heads: list, hs: list[torch.Tensor]) -> torch.Tensor:
+    """Trained heads on their hidden states [1, 1, H] -> [L, V]; translators of one model are
+    stacked through its LM head in one matrix product."""
+    if len(heads) > 1 and all(isinstance(h, TranslatorHead) for h in heads):
+        return stacked_logits(heads, hs)
+    return torch.cat([head(h)[0] for head, h in zip(heads, hs, strict=True)])
 
 
 def _ranks(logits: torch.Tensor, token: torch.Tensor, max_k: int) -> torch.Tensor:
@@ -329,8 +358,14 @@ def eos_token_ids(model) -> list[int]:
     return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
 
 
-def prompt_inputs(prompts, tokenizer=None, device="cpu") -> Iterator[tuple[str, torch.Tensor]]:
-    """(id, input_ids [1, S]) for Prompt objects, strings, token-id lists or tensors."""
+def prompt_inputs(
+    prompts, tokenizer=None, device="cpu", *, chat_template: bool = True
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """(id, input_ids [1, S]) for Prompt objects, strings, token-id lists or tensors.
+
+    Texts are encoded by ``measure.chat.encode_prompt``: as the user turn of the tokenizer's
+    chat template when it has one and ``chat_template`` is on, else as bare text.
+    """
     for index, item in enumerate(prompts):
         pid, value = str(index), item
         if hasattr(item, "text") and hasattr(item, "id"):
@@ -338,7 +373,7 @@ def prompt_inputs(prompts, tokenizer=None, device="cpu") -> Iterator[tuple[str, 
         if isinstance(value, str):
             if tokenizer is None:
                 raise ValueError("tokenizer is required for text prompts")
-            ids = tokenizer(value, return_tensors="pt").input_ids
+            ids = torch.tensor(encode_prompt(tokenizer, value, chat_template=chat_template))
         else:
             ids = torch.as_tensor(value, dtype=torch.long)
         ids = ids.view(1, -1).to(device)
@@ -354,43 +389,50 @@ def match_rates(
     layers: Iterable[int] | None = None,
     ks: Iterable[int] = (1, 3, 5),
     max_new_tokens: int = 16,
-    heads: Mapping[int, torch.nn.Module] | None = None,
+    heads=None,
     tokenizer=None,
     sampling=None,
     seed: int = 0,
     verify: bool = True,
     progress: bool = False,
+    chat_template: bool = True,
 ) -> pd.DataFrame:
     """Early-prediction matches m_t for every prompt, layer, k and head, as a tidy DataFrame.
 
     model: a Hugging Face causal LM (or a LayerSplitModel); prompts: Prompt objects, strings
-    (needs ``tokenizer``), token-id lists or tensors. layers: 1-based layer counts probed with
-    the shared head (default 1..d-1). heads: ``{layer: TrainedHead}`` adds ``head="trained"``
-    rows for those layers. sampling: None (greedy) or ``{"top_k": 50}`` / ``{"top_p": 0.9}``.
+    (needs ``tokenizer``; encoded through its chat template unless ``chat_template=False``),
+    token-id lists or tensors. layers: 1-based layer counts probed with the shared head
+    (default 1..d-1). heads: ``{layer: head}`` or a list of heads (several kinds per layer
+    allowed) adds rows named by each head (``"trained"`` for a TrainedHead, ``"translator"``
+    for a TranslatorHead). sampling: None (greedy) or ``{"top_k": 50}`` / ``{"top_p": 0.9}``.
     Columns ``RECORD_COLUMNS``; positions 1..ell, one per generated token (module docstring).
+    A UserWarning names prompts whose generation ended at once or fell into repetition
+    (``measure.degenerate``).
     """
     from tqdm.auto import tqdm
 
     lsm = as_layer_split(model)
-    check_head_layers(heads)
+    groups = group_heads(heads)
     config = make_config(
         lsm.num_layers,
         layers=layers,
         ks=ks,
         max_new_tokens=max_new_tokens,
-        trained_layers=(heads or {}).keys(),
+        trained_layers=trained_layers(groups),
         sampling=sampling,
         seed=seed,
         verify=verify,
     )
     eos = eos_token_ids(lsm.model)
     device = next(lsm.model.parameters()).device
-    inputs = list(prompt_inputs(prompts, tokenizer, device))
+    inputs = list(prompt_inputs(prompts, tokenizer, device, chat_template=chat_template))
     check_inputs_context(lsm, inputs, config.max_new_tokens)
-    frames = []
-    for pid, ids in tqdm(inputs, disable=not progress):
-        frames.append(measure_prompt(lsm, ids, pid, config, heads, eos).to_frame(config.ks))
-    frames = [f for f in frames if len(f)]
+    results = [
+        measure_prompt(lsm, ids, pid, config, groups, eos)
+        for pid, ids in tqdm(inputs, disable=not progress)
+    ]
+    warn_degenerate(degenerate_summary(results, eos), stacklevel=2)
+    frames = [f for f in (r.to_frame(config.ks) for r in results) if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else empty_records()
 
 
@@ -402,15 +444,14 @@ def check_inputs_context(lsm, inputs: Sequence[tuple[str, torch.Tensor]], max_ne
     check_context(lsm.model.config, lengths, max_new_tokens, names=names)
 
 
-def check_head_layers(heads: Mapping[int, torch.nn.Module] | None) -> None:
-    """A trained head must be used at the layer it was trained for (else m is silently wrong)."""
-    for layer, head in (heads or {}).items():
-        trained_for = getattr(getattr(head, "config", None), "layer", layer)
-        if trained_for != layer:
-            raise ValueError(
-                f"heads[{layer}] was trained for layer {trained_for}; "
-                f"use it as heads[{trained_for}]"
-            )
+def trained_layers(groups: Mapping[str, Mapping[int, object]]) -> list[int]:
+    """Every layer that some trained head of ``groups`` reads."""
+    return sorted({layer for by_layer in groups.values() for layer in by_layer})
+
+
+def degenerate_summary(results: Sequence[PromptResult], eos_ids) -> DegenerateSummary:
+    """Which prompts' generations ended at once or fell into repetition (measure.degenerate)."""
+    return summarize({r.prompt: r.tokens for r in results}, eos_ids)
 
 
 def as_layer_split(model):

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from measure.datasets import load_prompts, prompts_hash
+from measure.chat import uses_chat_template
+from measure.datasets import HOLDOUT_EVERY, load_prompts, prompts_hash
+from measure.degenerate import DegenerateSummary, warn_degenerate
 from measure.hf.loading import load_model
 from measure.match.config import MatchRateConfig, make_config
 from measure.match.rate import (
@@ -36,13 +38,16 @@ from measure.match.rate import (
     _vocab_size,
     as_layer_split,
     check_inputs_context,
+    degenerate_summary,
     empty_records,
     eos_token_ids,
     measure_prompt,
     prompt_inputs,
+    trained_layers,
 )
 from measure.match.run_files import MERGE_LOCK, dir_lock, replacing, run_lock
-from measure.train.heads import CONFIG_NAME, TrainedHead
+from measure.train.head_io import group_heads, load_head
+from measure.train.heads import CONFIG_NAME
 from ppdmodel.positions import m_from_positions
 from sim.formats import MatchTrace, parse_jsonl, write_traces
 
@@ -50,7 +55,17 @@ SIDECAR = "run.json"
 TRACES = "traces.jsonl"
 RECORD_FORMATS = ("csv", "parquet")
 # sidecar keys that must agree between a run and its resumption
-_RESUME_KEYS = ("model_type", "d", "dtype", "prompts_sha256", "n_prompts", "config")
+_RESUME_KEYS = (
+    "model_type",
+    "d",
+    "dtype",
+    "prompts_sha256",
+    "n_prompts",
+    "prompt_selection",
+    "chat_template",
+    "heads",
+    "config",
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,8 @@ class RunResult:
     """Prompts finished across all part files."""
     n_prompts: int
     """Prompts in the run."""
+    degenerate: DegenerateSummary | None = None
+    """Prompts whose generation ended at once or fell into repetition (None until merged)."""
 
 
 def run_match_rate(
@@ -80,11 +97,14 @@ def run_match_rate(
     *,
     fmt: str = "auto",
     limit: int | None = None,
+    category: str | Iterable[str] | None = None,
+    split: str = "all",
+    chat_template: bool = True,
     tokenizer=None,
     layers: Iterable[int] | None = None,
     ks: Iterable[int] = (1, 3, 5),
     max_new_tokens: int = 16,
-    heads: Mapping[int, object] | None = None,
+    heads: Mapping[int, object] | Iterable[object] | None = None,
     head_dir: str | Path | None = None,
     sampling=None,
     seed: int = 0,
@@ -108,25 +128,39 @@ def run_match_rate(
     on_prompt_done(prompt_id) is called after each prompt is safely on disk. Another process
     using ``out_dir`` raises DirectoryLockedError, or is waited for with ``wait_lock``.
     Prompts that do not fit max_new_tokens in the model's context are refused before any work.
+    category, split: which prompts of the file (``measure.datasets.load_prompts``).
+    chat_template: encode each prompt as the user turn of the tokenizer's chat template when it
+    has one. heads: ``{layer: head}`` or a list of heads; head_dir adds every head saved there.
+    Prompts whose generation ended at once or fell into repetition are listed in the sidecar
+    and warned of.
     """
     if records_format not in RECORD_FORMATS:
         raise ValueError(f"records_format must be one of {RECORD_FORMATS}, got {records_format!r}")
     rank, world_size = _rank_world(rank, world_size)
-    prompts = load_prompts(prompts_path, fmt, limit=limit)
+    prompts = load_prompts(prompts_path, fmt, limit=limit, category=category, split=split)
     ids = [str(p.id) for p in prompts]
     if len(set(ids)) != len(ids):
         raise ValueError(f"prompts file {prompts_path}: prompt ids must be unique")
+    if not ids:
+        raise ValueError(f"prompts file {prompts_path}: no prompts selected")
     model, tokenizer, model_name = _load(model, tokenizer, dtype, device)
-    heads = dict(heads or {})
+    groups = group_heads(heads)
     if head_dir is not None:
-        heads.update(load_heads(head_dir, device=next(model.parameters()).device))
+        for name, by_layer in group_heads(load_heads(head_dir, model)).items():
+            for layer, head in by_layer.items():
+                if layer in groups.setdefault(name, {}):
+                    raise ValueError(
+                        f"head_dir {head_dir}: its {name!r} head for layer {layer} is also "
+                        "given in heads"
+                    )
+                groups[name][layer] = head
     lsm = as_layer_split(model)
     config = make_config(
         lsm.num_layers,
         layers=layers,
         ks=ks,
         max_new_tokens=max_new_tokens,
-        trained_layers=heads.keys(),
+        trained_layers=trained_layers(groups),
         sampling=sampling,
         seed=seed,
         verify=verify,
@@ -135,7 +169,7 @@ def run_match_rate(
         raise ValueError(
             f"ks must be <= the vocabulary size {_vocab_size(lsm)}, got {config.max_k}"
         )
-    inputs = list(prompt_inputs(prompts, tokenizer, lsm.device))
+    inputs = list(prompt_inputs(prompts, tokenizer, lsm.device, chat_template=chat_template))
     check_inputs_context(lsm, inputs, config.max_new_tokens)
     out_dir = Path(out_dir)
     part = out_dir / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
@@ -146,20 +180,34 @@ def run_match_rate(
         prompts_path,
         prompts_hash(prompts_path),
         len(ids),
-        heads,
+        groups,
         head_dir,
         world_size,
     )
+    meta["prompt_selection"] = {
+        "format": fmt,
+        "category": _categories(category),
+        "split": split,
+        "holdout_every": HOLDOUT_EVERY,
+        "limit": limit,
+    }
+    meta["chat_template"] = tokenizer is not None and uses_chat_template(tokenizer, chat_template)
     shard = part.stem if world_size > 1 else None
     with run_lock(out_dir, shard=shard, wait=wait_lock):
         _prepare(out_dir, part, meta, resume, records_format)
         done = completed_prompts(out_dir, own_part=part)
         todo = [(pid, x) for pid, x in inputs[rank::world_size] if pid not in done]
-        _measure_all(lsm, todo, config, heads, part, rank, progress, on_prompt_done)
+        _measure_all(lsm, todo, config, groups, part, rank, progress, on_prompt_done)
         return _finish(out_dir, part, ids, config, records_format)
 
 
-def _measure_all(lsm, inputs, config, heads, part, rank, progress, hook) -> None:
+def _categories(category) -> list[str] | None:
+    if category is None:
+        return None
+    return sorted({category} if isinstance(category, str) else set(category))
+
+
+def _measure_all(lsm, inputs, config, groups, part, rank, progress, hook) -> None:
     from tqdm.auto import tqdm
 
     eos = eos_token_ids(lsm.model)
@@ -174,7 +222,7 @@ def _measure_all(lsm, inputs, config, heads, part, rank, progress, hook) -> None
     part.parent.mkdir(parents=True, exist_ok=True)
     with part.open("a", encoding="utf-8") as fh:
         for pid, input_ids in bar:
-            result = measure_prompt(lsm, input_ids, pid, config, heads, eos)
+            result = measure_prompt(lsm, input_ids, pid, config, groups, eos)
             fh.write(json.dumps(result.to_dict()) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -190,12 +238,19 @@ def _finish(out_dir, part, ids, config, records_format) -> RunResult:
         dist.barrier()
     done = completed_prompts(out_dir)
     n_done = sum(pid in done for pid in ids)
-    records = traces = None
+    records = traces = summary = None
     if n_done == len(ids) and (not distributed or dist.get_rank() == 0):
         records, traces = merge_parts(out_dir, ids, config, records_format)
+        meta = json.loads((out_dir / SIDECAR).read_text(encoding="utf-8"))
+        summary = DegenerateSummary(
+            meta["degenerate"]["n_prompts"],
+            tuple(meta["degenerate"]["ended_at_once"]),
+            tuple(meta["degenerate"]["repetition"]),
+        )
+        warn_degenerate(summary, stacklevel=3)
     if distributed:
         dist.barrier()
-    return RunResult(out_dir, out_dir / SIDECAR, part, records, traces, n_done, len(ids))
+    return RunResult(out_dir, out_dir / SIDECAR, part, records, traces, n_done, len(ids), summary)
 
 
 def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -218,8 +273,12 @@ def _load(model, tokenizer, dtype, device):
     return model, tokenizer, str(getattr(model.config, "name_or_path", "") or type(model).__name__)
 
 
-def load_heads(head_dir: str | Path, device="cpu") -> dict[int, object]:
-    """Trained heads from ``head_dir``: one head directory, or a directory of them; by layer."""
+def load_heads(head_dir: str | Path, model=None, device=None) -> list:
+    """Every head saved in ``head_dir`` (one head directory, or a directory of them), sorted.
+
+    Full heads go to ``device`` (default: the model's); translators attach to ``model``.
+    Two heads of the same kind for one layer are refused.
+    """
     head_dir = Path(head_dir)
     if not head_dir.is_dir():
         raise FileNotFoundError(f"head directory {head_dir} does not exist")
@@ -230,12 +289,13 @@ def load_heads(head_dir: str | Path, device="cpu") -> dict[int, object]:
     )
     if not dirs:
         raise FileNotFoundError(f"no {CONFIG_NAME} in {head_dir} or its sub-directories")
-    heads = {}
-    for path in dirs:
-        head = TrainedHead.load(path, device=device).eval()
-        if head.config.layer in heads:
-            raise ValueError(f"head_dir {head_dir}: two heads for layer {head.config.layer}")
-        heads[head.config.layer] = head
+    if device is None:
+        device = "cpu" if model is None else next(model.parameters()).device
+    heads = [load_head(path, model, device=device) for path in dirs]
+    try:
+        group_heads(heads)
+    except ValueError as exc:
+        raise ValueError(f"head_dir {head_dir}: {exc}") from None
     return heads
 
 
@@ -246,7 +306,7 @@ def sidecar(
     prompts_path,
     sha256,
     n_prompts,
-    heads,
+    groups,
     head_dir,
     world_size,
 ) -> dict:
@@ -278,11 +338,21 @@ def sidecar(
         "max_new_tokens": config.max_new_tokens,
         "decoding": config.decoding,
         "config": config.to_dict(),
-        "heads": {str(layer): "trained" for layer in sorted(heads)},
+        "heads": _head_names(groups),
+        "eos_token_ids": eos_token_ids(model),
         "head_dir": None if head_dir is None else str(head_dir),
         "world_size": world_size,
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def _head_names(groups: Mapping[str, Mapping[int, object]]) -> dict[str, str]:
+    """{"15": "trained+translator", ...}: the trained heads probed at each layer."""
+    names: dict[int, list[str]] = {}
+    for name, by_layer in groups.items():
+        for layer in by_layer:
+            names.setdefault(layer, []).append(name)
+    return {str(layer): "+".join(sorted(names[layer])) for layer in sorted(names)}
 
 
 def _prepare(out_dir: Path, part: Path, meta: dict, resume: bool, records_format: str) -> None:
@@ -374,6 +444,7 @@ def _merge(out_dir: Path, ids, config, records_format) -> tuple[Path, Path]:
         n_records=len(df),
         records=records.name,
         traces=TRACES,
+        degenerate=degenerate_summary(results, meta.get("eos_token_ids", [])).to_dict(),
     )
     _atomic_write_text(out_dir / SIDECAR, json.dumps(meta, indent=2) + "\n")
     return records, traces

@@ -180,6 +180,9 @@ def _make_norm(config: HeadConfig) -> nn.Module:
 class TrainedHead(nn.Module):
     """Early-prediction head for one layer: h [B, S, H] -> logits [B, S, V], fp32 weights."""
 
+    name = "trained"
+    """Value of the ``head`` column of match records and traces (the paper's "Y" rows)."""
+
     def __init__(self, config: HeadConfig) -> None:
         super().__init__()
         self.config = config
@@ -193,6 +196,8 @@ class TrainedHead(nn.Module):
         self.lm_head = nn.Linear(in_features, config.vocab_size, bias=config.lm_head_bias)
         self.train_losses: list[float] = []
         """Mean loss of every optimizer step of `train_head` (empty for an untrained head)."""
+        self.train_record: dict = {}
+        """How it was trained when not by `train_head` (``measure.train.distill``), saved."""
 
     @classmethod
     def from_model(cls, model, layer: int, config: HeadConfig | None = None) -> TrainedHead:
@@ -232,7 +237,12 @@ class TrainedHead(nn.Module):
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
         save_file(tensors, directory / WEIGHTS_NAME)
-        record = {"config": self.config.to_dict(), "train_losses": self.train_losses}
+        record = {
+            "kind": "full",
+            "config": self.config.to_dict(),
+            "train": self.train_record,
+            "train_losses": self.train_losses,
+        }
         (directory / CONFIG_NAME).write_text(json.dumps(record, indent=2) + "\n")
         return directory
 
@@ -246,9 +256,12 @@ class TrainedHead(nn.Module):
             if not (directory / name).is_file():
                 raise FileNotFoundError(f"no {name} in head directory {directory}")
         record = json.loads((directory / CONFIG_NAME).read_text())
+        if record.get("kind", "full") != "full":
+            raise ValueError(f"{directory} holds a {record['kind']!r} head, not a full head")
         head = cls(HeadConfig.from_dict(record["config"]))
         head.load_state_dict(load_file(directory / WEIGHTS_NAME))
         head.train_losses = list(record.get("train_losses", []))
+        head.train_record = dict(record.get("train", {}))
         return head.to(device)
 
 

@@ -99,6 +99,7 @@ def test_detect_format():
         "cnndm": "cnndm",
         "cnndm-jsonl": "cnndm",
         "jsonl": "jsonl",
+        "spec-bench": "spec-bench",
     }
     assert {k: detect_format(sample_path(k)) for k in SAMPLE_FILES} == expected
 
@@ -137,3 +138,54 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
     unknown.write_text("<xml/>")
     with pytest.raises(ValueError, match="cannot guess the format"):
         load_prompts(unknown)
+
+
+def test_spec_bench_sample_by_category_and_split():
+    path = sample_path("spec-bench")
+    everything = load_prompts(path)
+    assert [p.category for p in everything[:2]] == ["translation", "translation"]
+    assert everything[0].text.startswith("Translate German to English:")  # no template
+    assert everything[8].text.endswith("Explain step by step.")  # the first turn only
+    translation = load_prompts(path, "spec-bench", category="translation")
+    assert [p.id for p in translation] == ["1", "2", "3", "4"]
+    two = load_prompts(path, category=["qa", "summarization"])
+    assert [p.id for p in two] == ["5", "6", "7", "8"]
+    held = load_prompts(path, split="heldout")
+    train = load_prompts(path, split="train")
+    assert [p.id for p in held] == ["4"]  # every 4th of each category
+    assert sorted(p.id for p in held + train) == sorted(p.id for p in everything)
+    assert [p.id for p in load_prompts(path, split="heldout", holdout_every=2)] == [
+        "2",
+        "4",
+        "6",
+        "8",
+    ]
+    assert [p.id for p in load_prompts(path, category="translation", limit=2)] == ["1", "2"]
+
+
+def test_spec_bench_bad_input(tmp_path):
+    path = sample_path("spec-bench")
+    with pytest.raises(ValueError, match=r"category must be among .*'translation'.*\['poetry'\]"):
+        load_prompts(path, category="poetry")
+    with pytest.raises(ValueError, match="split must be one of"):
+        load_prompts(path, split="test")
+    with pytest.raises(ValueError, match="holdout_every must be an integer >= 2"):
+        load_prompts(path, split="train", holdout_every=1)
+    with pytest.raises(ValueError, match="only the spec-bench format has"):
+        load_prompts(sample_path("jsonl"), category="qa")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question_id": 1, "category": "qa", "turns": []}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: expected a Spec-Bench question"):
+        load_prompts(bad, "spec-bench")
+
+
+@pytest.mark.skipif(
+    not __import__("pathlib").Path("../shared/data/spec_bench_questions.jsonl").is_file(),
+    reason="Spec-Bench questions not beside the checkout",
+)
+def test_real_spec_bench_questions():
+    path = "../shared/data/spec_bench_questions.jsonl"
+    prompts = load_prompts(path)  # format sniffed from the first record
+    assert len(prompts) == 480
+    assert len(load_prompts(path, category="translation")) == 80
+    assert len(load_prompts(path, category="translation", split="heldout")) == 20

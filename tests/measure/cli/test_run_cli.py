@@ -176,3 +176,34 @@ def test_cli_run_early_head_on_candidates(model_dir, tmp_path, capsys):
         main([*base, "--early-head", "side"])
     assert info.value.code == 2
     assert "--early-head" in capsys.readouterr().err
+
+
+def test_cli_run_with_a_translator_head_and_spec_bench_prompts(model_dir, tmp_path, capsys):
+    from measure.datasets import sample_path
+    from measure.train.distill import new_head
+
+    model = tiny_model("llama", seed=3)
+    head = new_head(model, "translator", 3)
+    with torch.no_grad():
+        head.translator.bias.normal_()
+    head.save(tmp_path / "head")
+    argv = ["run", "--model", str(model_dir), "--prompts", str(sample_path("spec-bench"))]
+    argv += ["--category", "qa", "--head-dir", str(tmp_path / "head"), "--no-assistant"]
+    argv += ["--max-new-tokens", "4", "--k", "2", "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "d_bar = 3" in printed  # the head's layer
+    assert "translator head" in printed and "n_tokens" in printed
+    traces = read_traces(tmp_path / "out" / "traces.jsonl")
+    assert [t.sequence for t in traces] == ["7-k2", "8-k2"] and {t.head for t in traces} == {
+        "translator"
+    }
+
+
+def test_cli_run_undefined_p_prints_na(model_dir, tmp_path, capsys):
+    argv = ["run", "--model", str(model_dir), "--prompt", "hi", "--max-new-tokens", "1"]
+    assert main([*argv, "--k", "1", "--no-assistant", "--out", str(tmp_path)]) == 0
+    ppd_row = [
+        line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("ppd")
+    ]
+    assert ppd_row and " n/a " in ppd_row[0] and " 0 " in ppd_row[0]  # p_correct n/a, n_m 0

@@ -1,0 +1,83 @@
+"""Any early head from disk, and the names heads carry in match records and traces.
+
+Two kinds share one directory layout (``head.safetensors`` + ``head_config.json``): the paper's
+full per-layer head (``measure.train.heads.TrainedHead``, kind "full", records head "trained")
+and the translator (``measure.train.translator.TranslatorHead``, kind and head "translator").
+A head_config.json without a ``kind`` is a full head (written before translators existed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from torch import nn
+
+from measure.train.heads import CONFIG_NAME, TrainedHead
+from measure.train.translator import KIND as TRANSLATOR
+from measure.train.translator import TranslatorHead
+
+KINDS = ("full", TRANSLATOR)
+"""Head kinds: ``full`` (the paper's Appendix A head) and ``translator``."""
+SHARED = "shared"
+"""Head name of the logit lens (the model's own final norm + LM head at an early layer)."""
+
+
+def head_kind(directory: str | Path) -> str:
+    """The kind of the head saved in ``directory`` ("full" or "translator")."""
+    path = Path(directory) / CONFIG_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"no {CONFIG_NAME} in head directory {directory}")
+    kind = json.loads(path.read_text()).get("kind", "full")
+    if kind not in KINDS:
+        raise ValueError(f"{path}: kind must be one of {KINDS}, got {kind!r}")
+    return kind
+
+
+def load_head(directory: str | Path, model=None, *, device="cpu") -> nn.Module:
+    """The head saved in ``directory``, in eval mode; a translator is attached to ``model``.
+
+    A full head holds its own weights and goes to ``device``; a translator reads through
+    ``model``'s own final norm and LM head and lives on the model's device.
+    """
+    if head_kind(directory) == TRANSLATOR:
+        if model is None:
+            raise ValueError(f"model is required to load the translator head in {directory}")
+        return TranslatorHead.load(directory, model).eval()
+    return TrainedHead.load(directory, device=device).eval()
+
+
+def head_name(head: nn.Module | None) -> str:
+    """Name in records and traces: "shared" (no head), "trained" (full head), "translator"."""
+    if head is None:
+        return SHARED
+    return getattr(head, "name", "trained")
+
+
+def group_heads(heads: Mapping[int, nn.Module] | Iterable[nn.Module] | None):
+    """{name: {layer: head}} from ``{layer: head}`` or an iterable of heads (``config.layer``).
+
+    A mapping's key must equal the layer a head was trained for (else its matches are
+    silently wrong); an iterable may hold several kinds of head for one layer.
+    """
+    if heads is None:
+        return {}
+    pairs = heads.items() if isinstance(heads, Mapping) else [(None, h) for h in heads]
+    groups: dict[str, dict[int, nn.Module]] = {}
+    for key, head in pairs:
+        trained_for = getattr(getattr(head, "config", None), "layer", key)
+        if trained_for is None:
+            raise ValueError("heads given as a list must each have config.layer")
+        if key is not None and trained_for != key:
+            raise ValueError(
+                f"heads[{key}] was trained for layer {trained_for}; use it as heads[{trained_for}]"
+            )
+        name = head_name(head)
+        if name == SHARED:
+            raise ValueError(f"a trained head cannot be named {SHARED!r}")
+        by_layer = groups.setdefault(name, {})
+        if trained_for in by_layer:
+            raise ValueError(f"heads: two {name!r} heads for layer {trained_for}")
+        by_layer[int(trained_for)] = head
+    return {name: dict(sorted(groups[name].items())) for name in sorted(groups)}
