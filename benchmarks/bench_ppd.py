@@ -1,9 +1,13 @@
-"""Benchmark: measured PPD/greedy latency ratio against the simulator's prediction, one run.
+"""Benchmark: measured PPD/greedy latency against the prediction of a measured cost profile.
 
-CPU: greedy in this process (1 thread) vs PPD with 2 gloo ranks (1 thread each, k = 1) on
-the same prompts; per-layer times from ``measure.profile.timing.time_layers``; overheads calibrated
-on half of the prompts, predictions compared on the other half. GPU (when CUDA exists):
-greedy vs single-process PPD on two CUDA streams, one device.
+CPU: a cost profile of the model (``measure.profile.measure_profile``, single and dist
+backends) is measured first; then greedy (this process, 1 thread) and PPD (k = 1, the
+``single`` backend and 2 gloo ranks of 1 thread each) decode the same prompts over
+``--repeats`` interleaved rounds (``measure.eval.validate``). Printed per method: the
+predicted seconds (closed form, simulator; nothing fitted on these runs), the measured median
+with its quartiles, the relative error, and a NOISY flag when IQR/median > 10 %; the load
+average before and after. GPU (when CUDA exists): greedy vs single-process PPD on two CUDA
+streams, interleaved over the same rounds.
 
     python benchmarks/bench_ppd.py [--model DIR] [--prompts 8] [--max-new-tokens 64]
 """
@@ -57,95 +61,72 @@ def text_prompts(model_dir, n: int, length: int) -> list[list[int]] | None:
     return [tokenizer(t)["input_ids"][-length:] for t in texts[:n]]
 
 
-def ratio(a: float, b: float) -> float:
-    return a / b if b else float("nan")
-
-
 def bench_cpu(model, model_dir, prompts, args) -> None:
-    import sim
-    from measure.decode.backends import ppd_many
-    from measure.eval.report import run_greedy
-    from measure.eval.validate import model_shape, validate_results
-    from measure.profile.timing import time_layers
+    from measure.eval.repeat import PPDConfig
+    from measure.eval.text import format_table, format_waterfall
+    from measure.eval.validate import validate
+    from measure.profile.profile import measure_profile
 
     torch.set_num_threads(1)
     d = model.config.num_hidden_layers
     d_bar = args.d_bar or (d + 1) // 2
-    layer_times = time_layers(model, prompts[0], n_tokens=16, warmup=4)
-    greedy = run_greedy(model, prompts, max_new_tokens=args.max_new_tokens)
+    context = round(np.mean([len(p) for p in prompts]) + args.max_new_tokens / 2)
     start = time.perf_counter()
-    ppd = ppd_many(
+    profile = measure_profile(
+        model, model_dir=model_dir, backends=("single", "dist"), ks=(1,), context_tokens=context
+    )
+    profile_s = time.perf_counter() - start
+    configs = [PPDConfig(d_bar=d_bar, k=1, backend=b) for b in ("single", "dist")]
+    result = validate(
         model,
         prompts,
-        d_bar=d_bar,
-        k=1,
+        profile=profile,
+        configs=configs,
         max_new_tokens=args.max_new_tokens,
-        backend="dist",
-        world_size=2,
+        repeats=args.repeats,
         model_dir=model_dir,
         timeout_s=600,
     )
-    job_s = time.perf_counter() - start
-    exact = [r.tokens for r in ppd] == [g.tokens for g in greedy]
-    shape = model_shape(model.config, len(prompts[0]) + args.max_new_tokens)
-    report = validate_results(ppd, greedy, layer_times, shape, n_gpus=2)
-    s = report.summary.set_index("method")
-    g, p = s.loc["greedy"], s.loc["ppd k=1"]
-    cost = sim.MeasuredCost(layer_times)
-    ms = [x for r in ppd for x in r.m]
+    summary = result.summary()
     print(
-        f"CPU  d={d} d_bar={d_bar} k=1, {len(prompts)} prompts x {args.max_new_tokens} "
-        f"tokens, p-hat={np.mean(ms):.3f}, exact={exact}, dist job {job_s:.1f} s"
+        f"CPU  d={d} d_bar={d_bar} k=1, {len(prompts)} prompts x {args.max_new_tokens} tokens, "
+        f"{args.repeats} interleaved rounds; profile measured in {profile_s:.1f} s "
+        f"({len(profile.warnings)} warnings)"
     )
+    print("     " + format_table(result).replace("\n", "\n     "))
+    for r in result.results:
+        print("     " + format_waterfall(r))
     print(
-        f"     mean layer time {1e3 * cost.unit_seconds():.3f} ms; calibration {report.calibration}"
-    )
-    print(
-        f"     evaluated on {'held-out' if report.held_out else 'the same'} prompts "
-        f"({int(p['runs'])} runs)"
-    )
-    print("     latency (s)        measured  closed-form  simulator")
-    print(
-        f"     greedy           {g['measured_s']:9.4f}  {g['closed_form_s']:11.4f}  "
-        f"{g['simulated_s']:9.4f}"
-    )
-    print(
-        f"     ppd k=1          {p['measured_s']:9.4f}  {p['closed_form_s']:11.4f}  "
-        f"{p['simulated_s']:9.4f}"
-    )
-    measured = ratio(p["measured_s"], g["measured_s"])
-    simulated = ratio(p["simulated_s"], g["simulated_s"])
-    closed = ratio(p["closed_form_s"], g["closed_form_s"])
-    print(
-        f"     PPD/greedy ratio: measured {measured:.3f}, simulator {simulated:.3f} "
-        f"({simulated / measured - 1:+.1%}), closed form {closed:.3f} "
-        f"({closed / measured - 1:+.1%})"
-    )
-    print(
-        f"     simulator vs measured PPD latency: {p['simulated_rel_err']:+.1%} (sum), "
-        f"mean |run error| {p['simulated_mean_abs_run_err']:.1%}"
+        f"     median |error| {100 * summary['median_abs_rel_err']:.1f} %, worst "
+        f"{100 * summary['worst_abs_rel_err']:.1f} %, greedy "
+        f"{100 * summary['greedy_rel_err']:+.1f} %; {result.timing.load.describe()}"
     )
 
 
 def bench_gpu(model, prompts, args) -> None:
     from measure.decode.greedy import greedy_generate
     from measure.decode.local import ppd_single
+    from measure.profile.stats import Spread
 
     model = model.to("cuda")
     d = model.config.num_hidden_layers
     d_bar = args.d_bar or (d + 1) // 2
     greedy_generate(model, prompts[0], max_new_tokens=4)
     ppd_single(model, prompts[0], d_bar=d_bar, k=1, max_new_tokens=4)
-    g = [greedy_generate(model, p, max_new_tokens=args.max_new_tokens) for p in prompts]
-    r = [
-        ppd_single(model, p, d_bar=d_bar, k=1, max_new_tokens=args.max_new_tokens) for p in prompts
-    ]
-    exact = [x.tokens for x in r] == [x.tokens for x in g]
-    g_s, r_s = sum(x.wall_s for x in g), sum(x.wall_s for x in r)
-    ms = [x for res in r for x in res.m]
+    g_s, r_s, exact, ms = [], [], True, []
+    for _ in range(args.repeats):  # greedy and PPD interleaved, round by round
+        g = [greedy_generate(model, p, max_new_tokens=args.max_new_tokens) for p in prompts]
+        r = [ppd_single(model, p, d_bar=d_bar, k=1, max_new_tokens=args.max_new_tokens)
+             for p in prompts]  # fmt: skip
+        exact &= [x.tokens for x in r] == [x.tokens for x in g]
+        g_s.append(sum(x.wall_s for x in g))
+        r_s.append(sum(x.wall_s for x in r))
+        ms = [x for res in r for x in res.m]
+    greedy, ppd = Spread.of(g_s), Spread.of(r_s)
     print(
-        f"GPU  {torch.cuda.get_device_name()}: greedy {g_s:.4f} s, PPD (2 streams) "
-        f"{r_s:.4f} s, ratio {r_s / g_s:.3f}, p-hat {np.mean(ms):.3f}, exact={exact}"
+        f"GPU  {torch.cuda.get_device_name()}: greedy {greedy.describe('s', 1)}, PPD (2 streams) "
+        f"{ppd.describe('s', 1)}, ratio {ppd.median / greedy.median:.3f}, p-hat "
+        f"{np.mean(ms):.3f}, exact={exact}"
     )
 
 
@@ -159,6 +140,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--d-bar", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (3)")
     args = parser.parse_args()
     import tempfile
 

@@ -1,10 +1,17 @@
-"""``ppd latency | compute | tradeoff``: evaluate the closed form and redraw Figures 3 and 4."""
+"""``ppd latency | compute | tradeoff``: evaluate the closed form and redraw Figures 3 and 4.
+
+``latency`` and ``compute`` also take the cost terms of ``ppdmodel.DecodeCosts`` (flags, or a
+profile file from ``ppd measure profile`` via ``--costs``; this project's extension) and then
+print PPD vs greedy seconds per token, the speed-up and the break-even p, and with
+``--waterfall`` where PPD's time per token goes.
+"""
 
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
+import math
 from pathlib import Path
 
 from ppdmodel.cli_args import (
@@ -15,6 +22,7 @@ from ppdmodel.cli_args import (
     positive_int,
     probability,
 )
+from ppdmodel.cli_costs import CostTerms, add_cost_args, format_waterfall, with_costs
 
 DEFAULT_OUT = "ppd-out"
 """Where ``ppd tradeoff`` writes its figures and CSV unless --out says otherwise."""
@@ -63,12 +71,14 @@ def register(subparsers) -> None:
     )
     latency.add_argument("--per-token-overhead-s", type=nonnegative_float, default=0.0)
     latency.add_argument("--per-handoff-overhead-s", type=nonnegative_float, default=0.0)
+    add_cost_args(latency, with_k=False)
     latency.set_defaults(func=run_latency)
 
     compute = subparsers.add_parser(
         "compute", help="expected PPD compute (Theorem 4.1) and ell->inf per-token figures"
     )
     _add_model_args(compute, with_k=True)
+    add_cost_args(compute, with_k=True)
     compute.set_defaults(func=run_compute)
 
     tradeoff = subparsers.add_parser(
@@ -102,7 +112,7 @@ def _paper_positions(spec: str):
 
 def _grid(args, with_k: bool):
     """All parameter combinations given on the command line, as keyword dicts."""
-    ds = args.d or [DEFAULT_D]
+    ds = args.d or [getattr(args, "profile_d", None) or DEFAULT_D]
     d_bars = args.d_bar or [None]
     ells = args.ell or [128]
     ks = (args.k or [1]) if with_k else [None]
@@ -170,34 +180,63 @@ def compute_row(params: dict) -> dict:
     return row
 
 
+def _finite_or_none(row: dict) -> dict:
+    """``row`` with non-finite floats replaced by None."""
+    return {
+        key: None if isinstance(v, float) and not math.isfinite(v) else v for key, v in row.items()
+    }
+
+
 def _print_rows(rows: list[dict], as_json: bool) -> None:
     """Print rows as JSON records or as an aligned table."""
-    if as_json:
-        print(json.dumps(rows, indent=2))
+    if as_json:  # strict JSON: an unreachable break-even p (inf) is null
+        print(json.dumps([_finite_or_none(row) for row in rows], indent=2, allow_nan=False))
         return
     import pandas as pd
 
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    table = [{k: v for k, v in row.items() if k != "waterfall_s"} for row in rows]
+    print(pd.DataFrame(table).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    for row in rows:
+        if "waterfall_s" in row:
+            print()
+            print(format_waterfall(row))
 
 
 def run_latency(args) -> int:
     """Handler of ``ppd latency``."""
+    terms = CostTerms.from_args(args)
     seconds = None
     if args.seconds_per_layer is not None:
+        if terms is not None:
+            raise ValueError(
+                "give either --seconds-per-layer (and the two overheads) or the cost terms "
+                "(--costs, --layer-s, ...), not both"
+            )
         seconds = {
             "seconds_per_layer": args.seconds_per_layer,
             "per_token_overhead_s": args.per_token_overhead_s,
             "per_handoff_overhead_s": args.per_handoff_overhead_s,
         }
-    rows = [latency_row(params, seconds) for params in _grid(args, with_k=False)]
-    _print_rows(rows, args.json)
+    if args.k is not None and terms is None:
+        raise ValueError("--k of ppd latency applies to the cost terms: give --costs or a flag")
+    pairs = []
+    for params in _grid(args, with_k=False):
+        for k in args.k or [None]:
+            row = latency_row(params, seconds)
+            if k is not None:  # k right after the paper's symbols, before the figures
+                keys = list(row)
+                at = keys.index("p") + 1
+                row = {**{x: row[x] for x in keys[:at]}, "k": k, **{x: row[x] for x in keys[at:]}}
+            pairs.append((row, {**params, **({"k": k} if k else {})}))
+    _print_rows(with_costs(pairs, terms), args.json)
     return 0
 
 
 def run_compute(args) -> int:
     """Handler of ``ppd compute``."""
-    rows = [compute_row(params) for params in _grid(args, with_k=True)]
-    _print_rows(rows, args.json)
+    terms = CostTerms.from_args(args)
+    pairs = [(compute_row(params), params) for params in _grid(args, with_k=True)]
+    _print_rows(with_costs(pairs, terms), args.json)
     return 0
 
 

@@ -19,7 +19,7 @@ from ppdmodel.cli_args import (
 
 
 def register(subparsers) -> None:
-    """Add ``measure`` with sub-commands match-rate, timing, train-head, reference-model."""
+    """Add ``measure`` with sub-commands match-rate, timing, profile, train-head, ..."""
     parser = subparsers.add_parser(
         "measure",
         help="measure real Hugging Face models: match rates, per-layer times, heads",
@@ -29,6 +29,7 @@ def register(subparsers) -> None:
     measure_subparsers = parser.add_subparsers(dest="measure_command", metavar="SUBCOMMAND")
     _add_match_rate(measure_subparsers)
     _add_timing(measure_subparsers)
+    _add_profile(measure_subparsers)
     register_train(measure_subparsers)
 
 
@@ -106,6 +107,83 @@ def _add_timing(subparsers) -> None:
         "--out", required=True, type=output_file, metavar="CSV", help="per-layer times CSV to write"
     )
     p.set_defaults(func=_timing)
+
+
+def _add_profile(subparsers) -> None:
+    p = subparsers.add_parser(
+        "profile",
+        help="measure every cost term of the latency model on this machine (profile JSON)",
+        description="Times, in interleaved rounds with warm-up excluded, the per-layer time at "
+        "batch 1 and of the k-row candidate batch, the embedding, the early and final heads, "
+        "the hand-off copy, host time per token and, for --backends dist, the link between two "
+        "gloo ranks by message size and the slowdown of two decode streams at once. Writes one "
+        "JSON profile (median and IQR of every figure, provenance, warnings) that `ppd latency "
+        "--costs`, `ppd validate --profile` and measure.profile.load_profile read, and a bar "
+        "chart of the per-layer times with their spread (FILE-layers.png).",
+    )
+    add_model_args(p)
+    p.add_argument(
+        "--out", required=True, type=output_file, metavar="FILE.json", help="profile file to write"
+    )
+    p.add_argument(
+        "--backends",
+        nargs="+",
+        default=["single"],
+        choices=("single", "dist"),
+        help="backends to profile (default single; dist also runs two gloo ranks)",
+    )
+    p.add_argument("--ks", type=positive_int, nargs="+", default=[1, 3], help="batch sizes k")
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="torch threads (single backend)"
+    )
+    p.add_argument(
+        "--context-tokens",
+        type=positive_int,
+        default=128,
+        help="cached positions while timing (default 128: about a prompt plus half the new tokens)",
+    )
+    p.add_argument("--repeats", type=positive_int, default=20, help="timed rounds (default 20)")
+    p.add_argument(
+        "--warmup", type=nonnegative_int, default=2, help="untimed rounds first (default 2)"
+    )
+    p.add_argument(
+        "--calls",
+        type=positive_int,
+        default=3,
+        help="back-to-back calls a sample averages (default 3)",
+    )
+    p.add_argument(
+        "--rank-repeats", type=positive_int, default=8, help="two-rank rounds (default 8)"
+    )
+    p.set_defaults(func=_profile)
+
+
+def _profile(args) -> int:
+    from measure.hf.loading import load_model
+    from measure.profile.profile import check_profile_path, measure_profile, write_profile
+    from measure.profile.report import format_profile, plot_layer_times
+
+    check_profile_path(args.out)  # before minutes of measuring
+    model, _ = load_model(args.model, dtype=args.dtype, device=args.device)
+    profile = measure_profile(
+        model,
+        model_dir=args.model,
+        backends=args.backends,
+        ks=args.ks,
+        threads=args.threads,
+        context_tokens=args.context_tokens,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        calls=args.calls,
+        rank_repeats=args.rank_repeats,
+        progress=True,
+    )
+    path = write_profile(args.out, profile)
+    plot = path.with_name(f"{path.stem}-layers.png")
+    plot_layer_times(profile, plot)
+    print(format_profile(profile))
+    print(f"wrote {path} and {plot}")
+    return 0
 
 
 def _match_rate(args) -> int:

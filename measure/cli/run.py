@@ -18,7 +18,7 @@ from ppdmodel.cli_args import (
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 
 TIMING_TOKENS, TIMING_WARMUP = 16, 2
-"""``ppd validate`` times the layers over this many decode steps after these warm-up steps."""
+"""``ppd validate --fit`` times the layers over this many decode steps after these warm-ups."""
 
 
 def register(subparsers) -> None:
@@ -43,22 +43,65 @@ def register(subparsers) -> None:
         "Algorithm 2) or on the candidate side, from main's layer-d_bar hidden state "
         "(candidates); default main",
     )
+    _add_robust_timing(
+        run,
+        "cost profile (ppd measure profile): the verdict then names the largest cost term "
+        "and says how well the profile predicted the run",
+    )
     run.set_defaults(func=_run)
     validate = subparsers.add_parser(
         "validate",
-        help="closed form vs simulator vs measured PPD latency, side by side",
-        description="Measure greedy and PPD on the prompts and per-layer times; fit the "
-        "simulator's overheads on half of the prompts; compare the closed form (measured "
-        "p-hat), the simulator (trace replay) and the measurement on the other half. Writes "
-        "validation.csv, summary.csv, calibration.json, layer_times.csv, traces.jsonl and "
-        "validation.png.",
+        help="predict greedy and PPD latency from a cost profile, then measure them",
+        description="Predict, then measure. With a cost profile measured beforehand "
+        "(--profile, from `ppd measure profile`; without it one is measured first and saved "
+        "as OUT/profile.json), time greedy and every PPD configuration (each --d-bar x --k x "
+        "--early-head x --backend) over --repeats interleaved rounds, predict each from the "
+        "profile and the runs' own match outcomes (closed form and simulator; nothing is "
+        "fitted on the judged runs), and report predicted vs measured median (IQR), the "
+        "relative error, a waterfall from Theorem 4.1 to the prediction and a verdict per "
+        "configuration, and which block of a pass departs most from the profile in the runs. "
+        "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
+        "predicted_vs_measured.png and layer_times.png. --fit runs the older comparison "
+        "instead, with overheads FITTED on half of the prompts.",
     )
-    _add_common(validate)
-    validate.add_argument("--k", type=positive_int, default=1, help="candidates (default 1)")
+    _add_common(validate, grid=True)
+    validate.add_argument(
+        "--k", type=positive_int, nargs="+", default=[1], help="candidates (default 1)"
+    )
+    validate.add_argument(
+        "--early-head",
+        nargs="+",
+        choices=EARLY_HEAD_PLACEMENTS,
+        default=["main"],
+        help="where the early head runs (default main)",
+    )
+    _add_robust_timing(
+        validate,
+        "cost profile measured beforehand (ppd measure profile); default: measure one first",
+    )
+    validate.add_argument(
+        "--profile-repeats",
+        type=positive_int,
+        default=20,
+        help="rounds of the profile measured when --profile is not given (default 20)",
+    )
+    validate.add_argument(
+        "--fit",
+        action="store_true",
+        help="the older comparison: overheads FITTED on half of the prompts (first d_bar, k "
+        "and backend only)",
+    )
     validate.set_defaults(func=_validate)
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:
+    """``--repeats`` (interleaved rounds), ``--profile`` (a cost profile), ``--no-progress``."""
+    p.add_argument("--repeats", type=positive_int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--profile", type=existing_file, metavar="FILE", default=None, help=profile_help)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
     add_model_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeatable)")
@@ -69,14 +112,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="prompts file (measure.datasets formats)",
     )
     add_prompt_format_args(p)
+    many = {"nargs": "+"} if grid else {}
     p.add_argument(
         "--d-bar",
         type=positive_int,
         default=None,
         help="early layer (default: smallest layer >= d/2)",
+        **many,
     )
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="ell (default 128)")
-    p.add_argument("--backend", default="single", choices=("single", "dist"))
+    backend_default = ["single"] if grid else "single"
+    p.add_argument("--backend", default=backend_default, choices=("single", "dist"), **many)
     p.add_argument("--world-size", type=int_at_least(2), default=2, help="dist ranks (default 2)")
     p.add_argument(
         "--timeout-s", type=positive_float, default=600.0, help="dist watchdog (default 600)"
@@ -132,6 +178,8 @@ def _run(args) -> int:
         sequences=names,
         model_dir=args.model if args.backend == "dist" else None,
         early_head=args.early_head,
+        repeats=args.repeats,
+        progress=not args.no_progress,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -143,20 +191,145 @@ def _run(args) -> int:
         f"early head on {args.early_head}"
     )
     print(format_table(report.table))
+    print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")
+    for line in report.verdicts(_run_profile(args, model)):
+        print("verdict: " + line)
     print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")
     inexact = report.table[report.table["exact"] == False]  # noqa: E712 (None = not run)
     return 1 if len(inexact) else 0
 
 
+def _run_profile(args, model):
+    """The --profile of ``ppd run`` (its depth checked against the model), or None."""
+    if args.profile is None:
+        return None
+    from measure.profile.profile import load_profile
+
+    return load_profile(args.profile, model=model)
+
+
 def _validate(args) -> int:
+    if args.fit:
+        return _validate_fitted(args)
+    import torch
+
+    from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
+    from measure.eval.repeat import PPDConfig
+    from measure.eval.text import format_gaps, format_table, format_waterfall
+    from measure.eval.validate import validate
+    from measure.profile.report import plot_layer_times
+    from sim.formats import write_traces
+
+    model, ids, names, d_bar, eos = _load(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    profile = _validation_profile(args, model, ids, out)
+    d_bars = d_bar if isinstance(d_bar, list) else [d_bar]
+    configs = [
+        PPDConfig(d_bar=b, k=k, early_head=h, backend=backend)
+        for backend in dict.fromkeys(args.backend)
+        for h in dict.fromkeys(args.early_head)
+        for b in dict.fromkeys(d_bars)
+        for k in dict.fromkeys(args.k)
+    ]
+    result = validate(
+        model,
+        ids,
+        profile=profile,
+        configs=configs,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        eos_token_id=eos,
+        names=names,
+        model_dir=args.model,
+        world_size=args.world_size,
+        timeout_s=args.timeout_s,
+        threads=torch.get_num_threads(),
+        progress=not args.no_progress,
+    )
+    result.table.to_csv(out / "validation.csv", index=False)
+    result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
+    result.terms.to_csv(out / "terms.csv", index=False)
+    traces = [r.trace for m in result.timing.ppd.values() for r in m.runs]
+    write_traces(out / "traces.jsonl", traces)
+    plot_waterfalls(result, out / "waterfall.png")
+    plot_predicted_vs_measured(result, out / "predicted_vs_measured.png")
+    plot_layer_times(profile, out / "layer_times.png")
+    summary = result.summary()
+    print(
+        f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
+        f"{args.repeats} interleaved rounds; {result.timing.load.describe()}"
+    )
+    print(format_table(result))
+    print("waterfall per token (predicted from the profile; measured beside it):")
+    for r in result.results:
+        print("  " + format_waterfall(r))
+    print("largest gap between a block timed in the runs and the profile's price:")
+    for line in format_gaps(result):
+        print("  " + line)
+    for line in result.verdicts():
+        print("verdict: " + line)
+    print(
+        f"predicted vs measured: median |error| {100 * summary['median_abs_rel_err']:.1f} %, "
+        f"worst {100 * summary['worst_abs_rel_err']:.1f} % over "
+        f"{summary['configurations']} configuration(s); greedy "
+        f"{100 * summary['greedy_rel_err']:+.1f} %; 0 parameters fitted on these runs"
+    )
+    print(
+        f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
+        "predicted_vs_measured.png, layer_times.png"
+    )
+    inexact = [r for r in result.results if not r.exact]
+    return 1 if inexact else 0
+
+
+def _validation_profile(args, model, ids, out: Path):
+    """The --profile file (its depth checked), or a profile measured now and saved."""
+    import torch
+
+    from measure.profile.profile import load_profile, measure_profile, write_profile
+    from measure.profile.report import format_profile
+
+    if args.profile is not None:
+        profile = load_profile(args.profile, model=model)
+        when = profile.provenance.get("date_utc", "an unknown date")
+        print(f"profile {args.profile}: {profile.model_name}, measured {when}")
+        for warning in profile.warnings:
+            print(f"profile warning: {warning}")
+        return profile
+    context = round(sum(map(len, ids)) / len(ids) + args.max_new_tokens / 2)
+    print(
+        "no --profile given: measuring one first (context "
+        f"{context} tokens, backends {sorted(set(args.backend))}, k {sorted(set(args.k))})"
+    )
+    profile = measure_profile(
+        model,
+        model_dir=args.model,
+        backends=args.backend,
+        ks=sorted(set(args.k)),
+        threads=torch.get_num_threads(),
+        context_tokens=context,
+        repeats=args.profile_repeats,
+        progress=not args.no_progress,
+    )
+    path = write_profile(out / "profile.json", profile)
+    print(format_profile(profile))
+    print(f"wrote {path}")
+    return profile
+
+
+def _validate_fitted(args) -> int:
+    """``ppd validate --fit``: the older comparison, overheads FITTED on half of the prompts."""
     from measure.decode.backends import ppd_many
     from measure.decode.checks import check_context
+    from measure.eval.fitted import model_shape, plot_validation, validate_results
     from measure.eval.report import run_greedy
-    from measure.eval.validate import model_shape, plot_validation, validate_results
     from measure.profile.timing import time_layers
     from sim.formats import write_layer_times, write_traces
 
     model, ids, names, d_bar, eos = _load(args)
+    d_bar = d_bar[0] if isinstance(d_bar, list) else d_bar
+    k, backend = args.k[0], args.backend[0]
     timed = TIMING_WARMUP + TIMING_TOKENS  # the layer timing decodes from the first prompt
     check_context(model, len(ids[0]), timed, what="the layer timing's tokens")
     greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
@@ -164,22 +337,22 @@ def _validate(args) -> int:
         model,
         ids,
         d_bar=d_bar,
-        k=args.k,
+        k=k,
         max_new_tokens=args.max_new_tokens,
-        backend=args.backend,
+        backend=backend,
         world_size=args.world_size,
         eos_token_id=eos,
         timeout_s=args.timeout_s,
         sequences=names,
-        model_dir=args.model if args.backend == "dist" else None,
+        model_dir=args.model if backend == "dist" else None,
     )
     if [r.tokens for r in ppd] != [g.tokens for g in greedy]:
         raise ValueError("PPD output differs from greedy: refusing to validate timings")
-    batches = (1,) if args.k == 1 else (1, args.k)
+    batches = (1,) if k == 1 else (1, k)
     layer_times = time_layers(
         model, ids[0], n_tokens=TIMING_TOKENS, warmup=TIMING_WARMUP, batch_sizes=batches
     )
-    n_gpus = min(args.world_size, args.k + 1) if args.backend == "dist" else 2
+    n_gpus = min(args.world_size, k + 1) if backend == "dist" else 2
     context = max(map(len, ids)) + args.max_new_tokens
     report = validate_results(ppd, greedy, layer_times, model_shape(model.config, context), n_gpus)
     out = Path(args.out)
@@ -190,16 +363,19 @@ def _validate(args) -> int:
     write_traces(out / "traces.jsonl", [r.trace for r in ppd])
     (out / "calibration.json").write_text(
         json.dumps(
-            {**report.calibration.to_dict(), "held_out": report.held_out}, indent=2, default=str
+            {**report.calibration.to_dict(), "held_out": report.held_out, "fitted": True},
+            indent=2,
+            default=str,
         ),
         encoding="utf-8",
     )
     plot_validation(report.summary, out / "validation.png")
     print(
-        f"calibrated on {'one half' if report.held_out else 'all'} of the prompts, "
-        f"compared on {'the other half' if report.held_out else 'the same prompts'}"
+        f"FITTED: overheads fitted on {'one half' if report.held_out else 'all'} of the "
+        f"prompts, compared on {'the other half' if report.held_out else 'the same prompts'}; "
+        "agreement with fitted constants says little (drop --fit to predict from a profile)"
     )
     print(json.dumps(report.calibration.to_dict(), indent=1, default=str))
     print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print(f"wrote {out}/validation.csv, summary.csv, calibration.json, validation.png")
+    print(f"wrote {out}/validation.csv, summary.csv, calibration.json (fitted), validation.png")
     return 0

@@ -22,9 +22,20 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.optimize import nnls
 
+from measure.profile.link import fit_link
 from ppdmodel.costs import link_seconds
 from sim import Link
 from sim.passes import greedy_step_seconds, main_pass_seconds
+
+__all__ = [
+    "Calibration",
+    "fit_link",
+    "fit_overheads",
+    "greedy_step_compute",
+    "pass_durations",
+    "ppd_pass_compute",
+    "transfer_seconds",
+]
 
 
 @dataclass(frozen=True)
@@ -66,24 +77,6 @@ class Calibration:
         if values.get("link_bandwidth_bytes_per_s", 0.0) is None:
             values["link_bandwidth_bytes_per_s"] = math.inf
         return cls(**values)
-
-
-def fit_link(samples) -> tuple[float, float]:
-    """(latency_s, bandwidth_bytes_per_s) from (bytes, seconds) samples by least squares.
-
-    The fit uses the median time of each message size (one descheduled probe on a busy host
-    must not set the latency). Fewer than two distinct sizes: latency = median, bandwidth = inf.
-    """
-    if not samples:
-        return 0.0, math.inf
-    sizes = sorted({float(s[0]) for s in samples})
-    nbytes = np.array(sizes)
-    seconds = np.array([np.median([s[1] for s in samples if s[0] == b]) for b in sizes])
-    if len(sizes) < 2:
-        return float(seconds[0]), math.inf
-    design = np.stack([np.ones_like(nbytes), nbytes], axis=1)
-    (latency, per_byte), _ = nnls(design, seconds)
-    return float(latency), (float(1.0 / per_byte) if per_byte > 0 else math.inf)
 
 
 def transfer_seconds(latency_s: float, bandwidth: float, nbytes: float) -> float:

@@ -1,9 +1,12 @@
 """A latency/throughput report like the paper's Table 3: greedy, PPD k=1/3, HF early exit.
 
 Every method decodes the same prompts and is checked token for token against greedy.
-Greedy and PPD time the decode passes only (prefill excluded); the Hugging Face rows time
-whole ``generate`` calls (prefill included) and are compared with HF greedy ``generate``.
-``latency_128_s`` = 128 / tokens_per_s, ``tokens_per_s`` = generated tokens / seconds.
+Greedy and PPD time the decode passes only (prefill excluded), over ``repeats`` interleaved
+rounds (``measure.eval.repeat``); the Hugging Face rows time whole ``generate`` calls
+(prefill included), ``repeats`` times each, and are compared with HF greedy ``generate``.
+``seconds`` is the median over rounds of the decode seconds of all prompts (quartiles in
+``seconds_q1``/``seconds_q3``, ``noisy`` when IQR/median > 10 %); ``tokens_per_s`` =
+generated tokens / seconds and ``latency_128_s`` = 128 / tokens_per_s.
 """
 
 from __future__ import annotations
@@ -13,11 +16,26 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from measure.decode.backends import ppd_many
-from measure.decode.checks import as_prompt_ids, check_context
-from measure.decode.greedy import greedy_generate
+from measure.eval.predict import predict_ppd
+from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.repeat import run_greedy as run_greedy  # re-exported (notebooks, bench)
+from measure.eval.verdict import verdict_line
+from measure.profile.stats import Spread
 
-REPORT_COLUMNS = ("method", "k", "p_correct", "latency_128_s", "tokens_per_s", "exact", "note")
+REPORT_COLUMNS = (
+    "method",
+    "k",
+    "p_correct",
+    "latency_128_s",
+    "tokens_per_s",
+    "seconds",
+    "seconds_q1",
+    "seconds_q3",
+    "rounds",
+    "noisy",
+    "exact",
+    "note",
+)
 LATENCY_TOKENS = 128
 """Table 3 reports the time to generate 128 tokens."""
 
@@ -31,18 +49,29 @@ class Table3Report:
     greedy: list = field(default_factory=list)
     """GreedyResult per prompt."""
     ppd: dict = field(default_factory=dict)
-    """k -> list of PPDResult per prompt."""
+    """k -> list of PPDResult per prompt (first round)."""
+    timing: RepeatedTiming | None = None
+    """Every round of greedy and PPD."""
+    max_new_tokens: int = LATENCY_TOKENS
 
-
-def run_greedy(model, prompts, *, max_new_tokens, eos_token_id=None) -> list:
-    """Greedy decoding of every prompt (one warm-up decode first)."""
-    lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
-    check_context(model.config, lengths, max_new_tokens)  # before any decoding
-    greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
-    return [
-        greedy_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-        for p in prompts
-    ]
+    def verdicts(self, profile=None) -> list[str]:
+        """One verdict line per PPD configuration; with a cost profile (``CostProfile``) also
+        the largest cost term and how well the profile predicted the measured median."""
+        lines = []
+        greedy = self.timing.greedy.spread
+        for config, method in self.timing.ppd.items():
+            terms = rel_err = None
+            if profile is not None:
+                predicted = predict_ppd(
+                    profile, method.runs, config, max_new_tokens=self.max_new_tokens
+                )
+                terms = predicted.terms()
+                rel_err = predicted.closed_form_s / method.spread.median - 1
+            lines.append(
+                verdict_line(config.label, greedy, method.spread, tokens=method.tokens,
+                             terms=terms, rel_err=rel_err, load=self.timing.load)
+            )  # fmt: skip
+        return lines
 
 
 def run_hf(model, prompts, *, max_new_tokens, eos_token_id=None, **generate_kwargs):
@@ -71,33 +100,41 @@ def run_hf(model, prompts, *, max_new_tokens, eos_token_id=None, **generate_kwar
     return tokens, seconds
 
 
-def _row(method, k, p, tokens, seconds, exact, note="") -> dict:
-    rate = tokens / seconds if seconds > 0 else float("nan")
+def _row(method, k, p, tokens, seconds: Spread | None, exact, note="") -> dict:
+    median = seconds.median if seconds is not None else 0.0
+    rate = tokens / median if median > 0 else float("nan")
     return dict(
         method=method,
         k=k,
         p_correct=p,
         latency_128_s=LATENCY_TOKENS / rate,
         tokens_per_s=rate,
+        seconds=median if seconds is not None else float("nan"),
+        seconds_q1=seconds.q1 if seconds is not None else float("nan"),
+        seconds_q3=seconds.q3 if seconds is not None else float("nan"),
+        rounds=seconds.n if seconds is not None else 0,
+        noisy=seconds.noisy if seconds is not None else None,
         exact=exact,
         note=note,
     )
 
 
-def hf_rows(model, prompts, *, d_bar, max_new_tokens, eos_token_id=None) -> list[dict]:
-    """HF greedy ``generate`` and HF self-speculative early exit (``assistant_early_exit``)."""
+def _repeated_hf(model, prompts, repeats, **kwargs):
+    """(tokens of the first call, Spread of the seconds) of ``repeats`` ``run_hf`` calls."""
+    runs = [run_hf(model, prompts, **kwargs) for _ in range(repeats)]
+    return runs[0][0], Spread.of([s for _, s in runs])
+
+
+def hf_rows(model, prompts, *, d_bar, max_new_tokens, eos_token_id=None, repeats=1) -> list[dict]:
+    """HF greedy ``generate`` and HF self-speculative early exit (``assistant_early_exit``),
+    each timed ``repeats`` times."""
     rows = []
-    ref, ref_s = run_hf(model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    kwargs = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    ref, ref_s = _repeated_hf(model, prompts, repeats, **kwargs)
     n_ref = sum(map(len, ref))
     rows.append(_row("hf generate (greedy)", None, None, n_ref, ref_s, True, "prefill included"))
     try:
-        got, got_s = run_hf(
-            model,
-            prompts,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            assistant_early_exit=d_bar,
-        )
+        got, got_s = _repeated_hf(model, prompts, repeats, assistant_early_exit=d_bar, **kwargs)
     except Exception as exc:  # architectures without early-exit support fail inside generate
         arch = model.config.model_type
         rows.append(
@@ -106,7 +143,7 @@ def hf_rows(model, prompts, *, d_bar, max_new_tokens, eos_token_id=None) -> list
                 None,
                 None,
                 0,
-                0.0,
+                None,
                 None,
                 f"not supported for {arch}: {type(exc).__name__}: {exc}"[:120],
             )
@@ -141,61 +178,62 @@ def table3(
     sequences=None,
     model_dir=None,
     head=None,
-    early_head="main",
+    repeats: int = DEFAULT_REPEATS,
+    early_head: str = "main",
+    progress: bool = False,
 ) -> Table3Report:
     """Greedy vs PPD (each k) vs HF early exit on the same prompts; all checked exact.
 
-    ``early_head``: where PPD runs the early head (``main`` or ``candidates``, see
-    ``measure.decode.backends.ppd_generate``)."""
+    Greedy and PPD are timed over ``repeats`` interleaved rounds; the rows give the median.
+    """
     if not prompts:
         raise ValueError("prompts must not be empty")
-    greedy = run_greedy(model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-    ref = [g.tokens for g in greedy]
-    rows = [
-        _row(
-            "greedy",
-            None,
-            None,
-            sum(map(len, ref)),
-            sum(g.wall_s for g in greedy),
-            True,
-            "decode only",
-        )
-    ]
-    report = Table3Report(table=pd.DataFrame(), greedy=greedy)
-    for k in ks:
-        runs = ppd_many(
-            model,
-            prompts,
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            backend=backend,
-            world_size=min(world_size, k + 1),
-            eos_token_id=eos_token_id,
-            timeout_s=timeout_s,
-            head=head,
-            sequences=[f"{s}-k{k}" for s in (sequences or range(len(prompts)))],
-            model_dir=model_dir,
-            early_head=early_head,
-        )
-        report.ppd[k] = runs
-        ms = [x for r in runs for x in r.m]
+    configs = [PPDConfig(d_bar=d_bar, k=k, early_head=early_head, backend=backend) for k in ks]
+    timing = time_repeated(
+        model,
+        prompts,
+        configs,
+        max_new_tokens=max_new_tokens,
+        repeats=repeats,
+        eos_token_id=eos_token_id,
+        names=[str(s) for s in sequences] if sequences else None,
+        model_dir=model_dir,
+        world_size=world_size,
+        timeout_s=timeout_s,
+        head=head,
+        progress=progress,
+    )
+    greedy = timing.greedy
+    rows = [_row("greedy", None, None, greedy.tokens, greedy.spread, True, "decode only")]
+    report = Table3Report(
+        table=pd.DataFrame(),
+        greedy=greedy.runs,
+        timing=timing,
+        max_new_tokens=max_new_tokens,
+    )
+    for config in configs:
+        method = timing.ppd[config]
+        report.ppd[config.k] = method.runs
+        ms = [x for r in method.runs for x in r.m]
         rows.append(
             _row(
                 "ppd",
-                k,
+                config.k,
                 sum(ms) / len(ms) if ms else float("nan"),
-                sum(len(r.tokens) for r in runs),
-                sum(r.wall_s for r in runs),
-                [r.tokens for r in runs] == ref,
-                f"backend {backend}"
-                + ("" if early_head == "main" else f", early head on {early_head}"),
+                method.tokens,
+                method.spread,
+                timing.exact[config],
+                f"backend {backend}" + ("" if early_head == "main" else f", head on {early_head}"),
             )
         )
     if assistant:
         rows += hf_rows(
-            model, prompts, d_bar=d_bar, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id
+            model,
+            prompts,
+            d_bar=d_bar,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+            repeats=repeats,
         )
     report.table = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
     return report
@@ -208,4 +246,5 @@ def format_table(table: pd.DataFrame) -> str:
         lambda p: "-" if p is None or p != p else f"{100 * p:.2f} %"
     )
     shown["k"] = shown["k"].map(lambda k: "-" if k is None or k != k else str(int(k)))
+    shown["noisy"] = shown["noisy"].map(lambda n: "NOISY" if n is True else "")
     return shown.to_string(index=False, float_format=lambda x: f"{x:.4g}")

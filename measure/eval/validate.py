@@ -1,259 +1,280 @@
-"""Three-way validation: closed form (measured p-hat), simulator replay, and measured latency.
+"""Predict, then measure: judge real PPD runs against a cost profile measured beforehand.
 
-For the same prompts: greedy and PPD runs are measured; the overhead terms are fitted on one
-half of the prompts (``measure.eval.calibrate``) and all three latencies are compared on the
-other half (with a single prompt, in-sample). The closed form is
-``ppdmodel.expected_latency_seconds`` with the pooled p-hat, the mean measured layer time
-and the calibrated overheads; the simulator replays each run's own m_t with the measured
-per-layer times (``sim.MeasuredCost``) and the calibrated overheads and link.
+``validate`` times greedy and every PPD configuration over repeated, interleaved rounds
+(``measure.eval.repeat``), predicts each from the profile and the runs' own match outcomes
+(``measure.eval.predict``: closed form and simulator; nothing is fitted on the judged runs),
+and reports per configuration the predicted seconds, the measured median with its quartiles,
+the relative error, the agreement band and a waterfall from Theorem 4.1's ideal to the
+prediction. The older fitted comparison is ``measure.eval.fitted`` (``ppd validate --fit``);
+its names are re-exported here for existing callers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-import sim
-from measure.eval.calibrate import (
-    Calibration,
-    fit_overheads,
-    greedy_step_compute,
-    transfer_seconds,
+from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
+    ValidationReport,
+    model_shape,
+    plot_validation,
+    validate_results,
 )
-from ppdmodel import expected_latency_seconds, greedy_latency_seconds
-from sim import ModelShape
+from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
+from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.terms import term_check
+from measure.eval.verdict import agreement, verdict_line
+from measure.profile.profile import single_cpu_exact
+from measure.profile.stats import Spread
+from ppdmodel.cost_profile import CostProfile
 
 TABLE_COLUMNS = (
     "method",
-    "sequence",
-    "ell",
-    "n_runs",
+    "backend",
+    "d_bar",
+    "k",
+    "early_head",
+    "tokens",
     "p_hat",
-    "measured_s",
-    "closed_form_s",
+    "predicted_s",
     "simulated_s",
-    "closed_form_rel_err",
+    "measured_s",
+    "measured_q1_s",
+    "measured_q3_s",
+    "rounds",
+    "noisy",
+    "rel_err",
     "simulated_rel_err",
+    "agreement",
+    "speedup_measured",
+    "speedup_predicted",
+    "exact",
 )
+"""Columns of ``ProfileValidation.table`` (one row for greedy, one per configuration)."""
 
 
 @dataclass
-class ValidationReport:
-    """Per-run and per-method comparisons plus the calibration they used."""
+class ConfigResult:
+    """One PPD configuration: measured spread, predictions and greedy's."""
 
-    table: pd.DataFrame
-    """One row per evaluated run and method (``TABLE_COLUMNS``)."""
-    summary: pd.DataFrame
-    """One row per method: summed seconds and relative errors of the sums."""
-    calibration: Calibration
-    """Fitted overhead terms."""
-    held_out: bool
-    """True if calibration and evaluation used disjoint prompts."""
+    config: PPDConfig
+    measured: Spread
+    predicted: Prediction
+    greedy_measured: Spread
+    greedy_predicted: Prediction
+    exact: bool
+    model_exact: bool = True
+    """False when the single-CPU slowdown-2 model is not exact here (``single_cpu_exact``)."""
+    terms: pd.DataFrame | None = None
+    """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
 
+    @property
+    def rel_err(self) -> float:
+        """Closed form / measured median - 1."""
+        return self.predicted.closed_form_s / self.measured.median - 1
 
-def model_shape(config, context_len: int = 1024):
-    """A ``sim.ModelShape`` from a Hugging Face config (for hand-off bytes)."""
-    c = config.get_text_config()
-    hidden = c.hidden_size
-    inter = (
-        getattr(c, "intermediate_size", None)
-        or getattr(c, "ffn_dim", None)
-        or getattr(c, "n_inner", None)
-        or 4 * hidden
-    )
-    dtype_bytes = 2 if str(getattr(c, "dtype", "float32")).endswith(("16",)) else 4
-    return ModelShape(
-        hidden_size=hidden,
-        num_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
-        intermediate_size=inter,
-        vocab_size=c.vocab_size,
-        dtype_bytes=dtype_bytes,
-        context_len=context_len,
-    )
+    @property
+    def simulated_rel_err(self) -> float:
+        return self.predicted.simulated_s / self.measured.median - 1
 
+    @property
+    def speedup_measured(self) -> float:
+        return self.greedy_measured.median / self.measured.median
 
-def simulate_ppd(result, cost, calib: Calibration, shape, n_gpus: int) -> float:
-    """Simulated seconds of one measured PPD run, replaying its m_t."""
-    trace = result.trace
-    config = sim.SimConfig(
-        d=trace.d,
-        d_bar=trace.d_bar,
-        k=trace.k,
-        ell=trace.ell,
-        matches=sim.Replay.from_trace(trace),
-        cost=cost,
-        n_gpus=n_gpus,
-        link=calib.link(),
-        shape=shape,
-        per_token_overhead_s=calib.per_token_overhead_s,
-        per_handoff_overhead_s=calib.per_handoff_overhead_s,
-    )
-    return float(sim.simulate(config).latency_s)
+    @property
+    def speedup_predicted(self) -> float:
+        return self.greedy_predicted.closed_form_s / self.predicted.closed_form_s
 
-
-def simulate_greedy(ell: int, d: int, cost, calib: Calibration) -> float:
-    """Simulated seconds of greedy decoding of ell tokens."""
-    config = sim.SimConfig(
-        d=d,
-        d_bar=d - 1,
-        k=1,
-        ell=ell,
-        cost=cost,
-        schedule="greedy",
-        per_token_overhead_s=calib.greedy_per_token_overhead_s,
-    )
-    return float(sim.simulate(config).latency_s)
-
-
-def closed_form_ppd(*, d, d_bar, ell, p, cost, calib: Calibration, handoff_bytes) -> float:
-    """Theorem 4.1 in seconds: mean layer time, per-token parts folded into the overhead."""
-    heads = cost.embed_seconds(1) + 2 * cost.head_seconds(1)
-    handoff = calib.per_handoff_overhead_s + transfer_seconds(
-        calib.link_latency_s, calib.link_bandwidth_bytes_per_s, handoff_bytes
-    ) * (calib.link() is not None)
-    return float(
-        expected_latency_seconds(
-            d=d,
-            d_bar=d_bar,
-            ell=ell,
-            p=p,
-            seconds_per_layer=cost.unit_seconds(),
-            per_token_overhead_s=calib.per_token_overhead_s + heads,
-            per_handoff_overhead_s=handoff,
-        )
-    )
-
-
-def closed_form_greedy(*, d, ell, cost, calib: Calibration) -> float:
-    """Greedy latency in seconds from the mean layer time and the per-token parts."""
-    extra = greedy_step_compute(cost, d) - d * cost.unit_seconds()
-    return float(
-        greedy_latency_seconds(
-            d=d,
-            ell=ell,
-            seconds_per_layer=cost.unit_seconds(),
-            per_token_overhead_s=max(0.0, calib.greedy_per_token_overhead_s + extra),
-        )
-    )
-
-
-def _row(method, sequence, ell, n_runs, p_hat, measured, closed, simulated) -> dict:
-    return dict(
-        method=method,
-        sequence=sequence,
-        ell=ell,
-        n_runs=n_runs,
-        p_hat=p_hat,
-        measured_s=measured,
-        closed_form_s=closed,
-        simulated_s=simulated,
-        closed_form_rel_err=closed / measured - 1,
-        simulated_rel_err=simulated / measured - 1,
-    )
-
-
-def compare(ppd_results, greedy_results, cost, calib, shape, n_gpus) -> pd.DataFrame:
-    """Per-run table of measured, closed-form and simulated seconds (``TABLE_COLUMNS``)."""
-    ms = [x for r in ppd_results for x in r.m]
-    p_hat = float(np.mean(ms)) if ms else 0.0
-    rows = []
-    for r in ppd_results:
-        t = r.trace
-        closed = closed_form_ppd(
-            d=t.d,
-            d_bar=t.d_bar,
-            ell=t.ell,
-            p=p_hat,
-            cost=cost,
-            calib=calib,
-            handoff_bytes=r.handoff_bytes,
-        )
-        simulated = simulate_ppd(r, cost, calib, shape, n_gpus)
+    def waterfall_rows(self) -> list[dict]:
+        """The per-token waterfall (seconds) and the measured per-token median beside it."""
+        rows = [dict(method=self.config.label, term=k, seconds_per_token=v)
+                for k, v in self.predicted.terms().items()]  # fmt: skip
         rows.append(
-            _row(f"ppd k={t.k}", t.sequence, t.ell, r.n_runs, p_hat, r.wall_s, closed, simulated)
-        )
-    d = ppd_results[0].trace.d
-    for seq, g in greedy_results:
-        ell = len(g.tokens)
-        rows.append(
-            _row(
-                "greedy",
-                seq,
-                ell,
-                ell,
-                float("nan"),
-                g.wall_s,
-                closed_form_greedy(d=d, ell=ell, cost=cost, calib=calib),
-                simulate_greedy(ell, d, cost, calib),
+            dict(
+                method=self.config.label,
+                term="measured",
+                seconds_per_token=self.measured.median / self.predicted.tokens,
             )
         )
-    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        return rows
 
 
-def summarize(table: pd.DataFrame) -> pd.DataFrame:
-    """Per method: summed seconds, relative errors of the sums, mean |per-run error|."""
-    sums = table.groupby("method")[["measured_s", "closed_form_s", "simulated_s"]].sum()
-    sums["closed_form_rel_err"] = sums["closed_form_s"] / sums["measured_s"] - 1
-    sums["simulated_rel_err"] = sums["simulated_s"] / sums["measured_s"] - 1
-    sums["simulated_mean_abs_run_err"] = table.groupby("method")["simulated_rel_err"].apply(
-        lambda s: float(np.mean(np.abs(s)))
-    )
-    sums["p_hat"] = table.groupby("method")["p_hat"].first()
-    sums["runs"] = table.groupby("method").size()
-    return sums.reset_index()
+@dataclass
+class ProfileValidation:
+    """Everything ``validate`` found: per-configuration results, the timing and the profile."""
 
+    results: list[ConfigResult]
+    timing: RepeatedTiming
+    profile: CostProfile
 
-def split_halves(n: int) -> tuple[list[int], list[int], bool]:
-    """Indices to calibrate on and to evaluate on (even / odd; all / all when n == 1)."""
-    if n < 2:
-        return [0], [0], False
-    return list(range(0, n, 2)), list(range(1, n, 2)), True
+    @property
+    def greedy_rel_err(self) -> float:
+        r = self.results[0]
+        return r.greedy_predicted.closed_form_s / r.greedy_measured.median - 1
 
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row for greedy and one per configuration (``TABLE_COLUMNS``)."""
+        first = self.results[0]
+        g, gp = first.greedy_measured, first.greedy_predicted
+        rows = [
+            _row("greedy", "single", None, None, None, gp, g, self.greedy_rel_err,
+                 gp.simulated_s / g.median - 1, 1.0, 1.0, True)
+        ]  # fmt: skip
+        for r in self.results:
+            c = r.config
+            rows.append(
+                _row(c.label, c.backend, c.d_bar, c.k, c.early_head, r.predicted, r.measured,
+                     r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
+                     r.exact)
+            )  # fmt: skip
+        return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
-def validate_results(ppd_results, greedy_results, layer_times: pd.DataFrame, shape, n_gpus):
-    """Calibrate on one half of the runs and compare on the other: a ValidationReport.
+    @property
+    def terms(self) -> pd.DataFrame:
+        """Long table: method plus ``measure.eval.terms.TERM_COLUMNS`` for every config."""
+        frames = [r.terms.assign(method=r.config.label) for r in self.results
+                  if r.terms is not None]  # fmt: skip
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    ppd_results and greedy_results are aligned lists (same prompts, same order).
-    """
-    if len(ppd_results) != len(greedy_results):
-        raise ValueError("ppd_results and greedy_results must cover the same prompts")
-    cost = sim.MeasuredCost(layer_times)
-    fit_idx, eval_idx, held_out = split_halves(len(ppd_results))
-    calib = fit_overheads(
-        [ppd_results[i] for i in fit_idx], cost, greedy_results=[greedy_results[i] for i in fit_idx]
-    )
-    table = compare(
-        [ppd_results[i] for i in eval_idx],
-        [(ppd_results[i].trace.sequence, greedy_results[i]) for i in eval_idx],
-        cost,
-        calib,
-        shape,
-        n_gpus,
-    )
-    return ValidationReport(table, summarize(table), calib, held_out)
+    @property
+    def waterfalls(self) -> pd.DataFrame:
+        """Long table: method, term, seconds_per_token (terms, then ``measured``)."""
+        return pd.DataFrame([row for r in self.results for row in r.waterfall_rows()])
 
-
-def plot_validation(summary: pd.DataFrame, path) -> None:
-    """Bar chart of measured vs closed-form vs simulated seconds per method (PNG)."""
-    from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
-
-    fig = Figure(figsize=(6, 3.5))
-    ax = fig.subplots()
-    x = np.arange(len(summary))
-    for i, (column, label) in enumerate(
-        [
-            ("measured_s", "measured"),
-            ("closed_form_s", "closed form (p-hat)"),
-            ("simulated_s", "simulator (replay)"),
+    def verdicts(self) -> list[str]:
+        """One verdict line per configuration."""
+        return [
+            verdict_line(
+                r.config.label,
+                r.greedy_measured,
+                r.measured,
+                tokens=r.predicted.tokens,
+                terms=r.predicted.terms(),
+                rel_err=r.rel_err,
+                load=self.timing.load,
+            )
+            for r in self.results
         ]
-    ):
-        ax.bar(x + (i - 1) * 0.27, summary[column], width=0.27, label=label)
-    ax.set_xticks(x, summary["method"])
-    ax.set_ylabel("decode latency, s (sum over runs)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+
+    def summary(self) -> dict:
+        """Median and worst |relative error| over configurations (PPD rows) and greedy's."""
+        errors = sorted(abs(r.rel_err) for r in self.results)
+        return {
+            "configurations": len(errors),
+            "median_abs_rel_err": float(pd.Series(errors).median()),
+            "worst_abs_rel_err": errors[-1],
+            "greedy_rel_err": self.greedy_rel_err,
+            "fitted_parameters": 0,
+        }
+
+
+def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact):
+    return dict(
+        method=method,
+        backend=backend,
+        d_bar=d_bar,
+        k=k,
+        early_head=early_head,
+        tokens=pred.tokens,
+        p_hat=pred.p_hat if d_bar is not None else float("nan"),
+        predicted_s=pred.closed_form_s,
+        simulated_s=pred.simulated_s,
+        measured_s=meas.median,
+        measured_q1_s=meas.q1,
+        measured_q3_s=meas.q3,
+        rounds=meas.n,
+        noisy=meas.noisy,
+        rel_err=err,
+        simulated_rel_err=sim_err,
+        agreement=agreement(err),
+        speedup_measured=s_meas,
+        speedup_predicted=s_pred,
+        exact=exact,
+    )
+
+
+def check_configs(profile: CostProfile, configs) -> list[PPDConfig]:
+    """The configurations, each checked against the profile (backend and k measured)."""
+    configs = list(dict.fromkeys(configs))
+    if not configs:
+        raise ValueError("configs must hold at least one PPD configuration")
+    for c in configs:
+        if c.backend not in profile.backends:
+            raise ValueError(
+                f"the profile has no costs for backend {c.backend!r} (it has "
+                f"{sorted(profile.backends)}): measure one with --backends {c.backend}"
+            )
+        measured = profile.backends[c.backend].measured_ks
+        if c.k not in measured:
+            raise ValueError(
+                f"k = {c.k} was not measured in the profile (k in {list(measured)}): "
+                "measure one with that k"
+            )
+        profile.costs(c.backend, d_bar=c.d_bar)  # d_bar inside Theorem 4.1's domain
+    return configs
+
+
+def validate(
+    model,
+    prompts,
+    *,
+    profile: CostProfile,
+    configs,
+    max_new_tokens: int,
+    repeats: int = DEFAULT_REPEATS,
+    eos_token_id=None,
+    names=None,
+    model_dir=None,
+    world_size: int = 2,
+    timeout_s: float = 600.0,
+    threads: int = 1,
+    progress: bool = False,
+) -> ProfileValidation:
+    """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
+
+    ``profile`` must have been measured beforehand on this model (its depth is checked);
+    ``configs`` are ``PPDConfig``s; the other arguments are ``time_repeated``'s.
+    """
+    d = model.config.get_text_config().num_hidden_layers
+    if profile.d != d:
+        raise ValueError(f"the profile's depth d = {profile.d} does not match the model's d = {d}")
+    configs = check_configs(profile, configs)
+    timing = time_repeated(
+        model,
+        prompts,
+        configs,
+        max_new_tokens=max_new_tokens,
+        repeats=repeats,
+        eos_token_id=eos_token_id,
+        names=names,
+        model_dir=model_dir,
+        world_size=world_size,
+        timeout_s=timeout_s,
+        threads=threads,
+        progress=progress,
+    )
+    greedy_pred = predict_greedy(profile, timing.greedy.runs)
+    results = []
+    for config in configs:
+        method = timing.ppd[config]
+        predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
+        exact_model = True
+        if config.backend == "single" and modelled_placement(config, profile) == "main":
+            exact_model = single_cpu_exact(
+                predicted.costs, d=d, d_bar=config.d_bar, k=config.k, early_head="main"
+            )
+        results.append(
+            ConfigResult(
+                config=config,
+                measured=method.spread,
+                predicted=predicted,
+                greedy_measured=timing.greedy.spread,
+                greedy_predicted=greedy_pred,
+                exact=timing.exact[config],
+                model_exact=exact_model,
+                terms=term_check(profile, config, method.runs),
+            )
+        )
+    return ProfileValidation(results, timing, profile)

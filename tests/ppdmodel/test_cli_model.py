@@ -122,3 +122,95 @@ def test_python_dash_m_help():
         check=False,
     )
     assert result.returncode == 0 and "--d-bar" in result.stdout
+
+
+# --- cost terms (DecodeCosts flags or a profile file) ---------------------------------------
+
+COST_ARGV = ["--d", "30", "--d-bar", "15", "--ell", "64", "--p", "0.3", "--json"]
+COST_ARGV += ["--layer-s", "0.002", "--early-head-s", "0.01", "--final-head-s", "0.011"]
+
+
+def test_latency_with_cost_flags_prints_seconds_speedup_and_break_even(capsys):
+    import ppdmodel
+
+    argv = ["latency", *COST_ARGV, "--k", "1", "3", "--early-head", "main", "candidates"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["k"], r["early_head"]) for r in rows] == [
+        (1, "main"), (1, "candidates"), (3, "main"), (3, "candidates")
+    ]  # fmt: skip
+    costs = ppdmodel.DecodeCosts(layer_s=0.002, early_head_s=0.01, final_head_s=0.011)
+    for row in rows:
+        shape = dict(d=30, d_bar=15, k=row["k"], costs=costs, early_head=row["early_head"])
+        ppd = ppdmodel.expected_latency_seconds(ell=64, p=0.3, **shape) / 64
+        assert row["ppd_s_per_token"] == pytest.approx(ppd)
+        assert row["greedy_s_per_token"] == pytest.approx(30 * 0.002 + 0.011)
+        assert row["speedup"] == pytest.approx(row["greedy_s_per_token"] / ppd)
+        assert row["break_even_p"] == pytest.approx(ppdmodel.break_even_p(**shape))
+        assert row["expected_latency"] == pytest.approx(30 * 64 - 15 * 63 * 0.3)  # unit model
+    assert rows[0]["break_even_p"] == pytest.approx(0.01 / (15 * 0.002))  # h_e / (D L)
+    assert rows[1]["break_even_p"] == 0.0  # nothing on main's path: PPD never loses
+
+
+def test_compute_with_a_profile_file_and_waterfall(tmp_path, capsys):
+    import ppdmodel
+    from ppdmodel.cost_profile import parse_cost_profile
+    from tests.ppdmodel.profiles import minimal_profile
+
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(minimal_profile(d=30)))
+    argv = ["compute", "--costs", str(path), "--p", "0.4", "--k", "3", "--waterfall", "--json"]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["d"], row["d_bar"], row["backend"], row["priced_as"]) == (30, 15, "single", "main")
+    costs = parse_cost_profile(minimal_profile(d=30)).costs("single", d_bar=15)
+    split = ppdmodel.latency_waterfall(d=30, d_bar=15, k=3, p=0.4, ell=128, costs=costs)
+    assert row["waterfall_s"] == pytest.approx(split.terms())
+    assert sum(row["waterfall_s"].values()) == pytest.approx(row["ppd_s_per_token"])
+    assert row["break_even_p"] is None or row["break_even_p"] >= 0  # null: unreachable
+    argv = ["compute", "--costs", str(path), "--p", "0.4", "--k", "3", "--waterfall"]
+    argv += ["--early-head-s", "0"]  # a flag overrides the profile's term
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "where PPD's time per token goes (ms)" in out and "+ sharing one device" in out
+    assert "speed-up" in out and "break-even p" in out
+
+
+def test_unit_cost_output_is_unchanged_without_cost_options(capsys):
+    assert main(["latency", "--p", "0.5", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert "ppd_s_per_token" not in row and "k" not in row
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["latency", "--p", "0.3", "--k", "3"], "--k of ppd latency applies to the cost terms"),
+        (
+            ["latency", "--p", "0.3", "--seconds-per-layer", "1", "--layer-s", "1"],
+            "give either --seconds-per-layer",
+        ),
+        (["latency", "--p", "0.3", "--shared-device-slowdown", "0.5"], "shared_device_slowdown"),
+        (["latency", "--p", "0.3", "--layer-s", "0"], "DecodeCosts.layer_s"),
+        (["latency", "--p", "0.3", "--backend", "dist"], "give --costs FILE too"),
+        (["latency", "--p", "0.3", "--costs", "PROFILE", "--d", "12"], "does not match"),
+        (["latency", "--p", "0.3", "--costs", "PROFILE", "--backend", "dist"], "--backend must"),
+        (["latency", "--p", "0.3", "--costs", "BROKEN"], "backends.single.costs.host_s is"),
+        (["latency", "--p", "0.3", "--costs", "MISSING"], "--costs: file not found"),
+        (["compute", "--p", "0.3", "--early-head", "side"], None),
+    ],
+)
+def test_bad_cost_input_exits_2(argv, message, tmp_path, capsys):
+    from tests.ppdmodel.profiles import minimal_profile
+
+    good, broken = tmp_path / "good.json", tmp_path / "broken.json"
+    good.write_text(json.dumps(minimal_profile(d=30)))
+    data = minimal_profile(d=30)
+    del data["backends"]["single"]["costs"]["host_s"]
+    broken.write_text(json.dumps(data))
+    names = {"PROFILE": str(good), "BROKEN": str(broken), "MISSING": str(tmp_path / "no.json")}
+    with pytest.raises(SystemExit) as exc:
+        main([names.get(a, a) for a in argv])
+    assert exc.value.code == 2
+    if message:
+        assert message in capsys.readouterr().err

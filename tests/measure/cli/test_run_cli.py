@@ -43,6 +43,8 @@ def test_cli_run_prints_report_and_writes_traces(model_dir, tmp_path, capsys):
             "--k",
             "1",
             "2",
+            "--repeats",
+            "2",
             "--out",
             str(tmp_path),
         ]
@@ -50,46 +52,85 @@ def test_cli_run_prints_report_and_writes_traces(model_dir, tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "hf assistant_early_exit" in printed and "ppd" in printed
+    assert "2 interleaved round(s); load average" in printed
+    verdicts = [line for line in printed.splitlines() if line.startswith("verdict: ")]
+    assert len(verdicts) == 2 and all("than greedy" in line for line in verdicts)
+    assert "largest cost term: unknown (no profile" in verdicts[0]
     report = pd.read_csv(tmp_path / "report.csv")
     assert report.loc[report["method"] == "ppd", "exact"].all()
+    assert (report["rounds"] == 2).all() and (report["seconds_q1"] <= report["seconds"]).all()
     traces = read_traces(tmp_path / "traces.jsonl")
     assert [t.sequence for t in traces] == ["0-k1", "1-k1", "0-k2", "1-k2"]
     assert all(t.source == "ppd_run" and t.events for t in traces)
 
 
-def test_cli_validate_writes_table_and_plot(model_dir, tmp_path, capsys):
-    code = main(
-        [
-            "validate",
-            "--model",
-            str(model_dir),
-            "--prompt",
-            "hello",
-            "--prompt",
-            "xyz",
-            "--max-new-tokens",
-            "8",
-            "--d-bar",
-            "2",
-            "--out",
-            str(tmp_path),
-        ]
-    )
-    assert code == 0
+def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, capsys):
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--prompt", "xyz"]
+    argv += ["--max-new-tokens", "6", "--d-bar", "2", "3", "--k", "1", "2", "--repeats", "2"]
+    assert main([*argv, "--profile-repeats", "3", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "no --profile given: measuring one first" in out
+    assert "0 parameters fitted" in out and out.count("verdict: ppd d_bar=") == 4
+    assert "largest gap between a block timed in the runs and the profile's price" in out
     for name in (
+        "profile.json",
         "validation.csv",
-        "summary.csv",
-        "calibration.json",
-        "layer_times.csv",
+        "waterfalls.csv",
+        "terms.csv",
         "traces.jsonl",
-        "validation.png",
+        "waterfall.png",
+        "predicted_vs_measured.png",
+        "layer_times.png",
     ):
         assert (tmp_path / name).is_file(), name
-    summary = pd.read_csv(tmp_path / "summary.csv")
-    assert set(summary["method"]) == {"greedy", "ppd k=1"}
-    assert "simulated_rel_err" in capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "validation.csv")
+    assert table["method"].iloc[0] == "greedy" and len(table) == 5
+    assert set(table["agreement"]) <= {"within 5 %", "5-15 %", "poor"}
+    assert (table["rounds"] == 2).all() and table["exact"].all()
+    again = tmp_path / "again"  # the saved profile is read back, not measured again
+    argv += ["--k", "1", "--profile", str(tmp_path / "profile.json"), "--out", str(again)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "measuring one first" not in out and f"profile {tmp_path / 'profile.json'}" in out
+
+
+def test_cli_run_with_a_profile_names_the_largest_term(model_dir, tmp_path, capsys):
+    from measure.hf.loading import load_model
+    from measure.profile.profile import measure_profile, write_profile
+
+    model, _ = load_model(model_dir)
+    path = write_profile(tmp_path / "p.json", measure_profile(model, ks=(1,), repeats=2))
+    argv = ["run", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
+    argv += ["--k", "1", "--no-assistant", "--repeats", "1", "--profile", str(path)]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    (verdict,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("verdict")]
+    assert "largest cost term: " in verdict and "unknown" not in verdict
+    assert "prediction agreed " in verdict
+
+
+def test_cli_validate_refuses_a_profile_of_another_model(model_dir, tmp_path, capsys):
+    from tests.ppdmodel.profiles import minimal_profile
+
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(minimal_profile(d=30)))
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hi", "--profile", str(path)]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--out", str(tmp_path / "out")])
+    assert info.value.code == 2
+    assert "model.d = 30 does not match the model's depth d = 4" in capsys.readouterr().err
+
+
+def test_cli_validate_fit_says_fitted(model_dir, tmp_path, capsys):
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--prompt", "xyz"]
+    argv += ["--max-new-tokens", "8", "--d-bar", "2", "--fit", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("FITTED: overheads fitted on one half") and "simulated_rel_err" in out
+    for name in ("validation.csv", "summary.csv", "calibration.json", "validation.png"):
+        assert (tmp_path / name).is_file(), name
     text = (tmp_path / "calibration.json").read_text()
     calibration = json.loads(text, parse_constant=_refuse)  # strict JSON: no Infinity/NaN
+    assert calibration["fitted"] is True
     assert Calibration.from_dict(calibration).per_token_overhead_s >= 0
 
 

@@ -18,7 +18,7 @@ from measure.eval.calibrate import (  # noqa: E402
     fit_overheads,
     ppd_pass_compute,
 )
-from measure.eval.validate import compare, simulate_ppd, split_halves  # noqa: E402
+from measure.eval.fitted import compare, simulate_ppd, split_halves  # noqa: E402
 from sim.formats import MatchTrace  # noqa: E402
 
 torch.set_num_threads(1)

@@ -8,6 +8,7 @@ Issue 10: two ``--resume`` processes on one directory both exited 0 having done 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -164,16 +165,6 @@ run_match_rate(model, prompts, out, layers=[1], ks=[1], max_new_tokens=3, resume
 """
 
 
-def _ppd(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ppdmodel", *argv],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _blocked_on_a_lock(pid: int) -> bool:
     """True once ``pid`` waits for a flock (Linux ``/proc/locks`` lists waiters with ``->``)."""
     locks = Path("/proc/locks")
@@ -185,11 +176,13 @@ def _blocked_on_a_lock(pid: int) -> bool:
     )
 
 
-def test_concurrent_resume_in_two_processes_does_no_work_twice(tmp_path):
-    """A run is held open mid-way; a second ``--resume`` fails at once with a clear error, a
-    third with ``--wait-lock`` waits, then finds every prompt done: each is measured once."""
+def test_concurrent_resume_in_two_processes_does_no_work_twice(tmp_path, capsys):
+    """A run is held open mid-way in another process; ``ppd measure match-rate --resume`` fails
+    at once with a clear error; with ``wait_lock`` a resume waits, then finds every prompt done:
+    each prompt is measured once."""
     pytest.importorskip("torch")
-    from measure.match.records import part_files, read_records
+    from measure.match.records import part_files, read_records, run_match_rate
+    from ppdmodel.cli import main
     from tests.measure.tiny_models import save_tiny_model_dir
 
     model = save_tiny_model_dir(tmp_path / "model")
@@ -201,6 +194,7 @@ def test_concurrent_resume_in_two_processes_does_no_work_twice(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    waiter, results = None, []
     try:
         deadline = time.monotonic() + 120
         while not (part_files(out) and part_files(out)[0].read_text().count("\n") >= 1):
@@ -208,25 +202,33 @@ def test_concurrent_resume_in_two_processes_does_no_work_twice(tmp_path):
             time.sleep(0.1)
         resume = ["measure", "match-rate", "--model", str(model), "--prompts", str(prompts)]
         resume += ["--layers", "1", "--ks", "1", "--max-new-tokens", "3", "--no-verify"]
-        resume += ["--out", str(out), "--resume", "--no-progress"]
-        second, third = _ppd(*resume), _ppd(*resume, "--wait-lock")
-        _, err = second.communicate(timeout=300)
-        assert second.returncode == 2 and "Traceback" not in err, err
+        with pytest.raises(SystemExit) as info:
+            main([*resume, "--out", str(out), "--resume", "--no-progress"])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and "Traceback" not in err
         assert "is in use by another process" in err and "--wait-lock" in err
-        while not _blocked_on_a_lock(third.pid):
-            assert third.poll() is None and time.monotonic() < deadline + 120
-            time.sleep(0.1)
+
+        def resume_and_wait():
+            options = dict(layers=[1], ks=[1], max_new_tokens=3, verify=False, progress=False)
+            results.append(run_match_rate(model, prompts, out, resume=True, wait_lock=True,
+                                          on_prompt_done=results.append, **options))  # fmt: skip
+
+        waiter = threading.Thread(target=resume_and_wait)
+        waiter.start()
+        while not _blocked_on_a_lock(os.getpid()):
+            assert waiter.is_alive() and time.monotonic() < deadline
+            time.sleep(0.05)
         gate.touch()
-        printed, err = third.communicate(timeout=300)
-        assert third.returncode == 0, err
-        assert first.wait(timeout=120) == 0
+        assert first.wait(timeout=120) == 0, first.stderr.read()
+        waiter.join(timeout=120)
     finally:
         gate.touch()
         if first.poll() is None:
             first.kill()
+    (result,) = results  # the waiting resume measured nothing: on_prompt_done never ran
+    assert result.n_done == N_PROMPTS and result.records is not None
     lines = [line for path in part_files(out) for line in path.read_text().splitlines()]
     assert len(lines) == N_PROMPTS  # each prompt measured once
     measured = sorted(json.loads(line)["prompt"] for line in lines)
     assert measured == sorted(f"q{i}" for i in range(N_PROMPTS))
     assert read_records(out / "records.csv")["prompt"].nunique() == N_PROMPTS
-    assert "records:" in printed

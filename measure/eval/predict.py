@@ -1,0 +1,148 @@
+"""Predict measured runs from a cost profile measured beforehand: nothing is fitted on them.
+
+For a PPD configuration, each run's own match outcomes m (known once the run is over; p is
+not fitted) give its latency exactly under the profile's costs: the closed form
+``ppdmodel.trace_latency_seconds`` (T = ell B - M S) and the simulator (``sim`` with
+``SimConfig(costs=, early_head=)`` replaying m). Greedy's is ell G per run. Summed over the
+prompts, these are the predictions set beside the measured medians. The waterfall is the
+per-token split at the pooled match rate M / ell (``ppdmodel.latency_waterfall``), which
+sums to the closed form's total divided by the tokens.
+
+On a CPU the ``single`` backend runs main and the candidate side on the same threads, one
+after the other, so the early head costs a pass the same on either side: both placements are
+predicted with the closed form's ``early_head="main"`` schedule and the profile's slowdown 2
+(``modelled_placement``, the profile's ``serial`` backends), exact while the candidate batch
+fits in main's remaining work.
+
+One end effect the per-pass model leaves out: the decoder's pass over the last allowed token
+(t = max_new_tokens) makes no early prediction, as no token follows it, so that pass costs
+what a greedy pass costs. Both predictions subtract, once per run that reached
+max_new_tokens, that pass's excess over greedy, ``ppdmodel.passes``' B - G (main's early
+head and the sharing loss); a run that ended at an end-of-sequence token predicted the token
+after it and keeps the full pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sim
+from measure.eval.repeat import PPDConfig
+from ppdmodel import (
+    LatencyWaterfall,
+    greedy_latency_seconds,
+    latency_waterfall,
+    trace_latency_seconds,
+)
+from ppdmodel.cli_args import default_d_bar
+from ppdmodel.cost_profile import CostProfile
+from ppdmodel.costs import DecodeCosts
+from ppdmodel.passes import pass_times
+
+GREEDY_BACKEND = "single"
+"""Greedy decoding runs in the calling process: its costs are the ``single`` backend's."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted decode seconds of one method over all prompts."""
+
+    closed_form_s: float
+    """Closed form, summed over runs."""
+    simulated_s: float
+    """Simulator, summed over runs."""
+    tokens: int
+    """Generated tokens over all runs."""
+    matches: int
+    """Accepted predictions M over all runs (0 for greedy)."""
+    costs: DecodeCosts
+    """The costs used."""
+    waterfall: LatencyWaterfall | None = None
+    """Per-token split at the pooled match rate (PPD only)."""
+    runs: int = 0
+    """Runs (prompts) behind the prediction."""
+    last_pass_s: float = 0.0
+    """Seconds subtracted for last passes that made no early prediction (module docstring)."""
+
+    def terms(self) -> dict[str, float]:
+        """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
+        ``closed_form_s / tokens``."""
+        terms = {k: float(v) for k, v in self.waterfall.terms().items()}
+        terms["last_pass_s"] = -self.last_pass_s / self.tokens
+        return terms
+
+    @property
+    def p_hat(self) -> float:
+        """Accepted predictions per predictable token, M / sum(ell - 1)."""
+        return self.matches / max(self.tokens - self.runs, 1) if self.runs else 0.0
+
+
+def modelled_placement(config: PPDConfig, profile: CostProfile) -> str:
+    """The early-head placement the closed form is evaluated with: ``main`` on a backend the
+    profile marks ``serial`` (the single backend on a CPU), else the configuration's."""
+    return profile.backends[config.backend].placement(config.early_head)
+
+
+def last_pass_excess_s(costs: DecodeCosts, *, d: int, config: PPDConfig, early_head=None) -> float:
+    """Seconds the last pass saves by making no early prediction: B - G (module docstring)."""
+    times = pass_times(
+        d=d, d_bar=config.d_bar, k=config.k, costs=costs,
+        early_head=early_head or config.early_head,
+    )  # fmt: skip
+    return float(times.excess_over_greedy_s)
+
+
+def predict_ppd(
+    profile: CostProfile, runs, config: PPDConfig, *, max_new_tokens: int | None = None
+) -> Prediction:
+    """Closed-form and simulated seconds of ``runs`` (PPDResult per prompt) under ``config``.
+
+    ``max_new_tokens``: the runs' limit; a run of that many tokens gets the last-pass
+    correction (module docstring). None: no correction.
+    """
+    costs = profile.costs(config.backend, d_bar=config.d_bar)
+    d, shared = profile.d, costs.shared_device
+    placement = modelled_placement(config, profile)
+    end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
+    closed = simulated = cuts = 0.0
+    tokens = matches = 0
+    for run in runs:
+        m = list(run.m)
+        shape = dict(d=d, d_bar=config.d_bar, k=config.k, costs=costs)
+        cut = end if max_new_tokens is not None and len(m) + 1 == max_new_tokens else 0.0
+        cuts += cut
+        closed += trace_latency_seconds(m=m, early_head=placement, **shape) - cut
+        sim_config = sim.SimConfig(
+            ell=len(m) + 1,
+            matches=sim.Replay(m),
+            early_head=placement,
+            n_gpus=1 if shared else 2,
+            **shape,
+        )
+        simulated += sim.simulate(sim_config).latency_s - cut
+        tokens += len(m) + 1
+        matches += sum(m)
+    rate = matches / tokens if tokens else 0.0
+    split = latency_waterfall(
+        d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=placement
+    )
+    return Prediction(
+        closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts
+    )
+
+
+def predict_greedy(profile: CostProfile, runs) -> Prediction:
+    """Closed-form and simulated seconds of greedy ``runs`` (GreedyResult per prompt)."""
+    d = profile.d
+    costs = profile.costs(GREEDY_BACKEND, d_bar=default_d_bar(d))
+    closed = simulated = 0.0
+    tokens = 0
+    for run in runs:
+        ell = len(run.tokens)
+        closed += greedy_latency_seconds(d=d, ell=ell, costs=costs)
+        config = sim.SimConfig(
+            d=d, d_bar=default_d_bar(d), k=1, ell=ell, costs=costs, schedule="greedy"
+        )
+        simulated += sim.simulate(config).latency_s
+        tokens += ell
+    return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs))

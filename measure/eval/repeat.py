@@ -1,0 +1,184 @@
+"""Repeated, interleaved timing of greedy decoding and PPD configurations on the same prompts.
+
+One *round* decodes every prompt once with every method (greedy and each PPD configuration),
+in an order that rotates from round to round, so a slow spell of a shared machine falls on
+all methods alike. A method's figure is the median over rounds of its total decode seconds
+(prefill excluded), with the quartiles (``measure.profile.stats.Spread``); the load average
+is read before and after. Every PPD run is checked token for token against greedy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from measure.decode.backends import ppd_many
+from measure.decode.checks import as_prompt_ids, check_context
+from measure.decode.greedy import greedy_generate
+from measure.profile.progress import progress_bar
+from measure.profile.stats import LoadMonitor, LoadReading, Spread
+from ppdmodel.costs import check_early_head
+
+DEFAULT_REPEATS = 3
+"""Rounds per configuration when none are given."""
+
+
+def run_greedy(model, prompts, *, max_new_tokens, eos_token_id=None) -> list:
+    """Greedy decoding of every prompt (one warm-up decode first)."""
+    lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
+    check_context(model.config, lengths, max_new_tokens)  # before any decoding
+    greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
+    return [
+        greedy_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+        for p in prompts
+    ]
+
+
+@dataclass(frozen=True)
+class PPDConfig:
+    """One PPD configuration to time (and predict)."""
+
+    d_bar: int
+    k: int
+    early_head: str = "main"
+    backend: str = "single"
+
+    def __post_init__(self) -> None:
+        check_early_head(self.early_head)
+        if self.backend not in ("single", "dist"):
+            raise ValueError(f"backend must be 'single' or 'dist', got {self.backend!r}")
+
+    @property
+    def label(self) -> str:
+        """'ppd d_bar=15 k=3 main single'."""
+        return f"ppd d_bar={self.d_bar} k={self.k} {self.early_head} {self.backend}"
+
+
+@dataclass
+class TimedMethod:
+    """One method's runs over every round: ``results[r][i]`` is prompt i in round r."""
+
+    label: str
+    config: PPDConfig | None = None
+    """None for greedy."""
+    results: list[list] = field(default_factory=list)
+
+    @property
+    def totals_s(self) -> list[float]:
+        """Decode seconds of all prompts, per round."""
+        return [sum(r.wall_s for r in runs) for runs in self.results]
+
+    @property
+    def spread(self) -> Spread:
+        """Median and quartiles of ``totals_s``."""
+        return Spread.of(self.totals_s)
+
+    @property
+    def runs(self) -> list:
+        """The first round's results (tokens and match outcomes are the same every round)."""
+        return self.results[0]
+
+    @property
+    def tokens(self) -> int:
+        """Generated tokens per round."""
+        return sum(len(r.tokens) for r in self.runs)
+
+
+@dataclass
+class RepeatedTiming:
+    """Greedy and every PPD configuration, timed over the same rounds."""
+
+    greedy: TimedMethod
+    ppd: dict[PPDConfig, TimedMethod]
+    load: LoadReading
+    exact: dict[PPDConfig, bool]
+    """True when every round of the configuration reproduced greedy's tokens."""
+
+
+def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
+    extra = {"early_head": config.early_head}
+    world = min(kwargs["world_size"], config.k + 1)
+    sequences = [f"{s}-k{config.k}" for s in kwargs["names"]]
+    if kwargs["head"] is not None:
+        extra["head"] = kwargs["head"]
+
+    def run():
+        return ppd_many(
+            model if config.backend == "single" else (kwargs["model_dir"] or model),
+            prompts,
+            d_bar=config.d_bar,
+            k=config.k,
+            max_new_tokens=kwargs["max_new_tokens"],
+            backend=config.backend,
+            world_size=world,
+            eos_token_id=kwargs["eos_token_id"],
+            timeout_s=kwargs["timeout_s"],
+            sequences=sequences,
+            **extra,
+        )
+
+    return run
+
+
+def time_repeated(
+    model,
+    prompts,
+    configs,
+    *,
+    max_new_tokens: int,
+    repeats: int = DEFAULT_REPEATS,
+    eos_token_id=None,
+    names=None,
+    model_dir=None,
+    world_size: int = 2,
+    timeout_s: float = 600.0,
+    threads: int = 1,
+    head=None,
+    progress: bool = False,
+) -> RepeatedTiming:
+    """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
+
+    ``head``: a trained early head (``measure.train.heads.TrainedHead``) or None (the LM
+    head); ``threads``: threads this process uses (for the load reading).
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if not prompts:
+        raise ValueError("prompts must not be empty")
+    configs = list(dict.fromkeys(configs))
+    kwargs = dict(
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos_token_id,
+        names=names or [str(i) for i in range(len(prompts))],
+        model_dir=model_dir,
+        world_size=world_size,
+        timeout_s=timeout_s,
+        head=head,
+    )
+    greedy = TimedMethod("greedy")
+    methods = [greedy] + [TimedMethod(c.label, c) for c in configs]
+    runners = {
+        "greedy": lambda: run_greedy(
+            model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id
+        ),
+        **{c.label: _ppd_runner(model, prompts, c, kwargs) for c in configs},
+    }
+    bar = progress_bar(repeats * len(methods), enabled=progress)
+    monitor = LoadMonitor(own_threads=threads)
+    try:
+        for r in range(repeats):
+            start = r % len(methods)
+            for method in methods[start:] + methods[:start]:
+                if bar is not None:
+                    bar.set_description(f"round {r + 1}/{repeats}: {method.label}")
+                method.results.append(runners[method.label]())
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    reference = [[g.tokens for g in runs] for runs in greedy.results]
+    exact = {
+        m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results)
+        for m in methods[1:]
+    }
+    return RepeatedTiming(greedy, {m.config: m for m in methods[1:]}, monitor.reading(), exact)

@@ -1,0 +1,118 @@
+"""Which term is off: each block of a pass as the profile prices it beside the same block
+timed inside the judged runs (the decoder's trace events, ``sim.formats.EVENT_KEYS``).
+
+The runs' own timings are used here only to explain a disagreement, never to predict. Blocks
+(e = d - d_bar; main is process 0, the candidate side processes 1..):
+
+=========================  ==========================  ====================================
+block                      events                      the profile's price
+=========================  ==========================  ====================================
+main prefix, fresh         main layers [0, d_bar)      embedding + d_bar L
+main prefix, resumed       main layers [e, d_bar)      (2 d_bar - d) L
+early head on main         main head at d_bar          early head
+main suffix                main layers [d_bar, d)      e L (one device shared: slowed while
+                                                       the candidates run, not counted here)
+final head                 main head at d              final head
+candidate batch            candidate layers [0, e)     embedding + e L_k (completed batches)
+early head, candidates     candidate head at d_bar     early head
+hand-off (with wait)       main handoff                hand-off (main also waits there for a
+                                                       batch that is not done)
+host per token             pass time - main's blocks   host (single backend: the candidate
+                                                       blocks it ran are subtracted too)
+=========================  ==========================  ====================================
+
+``gap_s_per_token`` = (mean measured - price) x blocks / tokens: how much each block adds to
+the measured time per token beyond the prediction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from measure.eval.repeat import PPDConfig
+from ppdmodel.cost_profile import CostProfile
+
+TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_s_per_token")
+
+
+def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]:
+    """(name, selector(event) -> bool, price in seconds) of every block of a pass."""
+    d_bar, e = config.d_bar, d - config.d_bar
+    layer_k = costs.candidate_layer_seconds(config.k)
+
+    def sel(side, kind, a, b):
+        def match(ev):
+            on_main = ev["process"] == 0
+            return (on_main == (side == "main") and ev["kind"] == kind
+                    and (ev["layer_start"], ev["layer_end"]) == (a, b))  # fmt: skip
+
+        return match
+
+    blocks = [
+        ("main prefix, fresh", sel("main", "layers", 0, d_bar),
+         costs.embedding_s + d_bar * costs.layer_s),
+        ("early head on main", sel("main", "head", d_bar, d_bar), costs.early_head_s),
+        ("main suffix", sel("main", "layers", d_bar, d), e * costs.layer_s),
+        ("final head", sel("main", "head", d, d), costs.final_head_s),
+        ("candidate batch", sel("cand", "layers", 0, e), costs.embedding_s + e * layer_k),
+        ("early head, candidates", sel("cand", "head", d_bar, d_bar), costs.early_head_s),
+        ("hand-off (with wait)", lambda ev: ev["process"] == 0 and ev["kind"] == "handoff",
+         costs.handoff_s),
+    ]  # fmt: skip
+    if 2 * d_bar > d:  # a resumed pass runs layers [e, d_bar); empty when d_bar = d / 2
+        blocks.insert(1, ("main prefix, resumed", sel("main", "layers", e, d_bar),
+                          (2 * d_bar - d) * costs.layer_s))  # fmt: skip
+    return blocks
+
+
+def _host_seconds(run, backend: str) -> list[float]:
+    """Per pass: time from the previous token to this one minus the blocks timed in it."""
+    events = run.trace.events
+    times = np.concatenate([[0.0], np.asarray(run.token_times_s, dtype=float)])
+    out = []
+    for t in range(1, len(run.token_times_s) + 1):
+        busy = sum(ev["end_s"] - ev["start_s"] for ev in events
+                   if ev["process"] == 0 and ev["token"] == t)  # fmt: skip
+        if backend == "single":  # the batch for token t + 1 ran inside main's pass t
+            busy += sum(ev["end_s"] - ev["start_s"] for ev in events
+                        if ev["process"] != 0 and ev["token"] == t + 1)  # fmt: skip
+        out.append(times[t] - times[t - 1] - busy)
+    return out
+
+
+def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
+    """One row per block (``TERM_COLUMNS``): measured inside ``runs`` (PPDResult with trace
+    events) vs the profile's price for ``config``."""
+    costs = profile.costs(config.backend, d_bar=config.d_bar)
+    tokens = sum(len(r.tokens) for r in runs)
+    events = [ev for r in runs for ev in r.trace.events]
+    rows = []
+    for name, match, price in _blocks(config, profile.d, costs):
+        seconds = [ev["end_s"] - ev["start_s"] for ev in events if match(ev)]
+        rows.append(_row(name, seconds, price, tokens))
+    host = [s for r in runs for s in _host_seconds(r, config.backend)]
+    rows.append(_row("host per token", host, costs.host_s, tokens))
+    return pd.DataFrame([r for r in rows if r["count"]], columns=list(TERM_COLUMNS))
+
+
+def _row(name: str, seconds: list[float], price: float, tokens: int) -> dict:
+    if not seconds:
+        return dict(block=name, count=0)
+    median = float(np.median(seconds))
+    return dict(
+        block=name,
+        count=len(seconds),
+        measured_median_s=median,
+        price_s=float(price),
+        ratio=median / price if price > 0 else float("nan"),
+        gap_s_per_token=(float(np.mean(seconds)) - price) * len(seconds) / max(tokens, 1),
+    )
+
+
+def largest_gap(table: pd.DataFrame) -> str:
+    """'main suffix: +21.3 ms/token (measured x1.41 the profile)' for the block whose time
+    adds the most to the measurement beyond its price (by absolute value)."""
+    row = table.loc[table["gap_s_per_token"].abs().idxmax()]
+    ratio = "" if np.isnan(row["ratio"]) else f" (measured x{row['ratio']:.2f} the profile)"
+    return f"{row['block']}: {1e3 * row['gap_s_per_token']:+.3g} ms/token{ratio}"

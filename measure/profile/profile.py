@@ -1,0 +1,387 @@
+"""Measure every term of ``ppdmodel.DecodeCosts`` on this machine for one model: a cost profile.
+
+``measure_profile`` times the pieces of a decode step (``measure.profile.probes``) in
+interleaved rounds, warm-up excluded, and, for the ``dist`` backend, the link and the
+slowdown of two concurrent decode streams on two gloo ranks (``measure.profile.ranks``).
+Each figure is a median with its interquartile range (``measure.profile.stats.Spread``);
+noisy figures and a loaded machine are recorded as warnings. The result is a
+``ppdmodel.cost_profile.CostProfile`` (the one reader of the file, shared with ``ppd latency
+--costs``); ``write_profile`` / ``load_profile`` store and read it as JSON.
+
+How each backend's DecodeCosts come from the figures (medians):
+
+- ``single`` (``threads`` torch threads): layer_s = layers / d of a greedy step; the k-row
+  batch per layer as ``LocalCandidates`` runs it; embedding, heads and host time of the step;
+  hand-off = the in-process KV copy, per candidate layer; no messages. On a CPU the backend
+  runs the candidate batch on main's threads between main's two halves: one stream at a time,
+  i.e. a shared device with ``shared_device_slowdown = 2`` (exact while the candidate work
+  fits in main's remaining work; see ``single_cpu_exact``).
+- ``dist`` (one thread per rank): the same compute figures at one thread; the slowdown is the
+  median step time of two ranks decoding at once over one rank alone; messages are
+  latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
+  KV entries of layers [0, e) after a miss), the hidden-state dispatch (``candidates``
+  placement) and the hand-off (verdict header, then hidden state and KV entries, packed and
+  appended).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from measure.profile.link import fit_link
+from measure.profile.probes import DecodeProbe
+from measure.profile.progress import progress_bar
+from measure.profile.provenance import provenance
+from measure.profile.ranks import RankProbe, probe_ranks
+from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
+from ppdmodel.cost_profile import (
+    PROFILE_FORMAT,
+    PROFILE_VERSION,
+    CostProfile,
+    parse_cost_profile,
+)
+from ppdmodel.costs import DecodeCosts, link_seconds
+from ppdmodel.passes import device_work
+
+BACKENDS = ("single", "dist")
+"""Backends a profile can describe (``measure.decode.backends.BACKENDS``)."""
+SINGLE_CPU_SLOWDOWN = 2.0
+"""The single backend on a CPU runs main and the candidate batch one after the other."""
+DIST_THREADS = 1
+"""torch threads per rank of the ``dist`` backend (``DistJob.num_threads``)."""
+HEADER_INTS = 6
+"""int64 slots of a ``dist`` protocol header before the k candidate ids."""
+
+
+def measure_profile(
+    model,
+    *,
+    name: str | None = None,
+    model_dir=None,
+    backends=("single",),
+    ks=(1, 3),
+    threads: int | None = None,
+    context_tokens: int = 128,
+    repeats: int = 20,
+    warmup: int = 2,
+    calls: int = 3,
+    rank_repeats: int = 8,
+    progress: bool = False,
+) -> CostProfile:
+    """Measure a cost profile of ``model`` (a loaded Hugging Face causal LM) on this machine.
+
+    backends: ``single`` is always measured (greedy decoding is predicted from it); ``dist``
+    needs ``model_dir`` (the ranks load the model from it). ks: candidate batch sizes.
+    threads: torch threads for ``single`` (default: the current setting). context_tokens:
+    cached positions while timing (use the prompts' mean length plus half the new tokens).
+    repeats / warmup: timed and untimed interleaved rounds; calls: back-to-back calls a
+    sample averages (``run_interleaved``); rank_repeats: rounds of the two-rank probe.
+    progress: a progress bar (only when stdout is a terminal).
+    """
+    wanted = _check_backends(backends, model_dir)
+    ks = _check_ks(ks)
+    threads = torch.get_num_threads() if threads is None else _positive("threads", threads)
+    _positive("repeats", repeats)
+    _positive("calls", calls)
+    device = next(model.parameters()).device
+    d = model.config.get_text_config().num_hidden_layers
+    counts = {"single": threads, "dist": DIST_THREADS}
+    monitor = LoadMonitor(own_threads=max(counts[b] for b in wanted) * (1 + ("dist" in wanted)))
+    previous = torch.get_num_threads()
+    figures, warnings, entries = {}, [], {}
+    try:
+        for backend in wanted:
+            torch.set_num_threads(counts[backend])
+            probe = DecodeProbe(model, context_tokens=context_tokens)
+            figures[backend] = compute_figures(
+                probe, ks, repeats=repeats, warmup=warmup, calls=calls, progress=progress,
+                label=backend,
+            )  # fmt: skip
+    finally:
+        torch.set_num_threads(previous)
+    shapes = probe.shapes()
+    link = None
+    if "dist" in wanted:
+        link = _dist_figures(model_dir, model, shapes, d, ks, context_tokens, rank_repeats)
+        figures["dist"].update(link.pop("figures"))
+    for backend in wanted:
+        entries[backend] = _backend_entry(backend, figures[backend], d, ks, shapes, device, link)
+        entries[backend]["threads"] = counts[backend]
+        warnings += _figure_warnings(backend, figures[backend])
+        warnings += entries[backend].pop("warnings")
+    load = monitor.reading()
+    if load.loaded:
+        warnings.append(f"the machine was loaded while profiling: {load.describe()}")
+    data = {
+        "format": PROFILE_FORMAT,
+        "version": PROFILE_VERSION,
+        "model": _model_entry(model, name, model_dir, d, context_tokens, shapes),
+        "backends": entries,
+        "figures": {b: {k: s.to_dict() for k, s in f.items()} for b, f in figures.items()},
+        "link": _link_entry(link),
+        "provenance": provenance(device=device, dtype=model.dtype, threads=threads, load=load),
+        "warnings": warnings,
+    }
+    return parse_cost_profile(data, d=d)
+
+
+def compute_figures(
+    probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=False, label=""
+) -> dict:
+    """Interleaved rounds of the probe's pieces: a Spread per figure (per-layer seconds for
+    ``layer_s`` and ``candidate_layer_s[k]``; the whole step's layers in ``layers_s``)."""
+    tasks = {
+        "step": probe.step,
+        "early_head": lambda: {"early_head_s": probe.early_head(max(ks))},
+        **{f"candidates[{k}]": _bind(probe.candidates, k) for k in ks},
+        "handoff": probe.handoff,
+    }
+    bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
+    try:
+        samples = run_interleaved(
+            tasks,
+            repeats=repeats,
+            warmup=warmup,
+            calls=calls,
+            progress=lambda i, n: bar and bar.update(1),
+        )
+    finally:
+        if bar:
+            bar.close()
+    samples["layer_s"] = [s / probe.d for s in samples["layers_s"]]
+    return spreads(samples)
+
+
+def _bind(fn, k):
+    return lambda: fn(k)
+
+
+def _dist_figures(model_dir, model, shapes, d, ks, context_tokens, repeats) -> dict:
+    """Link fit and two-stream slowdown from two gloo ranks."""
+    elem = shapes["element_bytes"]
+    kv_layer = 2 * shapes["kv_heads"] * shapes["head_dim"] * elem
+    sizes = sorted(
+        {
+            _round4(8 * (HEADER_INTS + max(ks))),
+            _round4(shapes["hidden_size"] * elem),
+            _round4(shapes["hidden_size"] * elem + kv_layer * d),
+            4096,
+            65536,
+        }
+    )
+    samples = probe_ranks(
+        RankProbe(
+            sizes=tuple(sizes),
+            repeats=repeats,
+            model_dir=str(model_dir),
+            dtype=str(model.dtype).removeprefix("torch."),
+            context_tokens=context_tokens,
+        )
+    )
+    link_samples = [
+        (n, s) for n in sizes for s in samples[f"link_s[{n}]"]
+    ]  # (bytes, one-way seconds)
+    latency, bandwidth = fit_link(link_samples)
+    figures = spreads(samples)
+    return {
+        "latency_s": latency,
+        "bandwidth_bytes_per_s": bandwidth,
+        "sizes": sizes,
+        "figures": figures,
+    }
+
+
+def _round4(n: int) -> int:
+    return int(4 * math.ceil(n / 4))
+
+
+def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
+    """The profile's ``backends.<backend>`` entry: DecodeCosts at e = 0 and per-layer growth."""
+    med = {name: s.median for name, s in fig.items()}
+    by_k = {k: med[f"candidate_layer_s[{k}]"] for k in ks}
+    warnings, notes = [], []
+    slope = 0.0
+    if len(ks) > 1:
+        slope = max(0.0, float(np.polyfit(list(by_k), list(by_k.values()), 1)[0]))
+    costs = dict(
+        layer_s=med["layer_s"],
+        candidate_extra_row_layer_s=slope,
+        candidate_layer_s_by_k={str(k): s for k, s in by_k.items()},
+        embedding_s=med["embedding_s"],
+        early_head_s=med["early_head_s"],
+        final_head_s=med["final_head_s"],
+        candidate_dispatch_s=0.0,
+        hidden_dispatch_s=0.0,
+        handoff_s=0.0,
+        host_s=med["host_s"],
+        shared_device_slowdown=1.0,
+    )
+    per_layer = {"handoff_s": med["handoff_copy_s"]}
+    if backend == "single":
+        if device.type == "cpu":
+            costs["shared_device_slowdown"] = SINGLE_CPU_SLOWDOWN
+            notes.append(
+                "shared_device_slowdown = 2: on a CPU the single backend runs the candidate "
+                "batch on main's threads between main's two halves (one stream at a time)"
+            )
+        else:
+            notes.append("two CUDA streams: shared_device_slowdown not measured, taken as 1")
+            warnings.append("single backend on CUDA: the two-stream slowdown was not measured")
+    else:
+        costs, per_layer, more = _dist_costs(costs, med, shapes, ks, link, device)
+        warnings += more
+    serial = backend == "single" and device.type == "cpu"
+    return {"costs": costs, "per_candidate_layer_s": per_layer, "serial": serial,
+            "notes": notes, "warnings": warnings}  # fmt: skip
+
+
+def _dist_costs(costs, med, shapes, ks, link, device):
+    """Messages and the two-stream slowdown of the ``dist`` backend."""
+    latency, bandwidth = link["latency_s"], link["bandwidth_bytes_per_s"]
+    elem = shapes["element_bytes"]
+    kv_layer = 2 * shapes["kv_heads"] * shapes["head_dim"] * elem
+    link = {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth}
+    header = link_seconds(nbytes=8 * (HEADER_INTS + max(ks)), **link)
+    hidden = link_seconds(nbytes=shapes["hidden_size"] * elem, **link)
+    per_kv_layer = 0.0 if math.isinf(bandwidth) else kv_layer / bandwidth
+    warnings = []
+    slowdown = 1.0
+    if device.type == "cpu":
+        alone, both = med["stream_alone_s"], med["stream_both_s"]
+        slowdown = both / alone
+        if slowdown < 1:
+            warnings.append(
+                f"dist: two decode streams measured {slowdown:.3f}x the time of one (< 1, "
+                "noise); shared_device_slowdown set to 1"
+            )
+            slowdown = 1.0
+    costs = dict(
+        costs,
+        candidate_dispatch_s=header + latency,
+        hidden_dispatch_s=header + hidden,
+        handoff_s=header + hidden,
+        shared_device_slowdown=slowdown,
+    )
+    sync = per_kv_layer + med["unpack_append_s"]
+    per_layer = {
+        "candidate_dispatch_s": sync,
+        "hidden_dispatch_s": sync,
+        "handoff_s": per_kv_layer + med["pack_s"] + med["unpack_append_s"],
+    }
+    return costs, per_layer, warnings
+
+
+def _figure_warnings(backend: str, figures: dict[str, Spread]) -> list[str]:
+    """Noisy cost-term figures one by one; noisy per-layer figures as one count."""
+    per_layer = {k: s for k, s in figures.items() if k.startswith("layer_s[")}
+    terms = {k: s for k, s in figures.items() if k not in per_layer}
+    out = noisy_warnings(terms, backend)
+    noisy = sum(s.noisy for s in per_layer.values())
+    if noisy:
+        out.append(f"{backend}: {noisy} of {len(per_layer)} per-layer times are noisy")
+    return out
+
+
+def _model_entry(model, name, model_dir, d, context_tokens, shapes) -> dict:
+    config = model.config.get_text_config()
+    if name is None:
+        name = Path(model_dir).name if model_dir else getattr(config, "model_type", "model")
+    return {
+        "name": str(name),
+        "path": None if model_dir is None else str(model_dir),
+        "d": d,
+        "architecture": getattr(config, "model_type", None),
+        "vocab_size": int(config.vocab_size),
+        "context_tokens": context_tokens,
+        **shapes,
+    }
+
+
+def _link_entry(link) -> dict | None:
+    if link is None:
+        return None
+    bandwidth = link["bandwidth_bytes_per_s"]
+    return {
+        "latency_s": link["latency_s"],
+        "bandwidth_bytes_per_s": None if math.isinf(bandwidth) else bandwidth,
+        "sizes_bytes": link["sizes"],
+    }
+
+
+def _check_backends(backends, model_dir) -> list[str]:
+    chosen = list(dict.fromkeys(backends))
+    bad = [b for b in chosen if b not in BACKENDS]
+    if bad or not chosen:
+        raise ValueError(f"backends must be taken from {BACKENDS}, got {backends!r}")
+    if "dist" in chosen and model_dir is None:
+        raise ValueError("backends with 'dist' need model_dir (the ranks load the model)")
+    return ["single"] + [b for b in chosen if b != "single"]
+
+
+def _check_ks(ks) -> tuple[int, ...]:
+    values = tuple(ks)
+    if not values or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in values):
+        raise ValueError(f"ks must be one or more integers >= 1, got {ks!r}")
+    return tuple(sorted(set(values)))
+
+
+def _positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def check_profile_path(path) -> Path:
+    """``path`` as a Path if a profile can be written there (not a folder, nor under a file)."""
+    path = Path(path)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ValueError(f"the profile's folder {path.parent} is a file, not a folder")
+    if path.is_dir():
+        raise ValueError(f"the profile path {path} is a folder; give a file name (.json)")
+    return path
+
+
+def write_profile(path, profile: CostProfile) -> Path:
+    """Write ``profile`` as strict JSON (no NaN or Infinity) to ``path``; return the path."""
+    path = check_profile_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(profile.data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return path
+
+
+def load_profile(path, *, model=None, d: int | None = None) -> CostProfile:
+    """Read a profile file; ValueError naming the field when it is malformed or, given
+    ``model`` (or its depth ``d``), when it was measured on a model of another depth."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"profile file not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"profile file {path} is not JSON: {exc}") from None
+    if model is not None:
+        d = model.config.get_text_config().num_hidden_layers
+    return parse_cost_profile(data, d=d)
+
+
+def figure(profile: CostProfile, backend: str, name: str) -> Spread:
+    """One measured figure of ``profile`` (e.g. ``figure(p, "single", "layer_s[3]")``)."""
+    try:
+        return Spread.from_dict(profile.data["figures"][backend][name])
+    except KeyError:
+        raise ValueError(f"profile has no figure {name!r} for backend {backend!r}") from None
+
+
+def single_cpu_exact(costs: DecodeCosts, *, d: int, d_bar: int, k: int, early_head: str) -> bool:
+    """True when the slowdown-2 model of the single CPU backend is exact for a configuration:
+    the candidate work fits in main's remaining work (W_c <= W_m - delta, ``ppdmodel.passes``).
+    Otherwise a pass that ends in a miss is predicted short by W_c - W_m."""
+    work_main, work_cand, delta, _ = device_work(
+        d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head
+    )
+    return bool(work_cand <= work_main - delta)

@@ -1,0 +1,117 @@
+"""A cost profile as text and as a per-layer bar chart with spread."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from measure.profile.stats import Spread
+from ppdmodel.cost_profile import CostProfile
+
+TERMS = (
+    ("layer_s", "layer, batch 1 (per layer)"),
+    ("embedding_s", "embedding"),
+    ("early_head_s", "early head (LM head + top-k)"),
+    ("final_head_s", "final head (LM head + argmax)"),
+    ("host_s", "host per token"),
+    ("handoff_copy_s", "hand-off copy (per layer)"),
+)
+"""Figures printed for every backend, in this order, with their labels."""
+
+
+def _figures(profile: CostProfile, backend: str) -> dict[str, Spread]:
+    raw = profile.data.get("figures", {}).get(backend, {})
+    return {name: Spread.from_dict(value) for name, value in raw.items()}
+
+
+def format_profile(profile: CostProfile) -> str:
+    """The profile's cost terms per backend (median, IQR), link, slowdown, load, warnings."""
+    model = profile.data.get("model", {})
+    prov = profile.provenance
+    lines = [
+        f"cost profile of {profile.model_name}: d = {profile.d}, context "
+        f"{model.get('context_tokens')} tokens, {prov.get('dtype')} on {prov.get('device')} "
+        f"({prov.get('cpu')}, {prov.get('cpus')} CPUs)",
+    ]
+    for backend, entry in profile.backends.items():
+        threads = profile.data["backends"][backend].get("threads")
+        figures = _figures(profile, backend)
+        lines.append(f"[{backend}] {threads} thread(s) per process")
+        for name, label in TERMS:
+            if name in figures:
+                lines.append(f"  {label:34s} {figures[name].describe()}")
+        for k, _ in entry.base.candidate_layer_s_by_k:
+            spread = figures.get(f"candidate_layer_s[{k}]")
+            if spread is not None:
+                lines.append(f"  {f'candidate batch k={k} (per layer)':34s} {spread.describe()}")
+        costs = entry.base
+        lines.append(f"  {'shared-device slowdown':34s} {costs.shared_device_slowdown:.3f}")
+        if backend == "dist":
+            link = profile.data.get("link") or {}
+            bandwidth = link.get("bandwidth_bytes_per_s")
+            bw = "inf" if bandwidth is None else f"{bandwidth / 1e6:.4g} MB/s"
+            lines.append(
+                f"  {'link (two gloo ranks)':34s} latency {1e3 * link.get('latency_s', 0):.4g} "
+                f"ms, bandwidth {bw}"
+            )
+            for name in ("stream_alone_s", "stream_both_s"):
+                if name in figures:
+                    lines.append(f"  {name:34s} {figures[name].describe()}")
+    load = prov.get("load_average", {})
+    if load:
+        lines.append(
+            f"load average {load.get('before', 0):.2f} -> {load.get('after', 0):.2f} on "
+            f"{load.get('cpus')} CPUs{' (LOADED)' if load.get('loaded') else ''}"
+        )
+    lines += [f"warning: {w}" for w in profile.warnings]
+    return "\n".join(lines)
+
+
+def _layer_spreads(profile: CostProfile, backend: str) -> list[tuple[int, Spread]]:
+    figures = _figures(profile, backend)
+    return sorted(
+        (int(m.group(1)), s)
+        for name, s in figures.items()
+        if (m := re.fullmatch(r"layer_s\[(\d+)\]", name))
+    )
+
+
+def plot_layer_times(profile: CostProfile, path) -> None:
+    """Per-layer time at batch 1 of every profiled backend: bars at the median, error bars
+    from q1 to q3, hatched where IQR/median > 10 % (PNG)."""
+    from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
+    from matplotlib.ticker import MaxNLocator
+
+    backends = [b for b in profile.backends if _layer_spreads(profile, b)]
+    if not backends:
+        raise ValueError("profile has no per-layer figures")
+    fig = Figure(figsize=(min(16.0, max(6.0, 0.25 * profile.d * len(backends) + 2)), 3.8))
+    ax = fig.subplots()
+    width = 0.8 / len(backends)
+    for j, backend in enumerate(backends):
+        layers = _layer_spreads(profile, backend)
+        x = np.array([i + 1 for i, _ in layers]) + (j - (len(backends) - 1) / 2) * width
+        med = np.array([s.median for _, s in layers]) * 1e3
+        err = np.stack(
+            [med - np.array([s.q1 for _, s in layers]) * 1e3,
+             np.array([s.q3 for _, s in layers]) * 1e3 - med]
+        )  # fmt: skip
+        threads = profile.data["backends"][backend].get("threads")
+        bars = ax.bar(x, med, width=width, yerr=err, capsize=2,
+                      label=f"{backend} ({threads} thread(s) per process)")  # fmt: skip
+        for bar, (_, spread) in zip(bars, layers, strict=True):
+            if spread.noisy:
+                bar.set_hatch("//")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0.5, profile.d + 0.5)
+    ax.set_xlabel("decoder layer (1-based)")
+    ax.set_ylabel("time per layer, ms")
+    ax.set_title(
+        f"{profile.model_name}: per-layer time at batch 1, median and IQR "
+        "(hatched: IQR/median > 10 %)",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

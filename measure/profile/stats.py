@@ -1,0 +1,204 @@
+"""Robust timing: interleaved repeats, median and interquartile range, noise and load warnings.
+
+A timed figure is never one number: ``Spread`` holds the median and the quartiles of repeated
+samples (warm-up excluded), ``noisy`` when IQR / median exceeds ``NOISY_REL_IQR``.
+``run_interleaved`` repeats several timed tasks in rounds (each round runs every task once,
+in an order that rotates), so a slow spell of a shared machine hits every task alike instead
+of the one that happened to run then. ``LoadReading`` compares ``os.getloadavg`` before and
+after a measurement with the CPU count.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+NOISY_REL_IQR = 0.10
+"""A figure whose interquartile range exceeds this fraction of its median is flagged noisy."""
+LOADED_FRACTION = 0.5
+"""The machine counts as loaded when other work kept more than this fraction of its CPUs busy
+(1-minute load average before a measurement, or after it minus the threads it used)."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and quartiles of repeated samples (seconds, or any unit)."""
+
+    median: float
+    q1: float
+    """First quartile (numpy's linear interpolation)."""
+    q3: float
+    """Third quartile."""
+    n: int
+    """Samples behind the figure."""
+
+    @classmethod
+    def of(cls, samples) -> Spread:
+        """The Spread of ``samples`` (at least one finite value; ValueError otherwise)."""
+        values = np.asarray(samples, dtype=float).ravel()
+        if values.size == 0 or not np.all(np.isfinite(values)):
+            raise ValueError(f"samples must be one or more finite numbers, got {values!r}")
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        return cls(float(median), float(q1), float(q3), int(values.size))
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range q3 - q1."""
+        return self.q3 - self.q1
+
+    @property
+    def rel_iqr(self) -> float:
+        """IQR / median (inf for a zero median with spread, 0 without)."""
+        if self.median == 0:
+            return 0.0 if self.iqr == 0 else float("inf")
+        return self.iqr / abs(self.median)
+
+    @property
+    def noisy(self) -> bool:
+        """True when IQR / median > NOISY_REL_IQR."""
+        return self.rel_iqr > NOISY_REL_IQR
+
+    def scaled(self, factor: float) -> Spread:
+        """The same figure in another unit (e.g. a total divided by the number of layers)."""
+        return Spread(self.median * factor, self.q1 * factor, self.q3 * factor, self.n)
+
+    def to_dict(self) -> dict:
+        """{"median", "q1", "q3", "n"} (``from_dict`` inverts it)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Spread:
+        return cls(float(data["median"]), float(data["q1"]), float(data["q3"]), int(data["n"]))
+
+    def describe(self, unit: str = "ms", scale: float = 1e3) -> str:
+        """'12.3 ms (IQR 0.4 ms, 3.2 %, n=30)' with a NOISY tag when flagged."""
+        tag = ", NOISY" if self.noisy else ""
+        return (
+            f"{self.median * scale:.4g} {unit} (IQR {self.iqr * scale:.3g} {unit}, "
+            f"{100 * self.rel_iqr:.1f} %, n={self.n}{tag})"
+        )
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the OS has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):  # pragma: no cover - Windows
+        return 0.0
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class LoadReading:
+    """1-minute load averages around a measurement and the CPUs it had."""
+
+    before: float
+    after: float
+    cpus: int
+    own_threads: int = 1
+    """Threads the measurement itself kept busy (they raise the load read after it)."""
+
+    @property
+    def others(self) -> float:
+        """Estimated CPUs kept busy by other work: max(before, after - own_threads), >= 0."""
+        return max(self.before, self.after - self.own_threads, 0.0)
+
+    @property
+    def loaded(self) -> bool:
+        """True when other work kept more than LOADED_FRACTION of the CPUs busy."""
+        return self.others > LOADED_FRACTION * self.cpus
+
+    def describe(self) -> str:
+        """'load 0.3 -> 2.1 on 2 CPUs' plus ', LOADED' when flagged."""
+        tag = " (LOADED: timings are not trustworthy)" if self.loaded else ""
+        return f"load average {self.before:.2f} -> {self.after:.2f} on {self.cpus} CPUs{tag}"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "loaded": self.loaded}
+
+
+class LoadMonitor:
+    """Read the load average now; ``reading()`` later gives the LoadReading of the span."""
+
+    def __init__(self, own_threads: int = 1):
+        self.before = load_average()
+        self.own_threads = own_threads
+
+    def reading(self) -> LoadReading:
+        return LoadReading(self.before, load_average(), cpu_count(), self.own_threads)
+
+
+TimedTask = Callable[[], "Mapping[str, float] | float"]
+"""A timed task: returns its seconds, or several named figures in seconds."""
+
+
+def run_interleaved(
+    tasks: Mapping[str, TimedTask],
+    *,
+    repeats: int,
+    warmup: int = 1,
+    calls: int = 1,
+    progress=None,
+) -> dict[str, list[float]]:
+    """Run ``tasks`` in ``warmup + repeats`` rounds; samples of the last ``repeats`` rounds.
+
+    Round r runs every task, starting at task r mod n (the order rotates). A task returning a
+    float gives the figure named after the task; one returning a mapping gives each of its
+    names. Each sample is the mean of ``calls`` back-to-back calls: a decode adds up many
+    pieces, so its time follows their means (skewed on a busy machine), while the median over
+    rounds keeps one slow round from setting the figure. ``progress(done, total)`` is called
+    after every round.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be an integer >= 1, got {calls!r}")
+    names = list(tasks)
+    if not names:
+        raise ValueError("tasks must hold at least one timed task")
+    samples: dict[str, list[float]] = {}
+    total = warmup + repeats
+    for r in range(total):
+        start = r % len(names)
+        for name in names[start:] + names[:start]:
+            sums: dict[str, float] = {}
+            for _ in range(calls):
+                out = tasks[name]()
+                figures = out if isinstance(out, Mapping) else {name: out}
+                for key, value in figures.items():
+                    sums[key] = sums.get(key, 0.0) + float(value)
+            if r < warmup:
+                continue
+            for key, value in sums.items():
+                samples.setdefault(key, []).append(value / calls)
+        if progress is not None:
+            progress(r + 1, total)
+    return samples
+
+
+def spreads(samples: Mapping[str, list[float]]) -> dict[str, Spread]:
+    """A Spread per named figure."""
+    return {name: Spread.of(values) for name, values in samples.items()}
+
+
+def noisy_warnings(figures: Mapping[str, Spread], context: str = "") -> list[str]:
+    """One warning per figure whose IQR / median exceeds NOISY_REL_IQR."""
+    where = f"{context}: " if context else ""
+    return [
+        f"{where}{name} is noisy: IQR/median = {100 * s.rel_iqr:.0f} % > "
+        f"{100 * NOISY_REL_IQR:.0f} %"
+        for name, s in figures.items()
+        if s.noisy
+    ]

@@ -1,0 +1,210 @@
+"""The cost-model options of ``ppd latency`` and ``ppd compute`` (this project's extension).
+
+The terms of ``ppdmodel.DecodeCosts`` come from flags (``--layer-s`` ...) or a profile file
+(``--costs FILE`` from ``ppd measure profile``, read by ``ppdmodel.cost_profile``; the flags
+override its terms). Each row then gains PPD and greedy seconds per token, the speed-up and
+the break-even p, per early-head placement, and with ``--waterfall`` the per-token split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from ppdmodel.cli_args import existing_file, nonnegative_float, positive_float, positive_int
+from ppdmodel.cost_profile import parse_cost_profile
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts
+from ppdmodel.seconds import break_even_p, expected_latency_seconds, greedy_latency_seconds
+from ppdmodel.waterfall import latency_waterfall
+
+COST_FLAGS = {
+    "layer_s": "one decoder layer at batch 1 (default 1: the other terms in layer units)",
+    "candidate_extra_row_layer_s": "per-layer time each candidate row adds beyond the first",
+    "embedding_s": "token embedding",
+    "early_head_s": "early prediction at d_bar: final norm, LM head and top-k on one row",
+    "final_head_s": "final norm and LM head after layer d",
+    "candidate_dispatch_s": "message starting the candidates (early head on main)",
+    "hidden_dispatch_s": "message with main's hidden state (early head on the candidates)",
+    "handoff_s": "one accepted hand-off (hidden state and KV entries to main)",
+    "host_s": "host time per generated token",
+    "shared_device_slowdown": "factor >= 1 by which main and candidates slow each other on "
+    "one device (1: separate devices)",
+}
+"""DecodeCosts fields with a flag (``--layer-s`` ...), and their help."""
+
+
+def add_cost_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
+    """The cost terms (flags or a profile), the early head's placement and --waterfall."""
+    group = parser.add_argument_group(
+        "cost terms in seconds (this project's extension, ppdmodel.DecodeCosts); any of them "
+        "adds PPD and greedy seconds per token, the speed-up and the break-even p"
+    )
+    group.add_argument(
+        "--costs",
+        type=existing_file,
+        metavar="FILE",
+        default=None,
+        help="a cost profile (ppd measure profile); the flags below override its terms",
+    )
+    group.add_argument(
+        "--backend",
+        default=None,
+        choices=("single", "dist"),
+        help="the profile's backend to use (default: single)",
+    )
+    for name, text in COST_FLAGS.items():
+        kind = positive_float if name == "shared_device_slowdown" else nonnegative_float
+        group.add_argument(
+            "--" + name.replace("_", "-"), type=kind, default=None, dest=f"cost_{name}", help=text
+        )
+    group.add_argument(
+        "--early-head",
+        nargs="+",
+        choices=EARLY_HEAD_PLACEMENTS,
+        default=None,
+        help="where the early head runs: main (default) and/or candidates",
+    )
+    group.add_argument(
+        "--waterfall", action="store_true", help="print where PPD's time per token goes"
+    )
+    if not with_k:
+        group.add_argument(
+            "--k",
+            type=positive_int,
+            nargs="+",
+            default=None,
+            help="candidates, one batch (cost terms only; default 1)",
+        )
+
+
+class CostTerms:
+    """The cost terms given on the command line: a profile and/or flags, per d_bar."""
+
+    def __init__(self, args):
+        self.overrides = {
+            name: getattr(args, f"cost_{name}")
+            for name in COST_FLAGS
+            if getattr(args, f"cost_{name}") is not None
+        }
+        self.profile = None
+        if args.costs is not None:
+            path = Path(args.costs)
+            if not path.is_file():
+                raise FileNotFoundError(f"--costs: profile file not found: {path}")
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--costs: {path} is not JSON: {exc}") from None
+            self.profile = parse_cost_profile(data)
+            bad = [d for d in args.d or [] if d != self.profile.d]
+            if bad:
+                raise ValueError(
+                    f"--d {bad[0]} does not match the profile's depth d = {self.profile.d} "
+                    f"({self.profile.model_name})"
+                )
+            args.profile_d = self.profile.d
+        elif args.backend is not None:
+            raise ValueError("--backend selects a backend of a profile: give --costs FILE too")
+        self.backend = args.backend or "single"
+        self.placements = args.early_head or ["main"]
+        self.waterfall = args.waterfall
+        if self.profile is None:
+            DecodeCosts(**self.overrides)  # bad values are refused before any row is printed
+        elif self.backend not in self.profile.backends:
+            raise ValueError(
+                f"--backend must be one of the profile's backends "
+                f"{sorted(self.profile.backends)}, got {self.backend!r}"
+            )
+
+    @classmethod
+    def from_args(cls, args):
+        """CostTerms when any cost option was given, else None (the unit-layer model only)."""
+        used = args.costs is not None or args.backend is not None or args.waterfall
+        used = used or args.early_head is not None
+        used = used or any(getattr(args, f"cost_{name}") is not None for name in COST_FLAGS)
+        return cls(args) if used else None
+
+    def schedule(self, early_head: str) -> str:
+        """The closed form's placement for ``early_head`` (a serial backend: ``main``)."""
+        if self.profile is None:
+            return early_head
+        return self.profile.backends[self.backend].placement(early_head)
+
+    def costs(self, d_bar: int) -> DecodeCosts:
+        """DecodeCosts at early layer d_bar (the profile's, with the flags on top)."""
+        if self.profile is None:
+            return DecodeCosts(**self.overrides)
+        return dataclasses.replace(self.profile.costs(self.backend, d_bar=d_bar), **self.overrides)
+
+
+def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
+    """``row`` once per early-head placement, with PPD and greedy seconds per token, the
+    speed-up and the break-even p (and the waterfall's terms when asked for)."""
+    d, d_bar, ell, p = params["d"], params["d_bar"], params["ell"], params["p"]
+    k = params.get("k") or 1
+    costs = terms.costs(d_bar)
+    out = []
+    for early_head in terms.placements:
+        schedule = terms.schedule(early_head)
+        shape = dict(d=d, d_bar=d_bar, k=k, costs=costs, early_head=schedule)
+        ppd = expected_latency_seconds(ell=ell, p=p, **shape) / ell
+        greedy = greedy_latency_seconds(d=d, ell=ell, costs=costs) / ell
+        extra = {
+            "early_head": early_head,
+            "ppd_s_per_token": ppd,
+            "greedy_s_per_token": greedy,
+            "speedup": greedy / ppd,
+            "break_even_p": break_even_p(**shape),
+        }
+        if terms.profile is not None:
+            extra["backend"] = terms.backend
+            extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
+        if "k" not in row:
+            extra["k"] = k
+        if terms.waterfall:
+            split = latency_waterfall(ell=ell, p=p, **shape)
+            extra["waterfall_s"] = {name: float(v) for name, v in split.terms().items()}
+        out.append({**row, **extra})
+    return out
+
+
+WATERFALL_LABELS = {
+    "ideal_s": "ideal (Theorem 4.1 x layer time)",
+    "embedding_s": "+ embedding",
+    "final_head_s": "+ final head",
+    "early_head_s": "+ early head",
+    "batching_s": "+ k-row batch",
+    "dispatch_s": "+ dispatch message",
+    "sharing_s": "+ sharing one device",
+    "handoff_s": "+ hand-off",
+    "host_s": "+ host",
+}
+"""Labels of ``LatencyWaterfall`` terms, in order."""
+
+
+def format_waterfall(row: dict) -> str:
+    """One row's waterfall as aligned text, per token (ms below one second per token, else s)."""
+    p = row.get("p_mean", row["p"])
+    scale, unit = (1e3, "ms") if row["greedy_s_per_token"] < 1 else (1.0, "s")
+    head = (
+        f"where PPD's time per token goes ({unit}): d={row['d']} d_bar={row['d_bar']} "
+        f"k={row['k']} ell={row['ell']} p={p:.4g} early head on {row['early_head']}"
+    )
+    lines = [head]
+    for name, value in row["waterfall_s"].items():
+        lines.append(f"  {WATERFALL_LABELS[name]:34s} {scale * value:10.4f}")
+    lines.append(f"  {'= PPD':34s} {scale * row['ppd_s_per_token']:10.4f}")
+    lines.append(
+        f"  {'greedy':34s} {scale * row['greedy_s_per_token']:10.4f}   speed-up "
+        f"{row['speedup']:.3f}x, break-even p {row['break_even_p']:.4g}"
+    )
+    return "\n".join(lines)
+
+
+def with_costs(rows_params, terms: CostTerms | None) -> list[dict]:
+    """Rows, each expanded by ``cost_rows`` when cost terms were given."""
+    if terms is None:
+        return [row for row, _ in rows_params]
+    return [out for row, params in rows_params for out in cost_rows(row, params, terms)]

@@ -1,0 +1,214 @@
+"""A measured cost profile (the JSON ``ppd measure profile`` writes) read as DecodeCosts.
+
+The one definition of the profile's layout and of its checks, shared by every reader (the
+closed form's ``ppd latency --costs``, ``measure.profile.load_profile`` for the simulator and
+``ppd validate``). Pure parsing: callers read the file and pass the decoded JSON object here.
+
+Layout (``PROFILE_FORMAT``, version ``PROFILE_VERSION``)::
+
+    {"format": "ppd-cost-profile", "version": 1,
+     "model": {"name": ..., "d": 30, ...},
+     "backends": {"single": {"costs": {<every DecodeCosts field>},
+                             "per_candidate_layer_s": {"handoff_s": ..., ...}}, "dist": ...},
+     "figures": ..., "provenance": ..., "warnings": [...]}
+
+``costs`` holds every ``DecodeCosts`` field in seconds with the message terms at zero
+candidate layers; ``serial`` (optional, default false) says the backend runs main and the
+candidate side one after the other on one device (the single backend on a CPU), so a pass
+costs the same whichever side runs the early head: ``BackendCosts.placement`` then evaluates
+both placements with the closed form's ``main`` schedule (and the slowdown of 2 in
+``costs``); ``per_candidate_layer_s`` says how much ``handoff_s``,
+``candidate_dispatch_s`` and ``hidden_dispatch_s`` grow per candidate layer e = d - d_bar (the
+KV entries of layers [0, e) travel with them), so ``CostProfile.costs(backend, d_bar=)`` is the
+DecodeCosts of one configuration. ``figures``, ``provenance`` and ``warnings`` are carried
+along for reports and are not needed to predict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from numbers import Real
+
+from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.validation import check_d_bar, check_positive_int
+
+PROFILE_FORMAT = "ppd-cost-profile"
+"""The value of the profile's ``format`` field."""
+PROFILE_VERSION = 1
+"""The layout version this module reads and ``measure.profile`` writes."""
+PER_LAYER_FIELDS = ("handoff_s", "candidate_dispatch_s", "hidden_dispatch_s")
+"""DecodeCosts fields that grow with the number of candidate layers e = d - d_bar."""
+COST_FIELDS = tuple(f.name for f in fields(DecodeCosts))
+"""Every field a backend's ``costs`` must give (none is defaulted when reading a profile)."""
+
+
+@dataclass(frozen=True)
+class BackendCosts:
+    """One backend's measured costs: DecodeCosts at e = 0 and the per-candidate-layer growth."""
+
+    base: DecodeCosts
+    """Every term, with the message terms of ``PER_LAYER_FIELDS`` at zero candidate layers."""
+    per_candidate_layer_s: Mapping[str, float] = field(default_factory=dict)
+    """Seconds added to each of ``PER_LAYER_FIELDS`` per candidate layer (missing: 0)."""
+    serial: bool = False
+    """Main and the candidate side run one after the other on one device (module doc)."""
+
+    def placement(self, early_head: str) -> str:
+        """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
+        check_early_head(early_head)
+        return "main" if self.serial else early_head
+
+    def costs(self, *, d: int, d_bar: int) -> DecodeCosts:
+        """DecodeCosts of a configuration with early layer ``d_bar`` (e = d - d_bar)."""
+        check_positive_int("d", d)
+        check_d_bar(d, d_bar)
+        e = d - d_bar
+        grown = {
+            name: getattr(self.base, name) + e * self.per_candidate_layer_s.get(name, 0.0)
+            for name in PER_LAYER_FIELDS
+        }
+        return replace(self.base, **grown)
+
+    @property
+    def measured_ks(self) -> tuple[int, ...]:
+        """Candidate counts k whose batch time was measured."""
+        return tuple(k for k, _ in self.base.candidate_layer_s_by_k)
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """A validated cost profile: the model's name and depth and the costs of each backend."""
+
+    model_name: str
+    """The profiled model (its directory name or config name)."""
+    d: int
+    """Decoder layers of the profiled model."""
+    backends: Mapping[str, BackendCosts]
+    """Backend name (``single``, ``dist``) -> its costs."""
+    data: Mapping = field(default_factory=dict, repr=False)
+    """The whole decoded JSON object (figures, provenance, warnings)."""
+
+    def costs(self, backend: str = "single", *, d_bar: int) -> DecodeCosts:
+        """DecodeCosts of ``backend`` at early layer ``d_bar``; ValueError for a backend not in
+        the profile."""
+        if backend not in self.backends:
+            raise ValueError(
+                f"backend must be one of the profiled backends {sorted(self.backends)}, "
+                f"got {backend!r}"
+            )
+        return self.backends[backend].costs(d=self.d, d_bar=d_bar)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Warnings recorded while the profile was measured (noisy figures, a loaded machine)."""
+        return list(self.data.get("warnings", []))
+
+    @property
+    def provenance(self) -> dict:
+        """Where and how the profile was measured."""
+        return dict(self.data.get("provenance", {}))
+
+
+def _get(data, path: str):
+    """``data[a][b]...`` for path "a.b..."; ValueError naming the first missing field."""
+    node = data
+    walked = []
+    for key in path.split("."):
+        walked.append(key)
+        if not isinstance(node, Mapping) or key not in node:
+            raise ValueError(f"cost profile: field {'.'.join(walked)} is missing")
+        node = node[key]
+    return node
+
+
+def _seconds(path: str, value, *, positive: bool = False) -> float:
+    """A finite real >= 0 (> 0 if positive) for field ``path``; ValueError naming it."""
+    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    bound = "> 0" if positive else ">= 0"
+    if not ok or value < 0 or (positive and value == 0):
+        raise ValueError(
+            f"cost profile: {path} must be a finite number of seconds {bound}, got {value!r}"
+        )
+    return float(value)
+
+
+def _backend(name: str, entry) -> BackendCosts:
+    """Check one ``backends.<name>`` entry and build its BackendCosts."""
+    prefix = f"backends.{name}"
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("costs"), Mapping):
+        raise ValueError(f"cost profile: field {prefix}.costs is missing")
+    costs = entry["costs"]
+    values = {}
+    for key in COST_FIELDS:
+        if key not in costs:
+            raise ValueError(f"cost profile: field {prefix}.costs.{key} is missing")
+        value = costs[key]
+        if key == "candidate_layer_s_by_k":
+            if not isinstance(value, Mapping) or not value:
+                raise ValueError(
+                    f"cost profile: {prefix}.costs.{key} must map k to seconds, got {value!r}"
+                )
+            for k, seconds in value.items():
+                _seconds(f"{prefix}.costs.{key}[{k}]", seconds, positive=True)
+        elif key == "shared_device_slowdown":
+            bad = not (isinstance(value, Real) and not isinstance(value, bool))
+            if bad or not math.isfinite(value) or value < 1:
+                raise ValueError(
+                    f"cost profile: {prefix}.costs.{key} must be a finite factor >= 1, "
+                    f"got {value!r}"
+                )
+        else:
+            _seconds(f"{prefix}.costs.{key}", value, positive=key == "layer_s")
+        values[key] = value
+    growth = entry.get("per_candidate_layer_s", {})
+    if not isinstance(growth, Mapping):
+        raise ValueError(f"cost profile: {prefix}.per_candidate_layer_s must be an object")
+    unknown = sorted(set(growth) - set(PER_LAYER_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"cost profile: {prefix}.per_candidate_layer_s has unknown fields {unknown}; "
+            f"known {list(PER_LAYER_FIELDS)}"
+        )
+    per_layer = {
+        key: _seconds(f"{prefix}.per_candidate_layer_s.{key}", value)
+        for key, value in growth.items()
+    }
+    serial = entry.get("serial", False)
+    if not isinstance(serial, bool):
+        raise ValueError(f"cost profile: {prefix}.serial must be true or false, got {serial!r}")
+    return BackendCosts(
+        base=DecodeCosts.from_dict(values), per_candidate_layer_s=per_layer, serial=serial
+    )
+
+
+def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
+    """Check a decoded profile and return a CostProfile; ValueError naming the bad field.
+
+    Refused: a missing field, a negative or non-finite time, a slowdown below 1, another
+    ``format`` or ``version``, and, when ``d`` is given, a depth ``model.d`` other than ``d``
+    (the profile was measured on another model).
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"cost profile must be a JSON object, got {type(data).__name__}")
+    fmt = _get(data, "format")
+    if fmt != PROFILE_FORMAT:
+        raise ValueError(f"cost profile: format must be {PROFILE_FORMAT!r}, got {fmt!r}")
+    version = _get(data, "version")
+    if version != PROFILE_VERSION:
+        raise ValueError(f"cost profile: version must be {PROFILE_VERSION}, got {version!r}")
+    depth = _get(data, "model.d")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"cost profile: model.d must be a positive integer, got {depth!r}")
+    if d is not None and depth != d:
+        raise ValueError(
+            f"cost profile: model.d = {depth} does not match the model's depth d = {d} "
+            "(the profile was measured on another model)"
+        )
+    name = _get(data, "model.name")
+    backends = _get(data, "backends")
+    if not isinstance(backends, Mapping) or not backends:
+        raise ValueError("cost profile: backends must name at least one backend")
+    parsed = {str(key): _backend(str(key), entry) for key, entry in backends.items()}
+    return CostProfile(model_name=str(name), d=depth, backends=parsed, data=data)

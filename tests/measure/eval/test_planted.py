@@ -1,0 +1,139 @@
+"""Planted costs: a tiny model whose layers, heads, embedding and hand-off sleep known times.
+
+The profile must measure the planted times, and ``validate`` must predict the wrapped model's
+real PPD and greedy runs within 5 % from that profile alone (nothing fitted on the runs).
+Sleeps of milliseconds dwarf the tiny model's compute, so the test holds on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import measure.decode.local as local_module  # noqa: E402
+import measure.profile.probes as probes_module  # noqa: E402
+from measure.eval.repeat import PPDConfig  # noqa: E402
+from measure.eval.validate import validate  # noqa: E402
+from measure.hf.arch import arch_spec, get_module  # noqa: E402
+from measure.hf.kv_ops import append_entries  # noqa: E402
+from measure.profile.profile import figure, measure_profile  # noqa: E402
+from tests.measure.tiny_models import NUM_LAYERS, tiny_model  # noqa: E402
+
+LAYER_S = 0.020
+EXTRA_ROW_S = 0.008
+EMBED_S = 0.004
+HEAD_S = 0.030
+HANDOFF_PER_LAYER_S = 0.004
+SLACK_S = 0.004
+"""How late a sleep may wake on a busy machine (one scheduler time slice)."""
+PROMPTS = [[5, 6, 7, 8, 9]]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _sleep_hook(seconds_of_batch):
+    def hook(module, args, kwargs, output):
+        h = args[0] if args else next(iter(kwargs.values()))
+        time.sleep(seconds_of_batch(h.shape[0]))
+
+    return hook
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """A tiny Llama whose every piece sleeps a planted time (batch rows add to layers)."""
+    model = tiny_model("llama", seed=1)
+    spec = arch_spec(model)
+    for layer in get_module(model, spec.layers):
+        layer.register_forward_hook(
+            _sleep_hook(lambda rows: LAYER_S + (rows - 1) * EXTRA_ROW_S), with_kwargs=True
+        )
+    get_module(model, spec.embed_tokens).register_forward_hook(
+        _sleep_hook(lambda rows: EMBED_S), with_kwargs=True
+    )
+    get_module(model, spec.lm_head).register_forward_hook(
+        _sleep_hook(lambda rows: HEAD_S), with_kwargs=True
+    )
+    return model
+
+
+@pytest.fixture(scope="module")
+def planted_handoff():
+    """The in-process hand-off (KV entries appended to main's cache) sleeps per layer."""
+
+    def slow_append(cache, layers, entries):
+        time.sleep(HANDOFF_PER_LAYER_S * len(layers))
+        append_entries(cache, layers, entries)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_module, "append_entries", slow_append)
+        patch.setattr(probes_module, "append_entries", slow_append)
+        yield
+
+
+@pytest.fixture(scope="module")
+def profile(planted, planted_handoff):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return measure_profile(
+            planted, ks=(1, 2), context_tokens=8, repeats=5, warmup=1, calls=2, threads=1
+        )
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_profile_measures_the_planted_costs(profile):
+    costs = profile.costs("single", d_bar=2)
+    expected = {
+        "layer_s": LAYER_S,
+        "embedding_s": EMBED_S,
+        "early_head_s": HEAD_S,
+        "final_head_s": HEAD_S,
+    }
+    for name, planted_s in expected.items():
+        measured = getattr(costs, name)
+        assert planted_s <= measured <= 1.2 * planted_s + SLACK_S, (name, measured)
+    for k in (1, 2):
+        planted_s = LAYER_S + (k - 1) * EXTRA_ROW_S
+        assert planted_s <= costs.candidate_layer_seconds(k) <= 1.2 * planted_s + SLACK_S
+    per_layer = profile.backends["single"].per_candidate_layer_s["handoff_s"]
+    assert HANDOFF_PER_LAYER_S <= per_layer <= 1.2 * HANDOFF_PER_LAYER_S + SLACK_S
+    assert costs.handoff_s == pytest.approx(2 * per_layer)  # e = d - d_bar = 2 layers
+    assert costs.shared_device_slowdown == 2.0  # CPU single backend: one stream at a time
+    assert costs.host_s < 0.1 * LAYER_S  # nothing planted on the host
+    spread = figure(profile, "single", "layer_s[0]")
+    assert spread.n == 5 and spread.q1 <= spread.median <= spread.q3
+
+
+def test_validate_predicts_the_planted_runs_within_5_percent(planted, planted_handoff, profile):
+    assert profile.d == NUM_LAYERS
+    configs = [PPDConfig(d_bar=2, k=2), PPDConfig(d_bar=3, k=1)]
+    result = validate(planted, PROMPTS, profile=profile, configs=configs, max_new_tokens=8)
+    table = result.table
+    assert list(table["method"]) == ["greedy", *(c.label for c in configs)]
+    assert table["exact"].all()
+    assert (table["rounds"] == 3).all()
+    assert table["rel_err"].abs().max() < 0.05, table[["method", "rel_err"]]
+    assert table["simulated_rel_err"].abs().max() < 0.05
+    assert all(r.model_exact for r in result.results)  # W_c <= W_m: slowdown 2 is exact
+    assert result.summary()["fitted_parameters"] == 0
+    (line, _) = result.verdicts()
+    assert line.startswith("ppd d_bar=2 k=2 main single: ") and "slower than greedy" in line
+    assert "largest cost term: sharing one device" in line and "within 5 %" in line
+    waterfalls = result.waterfalls
+    first = waterfalls[waterfalls["method"] == configs[0].label]
+    predicted = first[first["term"] != "measured"]["seconds_per_token"].sum()
+    prediction = result.results[0].predicted
+    assert predicted * prediction.tokens == pytest.approx(prediction.closed_form_s)
+    assert prediction.last_pass_s > 0  # the last pass made no early prediction
+
+
+def test_validate_predicts_the_candidate_side_early_head(planted, planted_handoff, profile):
+    configs = [PPDConfig(d_bar=2, k=2, early_head="candidates")]
+    result = validate(planted, PROMPTS, profile=profile, configs=configs, max_new_tokens=8)
+    assert result.table["exact"].all()
+    assert result.table["rel_err"].abs().max() < 0.05, result.table[["method", "rel_err"]]

@@ -1,0 +1,152 @@
+"""Predictions from a profile, verdict lines, repeated timing, the printed and drawn report."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ppdmodel  # noqa: E402
+from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls  # noqa: E402
+from measure.eval.predict import (  # noqa: E402
+    last_pass_excess_s,
+    modelled_placement,
+    predict_greedy,
+    predict_ppd,
+)
+from measure.eval.repeat import PPDConfig, time_repeated  # noqa: E402
+from measure.eval.text import format_table, format_waterfall  # noqa: E402
+from measure.eval.validate import ConfigResult, ProfileValidation, check_configs  # noqa: E402
+from measure.eval.verdict import agreement, largest_term, verdict_line  # noqa: E402
+from measure.profile.stats import LoadReading, Spread  # noqa: E402
+from ppdmodel.cost_profile import parse_cost_profile  # noqa: E402
+from tests.measure.tiny_models import tiny_model  # noqa: E402
+from tests.ppdmodel.profiles import minimal_profile  # noqa: E402
+
+PROFILE = parse_cost_profile(minimal_profile(d=30, serial=True))  # a CPU single backend
+RUNS = [
+    SimpleNamespace(m=[1, 0, 1, 1, 0, 0, 1], tokens=list(range(8))),
+    SimpleNamespace(m=[0, 0, 1], tokens=list(range(4))),  # stopped at an end-of-sequence token
+]
+
+
+def test_ppd_prediction_is_the_closed_form_per_trace_and_the_simulator_agrees():
+    config = PPDConfig(d_bar=15, k=3)
+    pred = predict_ppd(PROFILE, RUNS, config, max_new_tokens=8)
+    costs = PROFILE.costs("single", d_bar=15)
+    per_trace = [ppdmodel.trace_latency_seconds(d=30, d_bar=15, m=r.m, k=3, costs=costs)
+                 for r in RUNS]  # fmt: skip
+    end = last_pass_excess_s(costs, d=30, config=config)
+    work_main = 15 * costs.layer_s + costs.final_head_s
+    work_cand = costs.embedding_s + 15 * costs.candidate_layer_seconds(3)
+    assert end == pytest.approx(costs.early_head_s + min(work_main, work_cand))  # slowdown 2
+    assert pred.closed_form_s == pytest.approx(sum(per_trace) - end)  # only run 1 hit the limit
+    assert pred.simulated_s == pytest.approx(pred.closed_form_s, rel=1e-9)
+    assert (pred.tokens, pred.matches, pred.runs) == (12, 5, 2)
+    assert pred.p_hat == pytest.approx(5 / 10)
+    assert sum(pred.terms().values()) * pred.tokens == pytest.approx(pred.closed_form_s)
+    no_limit = predict_ppd(PROFILE, RUNS, config)
+    assert no_limit.closed_form_s == pytest.approx(sum(per_trace)) and no_limit.last_pass_s == 0
+
+
+def test_single_cpu_predicts_both_placements_with_the_main_schedule():
+    main = predict_ppd(PROFILE, RUNS, PPDConfig(15, 3), max_new_tokens=8)
+    cand = predict_ppd(PROFILE, RUNS, PPDConfig(15, 3, early_head="candidates"), max_new_tokens=8)
+    assert cand.closed_form_s == main.closed_form_s  # one stream at a time: same passes
+    gpu = parse_cost_profile(minimal_profile(d=30))  # not serial: two CUDA streams
+    assert modelled_placement(PPDConfig(15, 3, early_head="candidates"), gpu) == "candidates"
+    assert modelled_placement(PPDConfig(15, 3, early_head="candidates"), PROFILE) == "main"
+    dist = PPDConfig(15, 3, early_head="candidates", backend="dist")
+    with pytest.raises(KeyError):
+        modelled_placement(dist, PROFILE)  # a backend the profile lacks (checked earlier)
+
+
+def test_greedy_prediction_is_ell_times_g():
+    pred = predict_greedy(PROFILE, RUNS)
+    costs = PROFILE.costs("single", d_bar=15)
+    assert pred.closed_form_s == pytest.approx(12 * costs.greedy_token_seconds(30))
+    assert pred.simulated_s == pytest.approx(pred.closed_form_s)
+
+
+def test_configs_are_checked_against_the_profile():
+    assert check_configs(PROFILE, [PPDConfig(15, 3), PPDConfig(15, 3)]) == [PPDConfig(15, 3)]
+    with pytest.raises(ValueError, match="no costs for backend 'dist'"):
+        check_configs(PROFILE, [PPDConfig(15, 1, backend="dist")])
+    with pytest.raises(ValueError, match="k = 2 was not measured"):
+        check_configs(PROFILE, [PPDConfig(15, 2)])
+    with pytest.raises(ValueError, match="outside Theorem 4.1's domain"):
+        check_configs(PROFILE, [PPDConfig(10, 1)])
+    with pytest.raises(ValueError, match="early_head must be one of"):
+        PPDConfig(15, 1, early_head="side")
+    with pytest.raises(ValueError, match="backend must be 'single' or 'dist'"):
+        PPDConfig(15, 1, backend="gpu")
+
+
+@pytest.mark.parametrize(
+    ("err", "band"), [(0.0, "within 5 %"), (-0.05, "within 5 %"), (0.1, "5-15 %"),
+                      (-0.2, "poor"), (float("nan"), "poor")]
+)  # fmt: skip
+def test_agreement_bands(err, band):
+    assert agreement(err) == band
+
+
+def test_verdict_line_says_faster_or_slower_why_and_how_well_predicted():
+    greedy, ppd = Spread(2.0, 1.95, 2.05, 3), Spread(2.5, 2.4, 2.6, 3)
+    terms = {"ideal_s": 0.02, "early_head_s": 0.01, "sharing_s": 0.004, "last_pass_s": -0.001}
+    line = verdict_line("ppd x", greedy, ppd, tokens=100, terms=terms, rel_err=-0.03)
+    assert line.startswith("ppd x: 1.25x slower than greedy (median 2.5 s vs 2 s over 3")
+    assert "largest cost term: early head, 10 ms/token (30 % of PPD's time)" in line
+    assert line.endswith("prediction agreed within 5 % (-3.0 %)")
+    fast = verdict_line("ppd y", ppd, greedy, tokens=10, load=LoadReading(3, 3, 2))
+    assert fast.startswith("ppd y: 1.25x faster than greedy")
+    assert "unknown (no profile" in fast and "prediction: none" in fast
+    assert fast.endswith("machine LOADED")
+    noisy = verdict_line("z", greedy, Spread(2.0, 1.0, 3.0, 3), tokens=1)
+    assert "NOISY: PPD IQR/median 100 %" in noisy
+    costs = PROFILE.costs("single", d_bar=15)
+    split = ppdmodel.latency_waterfall(d=30, d_bar=15, p=0.3, costs=costs)
+    assert largest_term(split)[0] == "sharing_s"
+
+
+@pytest.fixture(scope="module")
+def timing():
+    torch.set_num_threads(1)
+    model = tiny_model("llama", seed=4)
+    configs = [PPDConfig(2, 1), PPDConfig(3, 2)]
+    return time_repeated(model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=4, repeats=2)
+
+
+def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
+    assert [len(m.results) for m in (timing.greedy, *timing.ppd.values())] == [2, 2, 2]
+    assert all(timing.exact.values())
+    assert timing.greedy.tokens == 8 and timing.greedy.spread.n == 2
+    assert len(timing.greedy.totals_s) == 2 and min(timing.greedy.totals_s) > 0
+    with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
+        time_repeated(None, [[1]], [], max_new_tokens=1, repeats=0)
+    with pytest.raises(ValueError, match="prompts must not be empty"):
+        time_repeated(None, [], [], max_new_tokens=1)
+
+
+def test_report_text_and_figures(timing, tmp_path):
+    profile = parse_cost_profile(minimal_profile(d=4))
+    greedy_pred = predict_greedy(profile, timing.greedy.runs)
+    results = [
+        ConfigResult(c, m.spread, predict_ppd(profile, m.runs, c, max_new_tokens=4),
+                     timing.greedy.spread, greedy_pred, timing.exact[c])
+        for c, m in timing.ppd.items()
+    ]  # fmt: skip
+    validation = ProfileValidation(results, timing, profile)
+    table = format_table(validation)
+    assert table.splitlines()[1].startswith("greedy") and "ppd d_bar=3 k=2" in table
+    line = format_waterfall(results[0])
+    assert line.startswith("ppd d_bar=2 k=1 main single: layers (Theorem 4.1) ")
+    assert "= predicted" in line and "| measured" in line
+    plot_waterfalls(validation, tmp_path / "w.png")
+    plot_predicted_vs_measured(validation, tmp_path / "p.png")
+    for name in ("w.png", "p.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    summary = validation.summary()
+    assert summary["configurations"] == 2 and summary["fitted_parameters"] == 0
+    assert set(validation.waterfalls["term"]) >= {"ideal_s", "last_pass_s", "measured"}

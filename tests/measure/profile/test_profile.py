@@ -1,0 +1,172 @@
+"""The cost profile: every DecodeCosts term measured, provenance recorded, files checked."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from measure.profile import load_profile, measure_profile, write_profile  # noqa: E402
+from measure.profile.probes import DecodeProbe, context_ids  # noqa: E402
+from measure.profile.profile import figure, single_cpu_exact  # noqa: E402
+from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
+from measure.profile.report import format_profile, plot_layer_times  # noqa: E402
+from ppdmodel.cost_profile import COST_FIELDS  # noqa: E402
+from tests.measure.tiny_models import NUM_LAYERS, save_tiny_model_dir, tiny_model  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama", seed=2)
+
+
+@pytest.fixture(scope="module")
+def profile(model):
+    return measure_profile(
+        model, ks=(1, 3), context_tokens=16, repeats=3, warmup=1, calls=1, threads=1
+    )
+
+
+def test_every_cost_term_is_measured_with_its_spread(profile):
+    assert profile.d == NUM_LAYERS and list(profile.backends) == ["single"]
+    costs = profile.costs("single", d_bar=2)
+    for name in ("layer_s", "embedding_s", "early_head_s", "final_head_s", "host_s"):
+        assert 0 < getattr(costs, name) < 1, name
+    assert [k for k, _ in costs.candidate_layer_s_by_k] == [1, 3]
+    assert costs.handoff_s > 0 and costs.shared_device_slowdown == 2.0  # CPU: one stream
+    assert profile.backends["single"].serial
+    names = set(profile.data["figures"]["single"])
+    assert {f"layer_s[{i}]" for i in range(NUM_LAYERS)} <= names
+    assert {"candidate_layer_s[1]", "candidate_layer_s[3]", "handoff_copy_s"} <= names
+    layer = figure(profile, "single", "layer_s")
+    assert layer.n == 3 and layer.q1 <= layer.median <= layer.q3
+    assert costs.layer_s == layer.median
+    with pytest.raises(ValueError, match="no figure 'nope'"):
+        figure(profile, "single", "nope")
+
+
+def test_provenance_names_machine_libraries_and_load(profile):
+    prov = profile.provenance
+    assert prov["device"] == "cpu" and prov["dtype"] == "float32" and prov["threads"] == 1
+    assert prov["cpu"] and prov["cpus"] >= 1 and prov["date_utc"].endswith("+00:00")
+    assert torch.__version__.startswith(prov["libraries"]["torch"].split("+")[0])
+    assert {"before", "after", "cpus", "loaded"} <= set(prov["load_average"])
+    model = profile.data["model"]
+    assert model["d"] == NUM_LAYERS and model["context_tokens"] == 16
+    assert model["kv_heads"] == 2 and model["element_bytes"] == 4
+
+
+def test_write_then_load_round_trips_and_checks_the_depth(profile, model, tmp_path):
+    path = write_profile(tmp_path / "sub" / "p.json", profile)
+    loaded = load_profile(path, model=model)
+    assert loaded.costs("single", d_bar=3) == profile.costs("single", d_bar=3)
+    json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"not strict: {c}"))
+    deeper = tiny_model("llama", num_hidden_layers=6)
+    with pytest.raises(ValueError, match="model.d = 4 does not match the model's depth d = 6"):
+        load_profile(path, model=deeper)
+    with pytest.raises(ValueError, match="is a folder"):
+        write_profile(tmp_path, profile)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["backends"]["single"]["costs"].pop("final_head_s"), "final_head_s is miss"),
+        (lambda d: d["model"].pop("d"), "field model.d is missing"),
+        (lambda d: d["backends"]["single"]["costs"].update(layer_s=-1e-3), "layer_s must be"),
+        (lambda d: d["backends"]["single"]["costs"].update(host_s=math.nan), "host_s must be"),
+        (lambda d: d["backends"]["single"]["costs"].update(embedding_s=math.inf), "embedding_s"),
+    ],
+)
+def test_malformed_profile_files_are_refused_by_field(profile, tmp_path, edit, message):
+    data = json.loads(json.dumps(profile.data))
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))  # NaN and Infinity written as JSON's extensions
+    with pytest.raises(ValueError, match=message):
+        load_profile(path)
+
+
+def test_unreadable_profile_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="profile file not found"):
+        load_profile(tmp_path / "none.json")
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(ValueError, match="is not JSON"):
+        load_profile(tmp_path / "x.json")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backends": ("gpu",)}, "backends must be taken from"),
+        ({"backends": ("single", "dist")}, "need model_dir"),
+        ({"ks": (0,)}, "ks must be one or more integers >= 1"),
+        ({"repeats": 0}, "repeats must be an integer >= 1"),
+        ({"calls": 0}, "calls must be an integer >= 1"),
+        ({"context_tokens": 1}, "context_tokens must be an integer >= 2"),
+        ({"context_tokens": 10_000}, "context_tokens must be <= max_position_embeddings"),
+    ],
+)
+def test_bad_arguments_are_refused(model, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        measure_profile(model, **kwargs)
+
+
+def test_probe_leaves_the_cache_at_its_context_length(model):
+    probe = DecodeProbe(model, context_tokens=10)
+    lengths = [layer.keys.shape[2] for layer in probe.cache.layers]
+    for _ in range(2):
+        probe.step()
+        probe.candidates(3)
+        probe.handoff()
+        probe.early_head(3)
+    assert [layer.keys.shape[2] for layer in probe.cache.layers] == lengths == [9] * NUM_LAYERS
+    assert context_ids(5, 7).tolist() == [[(i * 7919 + 11) % 7 for i in range(5)]]
+
+
+def test_single_cpu_model_is_exact_only_when_the_candidates_fit(profile):
+    costs = profile.costs("single", d_bar=2)
+    fits = single_cpu_exact(costs, d=NUM_LAYERS, d_bar=2, k=1, early_head="main")
+    work_c = costs.embedding_s + 2 * costs.candidate_layer_seconds(1)
+    assert fits == (work_c <= 2 * costs.layer_s + costs.final_head_s)
+
+
+def test_report_text_and_layer_bars(profile, tmp_path):
+    text = format_profile(profile)
+    assert "layer, batch 1 (per layer)" in text and "candidate batch k=3" in text
+    assert "shared-device slowdown             2.000" in text
+    plot_layer_times(profile, tmp_path / "layers.png")
+    assert (tmp_path / "layers.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
+    from measure.hf.loading import load_model
+
+    model_dir = save_tiny_model_dir(tmp_path / "tiny")
+    model, _ = load_model(model_dir)
+    profile = measure_profile(
+        model, model_dir=model_dir, backends=("dist",), ks=(1,), context_tokens=8,
+        repeats=2, warmup=0, calls=1, rank_repeats=2,
+    )  # fmt: skip
+    assert list(profile.backends) == ["single", "dist"]
+    dist = profile.costs("dist", d_bar=2)
+    assert dist.shared_device_slowdown >= 1 and dist.handoff_s > 0
+    assert dist.candidate_dispatch_s > 0 and dist.hidden_dispatch_s > 0
+    assert profile.data["backends"]["dist"]["threads"] == 1
+    assert not profile.backends["dist"].serial
+    link = profile.data["link"]
+    assert link["latency_s"] >= 0 and len(link["sizes_bytes"]) >= 4
+    figures = profile.data["figures"]["dist"]
+    # 2 rounds x 2 steps, each rank alone in its own phase, both ranks in the shared phase
+    assert figures["stream_alone_s"]["n"] == figures["stream_both_s"]["n"] == 2 * 2 * 2
+
+
+def test_probe_ranks_refuses_bad_sizes():
+    with pytest.raises(ValueError, match="multiples of 4"):
+        probe_ranks(RankProbe(sizes=(6,)))
+    assert set(COST_FIELDS) >= {"layer_s", "handoff_s"}

@@ -1,0 +1,114 @@
+"""Reading a cost profile: per-configuration DecodeCosts, and malformed files refused by name."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ppdmodel.cost_profile import parse_cost_profile
+from ppdmodel.costs import DecodeCosts
+from tests.ppdmodel.profiles import minimal_profile
+
+
+def test_costs_grow_with_the_candidate_layers():
+    profile = parse_cost_profile(minimal_profile(d=30), d=30)
+    assert (profile.model_name, profile.d) == ("planted", 30)
+    at_15 = profile.costs("single", d_bar=15)
+    at_22 = profile.costs("single", d_bar=22)
+    assert isinstance(at_15, DecodeCosts)
+    assert at_15.handoff_s == pytest.approx(15 * 0.0001)
+    assert at_22.handoff_s == pytest.approx(8 * 0.0001)
+    assert at_15.candidate_layer_seconds(3) == 0.003 and at_15.shared_device_slowdown == 2.0
+    assert profile.backends["single"].measured_ks == (1, 3)
+    assert profile.warnings == [] and profile.provenance == {}
+
+
+def _without(data: dict, path: str) -> dict:
+    node = data
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node[key]
+    del node[last]
+    return data
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "format",
+        "version",
+        "model",
+        "model.d",
+        "model.name",
+        "backends",
+        "backends.single.costs",
+        "backends.single.costs.layer_s",
+        "backends.single.costs.early_head_s",
+        "backends.single.costs.host_s",
+        "backends.single.costs.shared_device_slowdown",
+        "backends.single.costs.candidate_layer_s_by_k",
+    ],
+)
+def test_a_missing_field_is_named(path):
+    with pytest.raises(ValueError, match=f"{path.replace('.', '[.]')} is missing"):
+        parse_cost_profile(_without(minimal_profile(), path))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("layer_s", -0.001, "backends.single.costs.layer_s must be a finite number"),
+        ("layer_s", 0.0, "backends.single.costs.layer_s must be a finite number of seconds > 0"),
+        ("early_head_s", math.inf, "backends.single.costs.early_head_s must be a finite"),
+        ("host_s", math.nan, "backends.single.costs.host_s must be a finite"),
+        ("handoff_s", "1ms", "backends.single.costs.handoff_s must be a finite"),
+        ("shared_device_slowdown", 0.5, "shared_device_slowdown must be a finite factor >= 1"),
+        ("candidate_layer_s_by_k", {"3": -1.0}, r"candidate_layer_s_by_k\[3\] must be"),
+        ("candidate_layer_s_by_k", {}, "candidate_layer_s_by_k must map k to seconds"),
+    ],
+)
+def test_bad_times_are_refused_by_name(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        parse_cost_profile(minimal_profile(**{field: value}))
+
+
+def test_bad_growth_format_version_and_depth_are_refused():
+    data = minimal_profile()
+    data["backends"]["single"]["per_candidate_layer_s"] = {"handoff_s": -1.0}
+    with pytest.raises(ValueError, match="per_candidate_layer_s.handoff_s must be a finite"):
+        parse_cost_profile(data)
+    data["backends"]["single"]["per_candidate_layer_s"] = {"layer_s": 1.0}
+    with pytest.raises(ValueError, match="unknown fields"):
+        parse_cost_profile(data)
+    with pytest.raises(ValueError, match="format must be 'ppd-cost-profile'"):
+        parse_cost_profile({**minimal_profile(), "format": "csv"})
+    with pytest.raises(ValueError, match="version must be 1"):
+        parse_cost_profile({**minimal_profile(), "version": 2})
+    with pytest.raises(ValueError, match="model.d = 30 does not match the model's depth d = 4"):
+        parse_cost_profile(minimal_profile(d=30), d=4)
+    with pytest.raises(ValueError, match="model.d must be a positive integer"):
+        parse_cost_profile(minimal_profile(d=0))
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        parse_cost_profile([1, 2])
+
+
+def test_a_serial_backend_prices_both_placements_with_the_main_schedule():
+    serial = parse_cost_profile(minimal_profile(serial=True)).backends["single"]
+    assert serial.serial and serial.placement("candidates") == "main"
+    plain = parse_cost_profile(minimal_profile()).backends["single"]
+    assert not plain.serial and plain.placement("candidates") == "candidates"
+    with pytest.raises(ValueError, match="early_head must be one of"):
+        plain.placement("side")
+    data = minimal_profile()
+    data["backends"]["single"]["serial"] = "yes"
+    with pytest.raises(ValueError, match="backends.single.serial must be true or false"):
+        parse_cost_profile(data)
+
+
+def test_unknown_backend_and_bad_d_bar_are_refused():
+    profile = parse_cost_profile(minimal_profile(d=30))
+    with pytest.raises(ValueError, match=r"profiled backends \['single'\]"):
+        profile.costs("dist", d_bar=15)
+    with pytest.raises(ValueError, match="outside Theorem 4.1's domain"):
+        profile.costs("single", d_bar=10)
