@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def register(subparsers) -> None:
     model.add_argument("--shape", default=None, help="model shape preset (default vicuna-13b)")
     model.add_argument("--config", type=existing_path,
                        help="a Hugging Face config.json (or its directory)")
-    p.add_argument("--context-len", type=positive_int, default=1024, help="tokens in the KV cache")
+    p.add_argument("--context-len", type=positive_int, default=None,
+                   help="tokens in the KV cache (default 1024, or the profile's)")
     hw = p.add_mutually_exclusive_group()
     hw.add_argument("--gpu", nargs="+", default=None, help="GPU presets (default h100-sxm)")
     hw.add_argument("--profile", type=existing_file,
@@ -58,8 +60,9 @@ def register(subparsers) -> None:
                    help="fraction of peak FLOP/s reached (roofline; default 0.6)")
     p.add_argument("--bandwidth-efficiency", type=probability, default=0.8,
                    help="fraction of peak HBM bandwidth reached (roofline; default 0.8)")
-    p.add_argument("--table", default="paper",
-                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet")
+    p.add_argument("--table", default=None,
+                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet"
+                        " (default: the profiled model's shipped atlas if any, else Table 2)")
     p.add_argument("--table-d", type=positive_int, default=None,
                    help="layers of the model a p-table file was measured on")
     p.add_argument("--workload", nargs="+", default=None, help="workloads (default: all)")
@@ -89,11 +92,20 @@ def register(subparsers) -> None:
 
 
 def _shape(args):
+    """(model shape, profiled model name or ""): --config, --shape, or the profile's model."""
+    from sim.hardware_costs import profile_model
     from sim.shape import ModelShape
 
+    if args.profile and not (args.config or args.shape):
+        return profile_model(args.profile, context_len=args.context_len)
+    name = ""
+    if args.profile:
+        with suppress(ValueError):  # a bare DecodeCosts file names no model
+            name = profile_model(args.profile)[1]
+    context = args.context_len or 1024
     if args.config:
-        return ModelShape.from_hf_config(args.config, context_len=args.context_len)
-    return ModelShape.from_name(args.shape or "vicuna-13b").with_context(args.context_len)
+        return ModelShape.from_hf_config(args.config, context_len=context), name
+    return ModelShape.from_name(args.shape or "vicuna-13b").with_context(context), name
 
 
 def _hardware(args, shape) -> list:
@@ -121,9 +133,14 @@ def _hardware(args, shape) -> list:
     ]  # fmt: skip
 
 
-def _ptable(args):
+def _ptable(args, model_name: str = ""):
     from sim.ptable import PTable
 
+    if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
+        try:
+            return PTable.builtin(model_name) if model_name else PTable.paper()
+        except ValueError:
+            return PTable.paper()
     if Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
         return PTable.read(args.table, d=args.table_d)
     return PTable.builtin(args.table)
@@ -134,9 +151,9 @@ def run_plan(args: argparse.Namespace) -> int:
     from sim.plan_grid import DraftModel, PlanSpace
     from sim.sweep import open_executor
 
-    shape = _shape(args)
+    shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
-    ptable = _ptable(args)
+    ptable = _ptable(args, model_name)
     draft = None
     if args.draft_acceptance is not None:
         draft = DraftModel(args.draft_acceptance, args.draft_cost_ratio)
