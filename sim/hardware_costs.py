@@ -383,4 +383,4 @@ def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
         if isinstance(data.get(key), dict):
             data = data[key]
             break
-    return [ProfileHardware(DecodeCosts.from_dict(data), shape, name=path.stem)]
+    return [ProfileHardware(DecodeCosts.from_dict(data), shape, name=Path(path).stem)]
