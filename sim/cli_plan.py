@@ -5,10 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
-from ppdmodel.cli_args import nonnegative_float, positive_int
+from ppdmodel.cli_args import (
+    existing_file,
+    existing_path,
+    nonnegative_float,
+    nonnegative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+    probability,
+)
 
 TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "compute_s", "speedup",
                  "compute_ratio", "p", "break_even_p")  # fmt: skip
@@ -30,70 +40,72 @@ def register(subparsers) -> None:
             "configuration within the constraints. Writes plan.csv and plan.png under --out."
         ),
     )
+    # fmt: off
     model = p.add_mutually_exclusive_group()
     model.add_argument("--shape", default=None, help="model shape preset (default vicuna-13b)")
-    model.add_argument("--config", help="a Hugging Face config.json (or its directory)")
-    p.add_argument("--context-len", type=positive_int, default=1024, help="tokens in the KV cache")
+    model.add_argument("--config", type=existing_path,
+                       help="a Hugging Face config.json (or its directory)")
+    p.add_argument("--context-len", type=positive_int, default=None,
+                   help="tokens in the KV cache (default 1024, or the profile's)")
     hw = p.add_mutually_exclusive_group()
     hw.add_argument("--gpu", nargs="+", default=None, help="GPU presets (default h100-sxm)")
-    hw.add_argument("--profile", help="a measured cost profile (ppd measure profile's JSON)")
+    hw.add_argument("--profile", type=existing_file,
+                    help="a measured cost profile (ppd measure profile's JSON)")
     p.add_argument("--link", nargs="+", default=["nvlink4"], help="link presets (with --gpu)")
     p.add_argument("--devices", type=positive_int, default=8, help="devices available")
-    p.add_argument("--shared-slowdown", type=float, default=None,
-                   help="slowdown of main and candidates on one GPU (default 2)")  # fmt: skip
+    p.add_argument("--shared-slowdown", type=positive_float, default=None,
+                   help="slowdown (>= 1) of main and candidates on one GPU (default 2)")
     p.add_argument("--host-us", type=nonnegative_float, default=0.0, help="host us per token")
-    p.add_argument("--flops-efficiency", type=float, default=0.6)
-    p.add_argument("--bandwidth-efficiency", type=float, default=0.8)
-    p.add_argument(
-        "--table",
-        default="paper",
-        help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet",
-    )
+    p.add_argument("--flops-efficiency", type=probability, default=0.6,
+                   help="fraction of peak FLOP/s reached (roofline; default 0.6)")
+    p.add_argument("--bandwidth-efficiency", type=probability, default=0.8,
+                   help="fraction of peak HBM bandwidth reached (roofline; default 0.8)")
+    p.add_argument("--table", default=None,
+                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet"
+                        " (default: the profiled model's shipped atlas if any, else Table 2)")
     p.add_argument("--table-d", type=positive_int, default=None,
-                   help="layers of the model a p-table file was measured on")  # fmt: skip
+                   help="layers of the model a p-table file was measured on")
     p.add_argument("--workload", nargs="+", default=None, help="workloads (default: all)")
     p.add_argument("--head", nargs="+", default=None, help="head kinds (default: all)")
     p.add_argument("--d-bar", nargs="+", type=positive_int, default=None)
     p.add_argument("--k", nargs="+", type=positive_int, default=None)
     p.add_argument("--early-head", nargs="+", choices=("main", "candidates"),
-                   default=["main", "candidates"])  # fmt: skip
+                   default=["main", "candidates"])
     p.add_argument("--ell", type=positive_int, default=128, help="tokens per sequence")
-    p.add_argument(
-        "--max-compute",
-        type=float,
-        default=None,
-        help="compute budget: busy device-seconds per token, x greedy on one device",
-    )
-    p.add_argument(
-        "--draft-acceptance",
-        type=float,
-        default=None,
-        help="compare with a separate draft model of this acceptance rate",
-    )
-    p.add_argument(
-        "--draft-cost-ratio",
-        type=float,
-        default=0.05,
-        help="its token time as a fraction of the target's (default 0.05)",
-    )
+    p.add_argument("--max-compute", type=positive_float, default=None,
+                   help="compute budget: busy device-seconds per token, x greedy on one device")
+    p.add_argument("--draft-acceptance", type=probability, default=None,
+                   help="compare with a separate draft model of this acceptance rate")
+    p.add_argument("--draft-cost-ratio", type=nonnegative_float, default=0.05,
+                   help="its token time as a fraction of the target's (default 0.05)")
     p.add_argument("--no-alternatives", action="store_true", help="screen PPD and greedy only")
-    p.add_argument("--confirm-n", type=int, default=64,
-                   help="simulated sequences per frontier point (0: skip)")  # fmt: skip
+    p.add_argument("--confirm-n", type=nonnegative_int, default=64,
+                   help="simulated sequences per frontier point (0: skip)")
     p.add_argument("--executor", default="local",
-                   help="local | dask | dask://HOST:PORT | ray | ray://HOST:PORT")  # fmt: skip
+                   help="local | dask | dask://HOST:PORT | ray | ray://HOST:PORT")
     p.add_argument("--workers", type=positive_int, default=None, help="local pool size")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="ppd-out/plan", help="output directory")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--out", type=output_dir, default="ppd-out/plan", help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    # fmt: on
     p.set_defaults(func=run_plan)
 
 
 def _shape(args):
+    """(model shape, profiled model name or ""): --config, --shape, or the profile's model."""
+    from sim.hardware_costs import profile_model
     from sim.shape import ModelShape
 
+    if args.profile and not (args.config or args.shape):
+        return profile_model(args.profile, context_len=args.context_len)
+    name = ""
+    if args.profile:
+        with suppress(ValueError):  # a bare DecodeCosts file names no model
+            name = profile_model(args.profile)[1]
+    context = args.context_len or 1024
     if args.config:
-        return ModelShape.from_hf_config(args.config, context_len=args.context_len)
-    return ModelShape.from_name(args.shape or "vicuna-13b").with_context(args.context_len)
+        return ModelShape.from_hf_config(args.config, context_len=context), name
+    return ModelShape.from_name(args.shape or "vicuna-13b").with_context(context), name
 
 
 def _hardware(args, shape) -> list:
@@ -121,9 +133,14 @@ def _hardware(args, shape) -> list:
     ]  # fmt: skip
 
 
-def _ptable(args):
+def _ptable(args, model_name: str = ""):
     from sim.ptable import PTable
 
+    if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
+        try:
+            return PTable.builtin(model_name) if model_name else PTable.paper()
+        except ValueError:
+            return PTable.paper()
     if Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
         return PTable.read(args.table, d=args.table_d)
     return PTable.builtin(args.table)
@@ -134,9 +151,9 @@ def run_plan(args: argparse.Namespace) -> int:
     from sim.plan_grid import DraftModel, PlanSpace
     from sim.sweep import open_executor
 
-    shape = _shape(args)
+    shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
-    ptable = _ptable(args)
+    ptable = _ptable(args, model_name)
     draft = None
     if args.draft_acceptance is not None:
         draft = DraftModel(args.draft_acceptance, args.draft_cost_ratio)

@@ -31,15 +31,11 @@ from typing import Protocol
 import numpy as np
 
 from ppdmodel.alternatives import ring_allreduce_seconds
+from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
 from ppdmodel.costs import DecodeCosts, check_early_head
 from sim.cost import RooflineCost
 from sim.hardware import GPUSpec, Link
-from sim.shape import ModelShape
-
-try:  # the one reader of ``ppd measure profile`` files (arrives with that command)
-    from ppdmodel.cost_profile import parse_cost_profile
-except ImportError:  # pragma: no cover - an install that predates it reads bare DecodeCosts
-    parse_cost_profile = None
+from sim.shape import SHAPE_PRESETS, ModelShape
 
 TOKEN_ID_BYTES = 8
 """Bytes of one candidate token id in a dispatch message (int64)."""
@@ -322,14 +318,8 @@ def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
     )
 
 
-def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
-    """The backends of a measured cost profile (JSON) as ProfileHardware, one per backend.
-
-    Reads the layout ``ppd measure profile`` writes (``format: ppd-cost-profile``; its
-    ``single`` backend is the shared layout, ``dist`` the separate one; the model's depth must
-    be ``shape``'s), or a bare ``DecodeCosts.to_dict()`` object (also under ``"decode_costs"``
-    or ``"costs"``), taken as one shared device.
-    """
+def _read_json(path) -> dict:
+    """The JSON object in ``path``; ValueError naming the file otherwise."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"profile: no such file {str(path)!r}")
@@ -339,9 +329,50 @@ def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
         raise ValueError(f"profile: {path} is not valid JSON ({err})") from None
     if not isinstance(data, dict):
         raise ValueError(f"profile: {path} must hold a JSON object")
-    if data.get("format") == "ppd-cost-profile":
-        if parse_cost_profile is None:
-            raise ValueError("profile: this install cannot read ppd-cost-profile files yet")
+    return data
+
+
+def profile_model(path: str | Path, *, context_len: int | None = None) -> tuple[ModelShape, str]:
+    """The shape of the model a cost profile was measured on, and its name.
+
+    From the ``config.json`` in the profile's ``model.path`` when it is there, else from the
+    shape preset that the profile's ``model.name`` names (``smollm2`` -> ``smollm2-135m``);
+    ValueError otherwise (give the shape or config yourself). ``context_len``: None takes
+    the profile's ``model.context_tokens``.
+    """
+    model = _read_json(path).get("model")
+    if not isinstance(model, dict):
+        raise ValueError(f"profile {str(path)!r} names no model: give --shape or --config")
+    name = str(model.get("name", ""))
+    context = context_len if context_len is not None else int(model.get("context_tokens", 1024))
+    directory = model.get("path")
+    if directory and (Path(directory) / "config.json").is_file():
+        shape = ModelShape.from_hf_config(directory, context_len=context)
+    elif name in PROFILE_SHAPES or name in SHAPE_PRESETS:
+        shape = ModelShape.from_name(PROFILE_SHAPES.get(name, name)).with_context(context)
+    else:
+        raise ValueError(f"profile model {name!r}: no config.json at {directory!r} and no shape "
+                         "preset of that name; give --shape or --config")  # fmt: skip
+    if shape.num_layers != model.get("d", shape.num_layers):
+        raise ValueError(f"profile model {name!r} has d = {model.get('d')} but its shape "
+                         f"{shape.num_layers} layers")  # fmt: skip
+    return shape, name
+
+
+PROFILE_SHAPES = {"smollm2": "smollm2-135m"}
+"""Model names ``ppd measure profile`` writes -> shape presets."""
+
+
+def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
+    """The backends of a measured cost profile (JSON) as ProfileHardware, one per backend.
+
+    Reads the layout ``ppd measure profile`` writes (``format: ppd-cost-profile``; its
+    ``single`` backend is the shared layout, ``dist`` the separate one; the model's depth must
+    be ``shape``'s), or a bare ``DecodeCosts.to_dict()`` object (also under ``"decode_costs"``
+    or ``"costs"``), taken as one shared device.
+    """
+    data = _read_json(path)
+    if data.get("format") == PROFILE_FORMAT:
         profile = parse_cost_profile(data, d=shape.num_layers)
         return [
             ProfileHardware(backend.base, shape, "shared" if name == "single" else "separate",
@@ -352,4 +383,4 @@ def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
         if isinstance(data.get(key), dict):
             data = data[key]
             break
-    return [ProfileHardware(DecodeCosts.from_dict(data), shape, name=path.stem)]
+    return [ProfileHardware(DecodeCosts.from_dict(data), shape, name=Path(path).stem)]

@@ -184,7 +184,8 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
     if len(others):
         rival = others.nsmallest(1, "latency_s").iloc[0]
         text += (
-            f"; the best other method on at most {int(best.devices)} devices, "
+            f"; the best other method on at most {int(best.devices)} "
+            f"device{'s' if best.devices > 1 else ''}, "
             f"{label(rival)}, takes {rival.latency_s * 1e3:.3g} ms/token "
             f"({rival.latency_s / best.latency_s:.2f}x as long)"
         )

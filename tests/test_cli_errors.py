@@ -41,6 +41,11 @@ TEXT_OPTIONS = {
     "--glob": None,
     "--category": "no-such-category",  # refused when the prompts are read, before the model
     "--model": "no-such-model",  # a directory, a .gguf file or a known name (``smollm2``)
+    "--gpu": "tpu-v9",  # ppd plan
+    "--table": "no-such-table",  # ppd plan: a built-in p-table name or a CSV/Parquet file
+    "--workload": "no-such-workload",  # ppd plan
+    "--head": "no-such-head",  # ppd plan
+    "--executor": "slurm",  # ppd plan
 }
 """String options (no numeric or path type): the bad value each handler must refuse."""
 

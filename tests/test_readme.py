@@ -29,6 +29,9 @@ def test_core_quickstart_runs_and_its_comments_are_true():
     assert ppdmodel.latency_per_token(d=40, p=0.6837) / 40 == pytest.approx(0.658, abs=5e-4)
     assert ppdmodel.compute_per_time(d=40, p=0.6837, k=3) == pytest.approx(3.279, abs=5e-4)
     assert namespace["summary"].n == 1000
+    costs = namespace["costs"]
+    assert ppdmodel.break_even_p(d=30, d_bar=15, k=3, costs=costs) == pytest.approx(0.33, abs=5e-3)
+    assert ppdmodel.break_even_p(d=30, d_bar=15, k=3, costs=costs, early_head="candidates") == 0
 
 
 def test_measure_quickstart_runs_on_a_local_model(tmp_path):

@@ -112,3 +112,35 @@ def test_plan_errors_exit_2(tmp_path, capsys, extra, message):
         main(SMALL + ["--confirm-n", "0", "--out", str(tmp_path)] + extra)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_plan_from_a_measured_profile_infers_the_model(tmp_path, capsys):
+    from tests.ppdmodel.profiles import minimal_profile
+
+    profile = minimal_profile(d=30)
+    profile["model"]["name"] = "smollm2"  # a shape preset: smollm2-135m
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    argv = [
+        "plan",
+        "--profile",
+        str(path),
+        "--devices",
+        "2",
+        "--confirm-n",
+        "2",
+        "--workers",
+        "1",
+        "--workload",
+        "WMT",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "mapped to 30 layers by relative depth" in out and "smollm2:single" in out
+    profile["model"]["name"] = "mystery"
+    path.write_text(json.dumps(profile))
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and "give --shape or --config" in capsys.readouterr().err

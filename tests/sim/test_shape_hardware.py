@@ -138,7 +138,7 @@ def test_profile_hardware_and_bare_loader(tmp_path):
     shape = ModelShape.from_name("smollm2-135m")
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({"provenance": {"cpu": "x"}, "decode_costs": costs.to_dict()}))
-    (hw,) = load_profile(path, shape)
+    (hw,) = load_profile(str(path), shape)  # a str, as the CLI passes it
     assert hw.base == costs and hw.layout == "shared"
     assert hw.tp_degrees() == (1,) and hw.tp_pairs(8) == [(1, 0)]
     assert list(hw.layer_seconds(np.array([1, 1]), np.array([1, 3]))) == [1e-3, 1.6e-3]
