@@ -200,6 +200,29 @@ def test_cli_run_with_a_translator_head_and_spec_bench_prompts(model_dir, tmp_pa
     }
 
 
+def test_cli_validate_with_a_translator_head_uses_it_in_every_round(model_dir, tmp_path, capsys):
+    from measure.datasets import sample_path
+    from measure.hf.loading import load_model
+    from measure.profile.profile import measure_profile, write_profile
+    from measure.train.distill import new_head
+
+    head = new_head(tiny_model("llama", seed=3), "translator", 3)
+    with torch.no_grad():
+        head.translator.bias.normal_()
+    head.save(tmp_path / "head")
+    model, _ = load_model(model_dir)
+    profile = write_profile(tmp_path / "p.json", measure_profile(model, ks=(2,), repeats=2))
+    argv = ["validate", "--model", str(model_dir), "--prompts", str(sample_path("spec-bench"))]
+    argv += ["--category", "qa", "--head-dir", str(tmp_path / "head"), "--k", "2"]
+    argv += ["--max-new-tokens", "4", "--repeats", "1", "--profile", str(profile)]
+    assert main([*argv, "--no-progress", "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    table = pd.read_csv(tmp_path / "out" / "validation.csv")
+    assert table["exact"].all() and list(table["d_bar"].dropna()) == [3]  # the head's layer
+    traces = read_traces(tmp_path / "out" / "traces.jsonl")
+    assert {t.head for t in traces} == {"translator"} and len(traces) == 2
+
+
 def test_cli_run_undefined_p_prints_na(model_dir, tmp_path, capsys):
     argv = ["run", "--model", str(model_dir), "--prompt", "hi", "--max-new-tokens", "1"]
     assert main([*argv, "--k", "1", "--no-assistant", "--out", str(tmp_path)]) == 0
