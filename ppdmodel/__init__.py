@@ -1,8 +1,9 @@
 """Closed-form model of Predictive Pipelined Decoding (PPD; Yang et al., TMLR 2024).
 
 Pure numpy/scipy/sympy math: Theorem 4.1, the exact law of the latency, the ell -> infinity
-approximations (Eq. 3, 5, 6), the paper's reported tables (``ppdmodel.paper``) and, as this
-project's extension, latency in seconds with every cost term (``DecodeCosts``,
+approximations (Eq. 3, 5, 6), the paper's reported tables (``ppdmodel.paper``), built-in
+p_correct tables (``ppdmodel.ptables``: the paper's Table 2 and a measured SmolLM2 atlas) and,
+as this project's extension, latency in seconds with every cost term (``DecodeCosts``,
 ``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``, compute in busy
 device-seconds ``expected_compute_seconds``, and the alternatives PPD is planned against:
 speculative decoding, self-speculative early exit, tensor parallelism's all-reduce).
@@ -43,6 +44,7 @@ from ppdmodel.waterfall import LatencyWaterfall, latency_waterfall
 
 _LAZY = {
     "paper": ("ppdmodel.paper", None),
+    "ptables": ("ppdmodel.ptables", None),
     "symbolic": ("ppdmodel.symbolic", None),
     "tradeoff_curves": ("ppdmodel.tradeoff", "tradeoff_curves"),
     "plot_tradeoff": ("ppdmodel.tradeoff", "plot_tradeoff"),
@@ -71,6 +73,7 @@ __all__ = [
     "link_seconds",
     "paper",
     "plot_tradeoff",
+    "ptables",
     "ring_allreduce_seconds",
     "sample_latency",
     "sample_runs",
@@ -85,7 +88,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """Load ``paper`` (pandas), ``symbolic`` (sympy) and the trade-off helpers on first use."""
+    """Load ``paper``, ``ptables`` (pandas), ``symbolic`` (sympy) and the trade-off helpers on
+    first use."""
     if name not in _LAZY:
         raise AttributeError(f"module 'ppdmodel' has no attribute {name!r}")
     module_name, attr = _LAZY[name]

@@ -88,10 +88,17 @@ def register(subparsers) -> None:
         "--out", type=output_dir, default=DEFAULT_OUT, help=f"output folder ({DEFAULT_OUT})"
     )
     tradeoff.add_argument(
-        "--layer", type=positive_int, default=20, help="early-prediction layer (20)"
+        "--table",
+        default="paper",
+        choices=("paper", "smollm2"),
+        help="p_correct table: paper (Vicuna-13B, Table 2; default) or smollm2 (the measured "
+        "SmolLM2-135M-Instruct atlas shipped with the package, translator as trained head)",
     )
     tradeoff.add_argument(
-        "--d", type=positive_int, default=40, help="model layers (40, Vicuna-13B)"
+        "--layer", type=positive_int, default=None, help="early-prediction layer (20; smollm2: 15)"
+    )
+    tradeoff.add_argument(
+        "--d", type=positive_int, default=None, help="model layers (40, Vicuna-13B; smollm2: 30)"
     )
     tradeoff.set_defaults(func=run_tradeoff)
 
@@ -255,7 +262,14 @@ def run_tradeoff(args) -> int:
     matplotlib.use("Agg")
     from ppdmodel.tradeoff import plot_tradeoff, tradeoff_curves
 
-    curves = tradeoff_curves(layer=args.layer, d=args.d)
+    table, source = None, "the paper's Table 2"
+    if args.table != "paper":
+        from ppdmodel import ptables
+
+        table, source = ptables.table2_view(args.table), f"the built-in {args.table} atlas"
+    d = args.d if args.d is not None else (40 if table is None else int(table["d"].iloc[0]))
+    layer = args.layer if args.layer is not None else (20 if table is None else default_d_bar(d))
+    curves = tradeoff_curves(layer=layer, d=d, table=table)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out must be a folder (new or existing), got the file {out}")
@@ -268,7 +282,7 @@ def run_tradeoff(args) -> int:
     curves.to_csv(paths["csv"], index=False, float_format="%.6g")
     for figure in (3, 4):
         plot_tradeoff(curves, figure=figure).savefig(paths[f"fig{figure}"], dpi=120)
-    print(f"PPD trade-off from the paper's Table 2: layer {args.layer} of d={args.d}")
+    print(f"PPD trade-off from {source}: layer {layer} of d={d}")
     lat = (_endpoint(curves, "normalized_latency", n) for n in ("idxmin", "idxmax"))
     cpt = (_endpoint(curves, "compute_per_time", n) for n in ("idxmin", "idxmax"))
     print("normalized latency per token: {} .. {}".format(*lat))

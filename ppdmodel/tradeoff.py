@@ -28,7 +28,8 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     """Figure 3 and 4 curves as one tidy DataFrame, one row per (dataset, trained, k).
 
     ``layer`` is the early-prediction layer d_bar (must be in [d/2, d)); ``table`` defaults to
-    ``ppdmodel.paper.TABLE2``. Columns: dataset, trained, k, layer, p_correct,
+    ``ppdmodel.paper.TABLE2`` (``ppdmodel.ptables.table2_view`` gives other tables its
+    columns). Columns: dataset, trained, k, layer, p_correct,
     latency_per_token (time units), normalized_latency (/ d: greedy = 1), compute_per_time,
     compute_per_token (compute units x time units), normalized_compute_per_token (/ d).
     """

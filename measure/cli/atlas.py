@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import shlex
 import time
 from pathlib import Path
 
 from measure.cli.common import (
     MODEL_HELP,
     add_prompt_format_args,
+    command_line,
     degenerate_warnings,
     prompt_selection,
     read_prompts,
@@ -193,19 +193,6 @@ def files_sha256(directory: Path, pattern: str = "*.safetensors") -> str | None:
     return digest.hexdigest()
 
 
-def command_line(args) -> str:
-    """``ppd measure atlas`` with the options that produced this atlas (defaults included)."""
-    parts = ["ppd", "measure", "atlas"]
-    for key, value in vars(args).items():
-        internal = ("func", "command", "measure_command", "command_parser", "debug")
-        if key in internal or value is None or value is False:
-            continue
-        parts.append("--" + key.replace("_", "-"))
-        if value is not True:
-            parts += [str(v) for v in value] if isinstance(value, list) else [str(value)]
-    return " ".join(shlex.quote(p) for p in parts)
-
-
 def provenance(args, meta: dict, run_dir: Path) -> dict:
     """The atlas's record: command, model and prompts (with hashes), heads, date, versions."""
     import numpy as np
@@ -217,7 +204,7 @@ def provenance(args, meta: dict, run_dir: Path) -> dict:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     gguf = (config.get("quantization_config") or {}).get("gguf_file")
     return {
-        "command": command_line(args),
+        "command": command_line(args, "measure atlas"),
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": {
             "path": str(model_dir),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import warnings
 from contextlib import contextmanager
@@ -94,3 +95,17 @@ def _report(command: str, caught, category) -> None:
             print(f"ppd {command}: warning: {w.message}", file=sys.stderr)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def command_line(args: argparse.Namespace, command: str) -> str:
+    """``ppd <command>`` with every option the parsed ``args`` hold (defaults included), for
+    provenance records."""
+    parts = ["ppd", *command.split()]
+    internal = ("func", "command", "measure_command", "command_parser", "debug")
+    for key, value in vars(args).items():
+        if key in internal or value is None or value is False:
+            continue
+        parts.append("--" + key.replace("_", "-"))
+        if value is not True:
+            parts += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return " ".join(shlex.quote(p) for p in parts)

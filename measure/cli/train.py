@@ -7,7 +7,13 @@ import json
 from pathlib import Path
 
 from measure.chat import encode_prompts
-from measure.cli.common import MODEL_HELP, add_prompt_format_args, prompt_selection, read_prompts
+from measure.cli.common import (
+    MODEL_HELP,
+    add_prompt_format_args,
+    command_line,
+    prompt_selection,
+    read_prompts,
+)
 from measure.train.reference_model import METADATA_NAME, ReferenceModelConfig
 from ppdmodel.cli_args import (
     existing_dir,
@@ -287,6 +293,7 @@ def _train_on_greedy(args, kinds: list[str], out: Path) -> int:
         prompt_positions=args.prompt_positions,
     )
     data = {
+        "command": command_line(args, "measure train-head"),
         "prompts": str(args.prompts),
         "selection": {"format": args.format, **prompt_selection(args)},
         "chat_template": not args.no_chat_template,

@@ -132,13 +132,14 @@ def test_plan_from_a_measured_profile_infers_the_model(tmp_path, capsys):
         "--workers",
         "1",
         "--workload",
-        "WMT",
+        "translation",
         "--out",
         str(tmp_path / "out"),
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "mapped to 30 layers by relative depth" in out and "smollm2:single" in out
+    # the p-table defaults to the model's own shipped atlas (d = 30): no depth mapping
+    assert "== translation:" in out and "mapped to" not in out and "smollm2:single" in out
     profile["model"]["name"] = "mystery"
     path.write_text(json.dumps(profile))
     with pytest.raises(SystemExit) as exc:

@@ -45,6 +45,7 @@ def test_train_head_writes_both_kinds(heads, capsys):
     record = json.loads((heads / "full_layer_3" / "head_config.json").read_text())
     assert record["kind"] == "full" and record["config"]["loss"] == "kl"
     assert record["train"]["data"]["new_tokens"] == 6
+    assert record["train"]["data"]["command"].startswith("ppd measure train-head --model")
     assert record["train"]["sequences"] == 8  # the train split of the 9 sample questions
 
 
