@@ -12,6 +12,7 @@ import argparse
 import itertools
 import json
 import math
+import textwrap
 from pathlib import Path
 
 from ppdmodel.cli_args import (
@@ -166,6 +167,7 @@ def latency_row(params: dict, seconds: dict | None) -> dict:
     row["latency_per_token_inf"] = ppdmodel.latency_per_token(
         d=params["d"], d_bar=params["d_bar"], p=row.get("p_mean", params["p"])
     )
+    row["normalized_per_token_inf"] = row["latency_per_token_inf"] / params["d"]
     if seconds is not None:
         row["expected_latency_s"] = ppdmodel.expected_latency_seconds(**params, **seconds)
     return row
@@ -194,8 +196,16 @@ def _finite_or_none(row: dict) -> dict:
     }
 
 
-def _print_rows(rows: list[dict], as_json: bool) -> None:
-    """Print rows as JSON records or as an aligned table."""
+LATENCY_LEGEND = (
+    "normalized_latency: E[T] / (d ell) at the given ell (greedy decoding = 1); "
+    "latency_per_token_inf: E[T] / ell as ell -> infinity, in layer units; "
+    "normalized_per_token_inf: the same over d (Theorem 4.1: 1 - p (d - d_bar) / d)"
+)
+"""What the columns of ``ppd latency`` that look alike mean (printed under the table)."""
+
+
+def _print_rows(rows: list[dict], as_json: bool, legend: str | None = None) -> None:
+    """Print rows as JSON records or as an aligned table (with ``legend`` under it)."""
     if as_json:  # strict JSON: an unreachable break-even p (inf) is null
         print(json.dumps([_finite_or_none(row) for row in rows], indent=2, allow_nan=False))
         return
@@ -203,6 +213,8 @@ def _print_rows(rows: list[dict], as_json: bool) -> None:
 
     table = [{k: v for k, v in row.items() if k != "waterfall_s"} for row in rows]
     print(pd.DataFrame(table).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    if legend:
+        print(textwrap.fill(legend, width=100))
     for row in rows:
         if "waterfall_s" in row:
             print()
@@ -235,7 +247,7 @@ def run_latency(args) -> int:
                 at = keys.index("p") + 1
                 row = {**{x: row[x] for x in keys[:at]}, "k": k, **{x: row[x] for x in keys[at:]}}
             pairs.append((row, {**params, **({"k": k} if k else {})}))
-    _print_rows(with_costs(pairs, terms), args.json)
+    _print_rows(with_costs(pairs, terms), args.json, LATENCY_LEGEND)
     return 0
 
 

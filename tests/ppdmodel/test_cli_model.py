@@ -12,9 +12,20 @@ from ppdmodel.cli import main
 def test_latency_table(capsys):
     assert main(["latency", "--d", "40", "--d-bar", "20", "--ell", "128", "--p", "0.5"]) == 0
     out = capsys.readouterr().out
-    header, row = out.strip().splitlines()
+    header, row, *legend = out.strip().splitlines()
     assert "expected_latency" in header and "p50" in header and "p99" in header
     assert "3850" in row
+    assert "ell -> infinity" in " ".join(legend)
+
+
+def test_latency_prints_the_readme_per_token_figure(capsys):
+    """The README's 0.658 (Table 2's SQuAD+tr k=3 rate, ell -> infinity) beside the finite-ell
+    normalized latency, each under its own labelled column."""
+    assert main(["latency", "--p", "0.6837", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert round(row["normalized_per_token_inf"], 3) == 0.658
+    assert row["normalized_per_token_inf"] == pytest.approx(1 - 0.6837 * 20 / 40)
+    assert round(row["normalized_latency"], 4) == 0.6608  # at ell = 128: the last pass
 
 
 def test_latency_json_grid_and_seconds(capsys):
