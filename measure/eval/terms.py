@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from measure.eval.repeat import PPDConfig
+from measure.profile.host import host_seconds
 from ppdmodel.cost_profile import CostProfile
 
 TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_s_per_token")
@@ -66,21 +67,6 @@ def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]
     return blocks
 
 
-def _host_seconds(run, backend: str) -> list[float]:
-    """Per pass: time from the previous token to this one minus the blocks timed in it."""
-    events = run.trace.events
-    times = np.concatenate([[0.0], np.asarray(run.token_times_s, dtype=float)])
-    out = []
-    for t in range(1, len(run.token_times_s) + 1):
-        busy = sum(ev["end_s"] - ev["start_s"] for ev in events
-                   if ev["process"] == 0 and ev["token"] == t)  # fmt: skip
-        if backend == "single":  # the batch for token t + 1 ran inside main's pass t
-            busy += sum(ev["end_s"] - ev["start_s"] for ev in events
-                        if ev["process"] != 0 and ev["token"] == t + 1)  # fmt: skip
-        out.append(times[t] - times[t - 1] - busy)
-    return out
-
-
 def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     """One row per block (``TERM_COLUMNS``): measured inside ``runs`` (PPDResult with trace
     events) vs the profile's price for ``config``."""
@@ -91,7 +77,7 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     for name, match, price in _blocks(config, profile.d, costs):
         seconds = [ev["end_s"] - ev["start_s"] for ev in events if match(ev)]
         rows.append(_row(name, seconds, price, tokens))
-    host = [s for r in runs for s in _host_seconds(r, config.backend)]
+    host = [s for r in runs for s in host_seconds(r, config.backend)]
     rows.append(_row("host per token", host, costs.host_s, tokens))
     return pd.DataFrame([r for r in rows if r["count"]], columns=list(TERM_COLUMNS))
 

@@ -21,7 +21,9 @@ How each backend's DecodeCosts come from the figures (medians):
   latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
   KV entries of layers [0, e) after a miss), the hidden-state dispatch (``candidates``
   placement) and the hand-off (verdict header, then hidden state and KV entries, packed and
-  appended).
+  appended); host_s is main's host time per pass measured on short real ``dist`` runs
+  (``dist_host_figures``): posting messages, waiting for ids and preemption by the
+  communication threads cost milliseconds there, against tens of microseconds in greedy.
 """
 
 from __future__ import annotations
@@ -33,19 +35,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from measure.decode.backends import ppd_many
+from measure.profile.host import host_seconds
 from measure.profile.link import fit_link
-from measure.profile.probes import DecodeProbe
+from measure.profile.probes import DecodeProbe, context_ids
 from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
 from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
+from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import (
     PROFILE_FORMAT,
     PROFILE_VERSION,
     CostProfile,
     parse_cost_profile,
 )
-from ppdmodel.costs import DecodeCosts, link_seconds
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts, link_seconds
 from ppdmodel.passes import device_work
 
 BACKENDS = ("single", "dist")
@@ -56,6 +61,12 @@ DIST_THREADS = 1
 """torch threads per rank of the ``dist`` backend (``DistJob.num_threads``)."""
 HEADER_INTS = 6
 """int64 slots of a ``dist`` protocol header before the k candidate ids."""
+HOST_PROBE_TOKENS = 24
+"""New tokens per run of the ``dist`` host-time probe (``dist_host_figures``)."""
+HOST_PROBE_PROMPTS = 2
+"""Synthetic prompts per early-head placement in that probe."""
+HOST_PROBE_SKIP = 2
+"""Leading passes of each probe run left out (warm-up)."""
 
 
 def measure_profile(
@@ -109,6 +120,7 @@ def measure_profile(
     if "dist" in wanted:
         link = _dist_figures(model_dir, model, shapes, d, ks, context_tokens, rank_repeats)
         figures["dist"].update(link.pop("figures"))
+        figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
     for backend in wanted:
         entries[backend] = _backend_entry(backend, figures[backend], d, ks, shapes, device, link)
         entries[backend]["threads"] = counts[backend]
@@ -196,6 +208,29 @@ def _dist_figures(model_dir, model, shapes, d, ks, context_tokens, repeats) -> d
     }
 
 
+def dist_host_figures(model_dir, model, ks, context_tokens: int) -> dict[str, Spread]:
+    """``dist_host_s``: main's host time per pass (``measure.profile.host``) on short real
+    ``dist`` runs, both early-head placements, at d_bar = ceil(d / 2) and the largest k, on
+    ``HOST_PROBE_PROMPTS`` synthetic prompts of about ``context_tokens`` positions; the first
+    ``HOST_PROBE_SKIP`` passes of each run (warm-up) are left out."""
+    config = model.config.get_text_config()
+    d = config.num_hidden_layers
+    length = max(2, context_tokens - HOST_PROBE_TOKENS // 2)
+    prompts = [
+        torch.roll(context_ids(length, config.vocab_size), shifts=i, dims=1)
+        for i in range(HOST_PROBE_PROMPTS)
+    ]
+    samples = []
+    for placement in EARLY_HEAD_PLACEMENTS:
+        runs = ppd_many(
+            str(model_dir), prompts, d_bar=default_d_bar(d), k=max(ks),
+            max_new_tokens=HOST_PROBE_TOKENS, backend="dist", early_head=placement,
+        )  # fmt: skip
+        for run in runs:
+            samples += host_seconds(run, "dist")[HOST_PROBE_SKIP:]
+    return {"dist_host_s": Spread.of(samples)}
+
+
 def _round4(n: int) -> int:
     return int(4 * math.ceil(n / 4))
 
@@ -262,6 +297,7 @@ def _dist_costs(costs, med, shapes, ks, link, device):
             slowdown = 1.0
     costs = dict(
         costs,
+        host_s=med.get("dist_host_s", costs["host_s"]),
         candidate_dispatch_s=header + latency,
         hidden_dispatch_s=header + hidden,
         handoff_s=header + hidden,

@@ -58,6 +58,9 @@ def format_profile(profile: CostProfile) -> str:
             for name in ("stream_alone_s", "stream_both_s"):
                 if name in figures:
                     lines.append(f"  {name:34s} {figures[name].describe()}")
+            if "dist_host_s" in figures:  # the host_s this backend uses (``dist_host_figures``)
+                label = "host per pass, real dist runs"
+                lines.append(f"  {label:34s} {figures['dist_host_s'].describe()}")
     load = prov.get("load_average", {})
     if load:
         lines.append(
@@ -112,6 +115,6 @@ def plot_layer_times(profile: CostProfile, path) -> None:
         "(hatched: IQR/median > 10 %)",
         fontsize=9,
     )
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -11,10 +11,17 @@ torch = pytest.importorskip("torch")
 
 from measure.profile import load_profile, measure_profile, write_profile  # noqa: E402
 from measure.profile.probes import DecodeProbe, context_ids  # noqa: E402
-from measure.profile.profile import figure, single_cpu_exact  # noqa: E402
+from measure.profile.profile import (  # noqa: E402
+    HOST_PROBE_PROMPTS,
+    HOST_PROBE_SKIP,
+    HOST_PROBE_TOKENS,
+    figure,
+    single_cpu_exact,
+)
 from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
 from measure.profile.report import format_profile, plot_layer_times  # noqa: E402
 from ppdmodel.cost_profile import COST_FIELDS  # noqa: E402
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS  # noqa: E402
 from tests.measure.tiny_models import NUM_LAYERS, save_tiny_model_dir, tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -164,6 +171,14 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     figures = profile.data["figures"]["dist"]
     # 2 rounds x 2 steps, each rank alone in its own phase, both ranks in the shared phase
     assert figures["stream_alone_s"]["n"] == figures["stream_both_s"]["n"] == 2 * 2 * 2
+    # main's host time per pass on real dist runs: both placements x prompts x passes kept
+    runs = len(EARLY_HEAD_PLACEMENTS) * HOST_PROBE_PROMPTS
+    assert figures["dist_host_s"]["n"] == runs * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)
+    assert dist.host_s == figures["dist_host_s"]["median"] > 0
+    assert (
+        profile.costs("single", d_bar=2).host_s
+        == profile.data["figures"]["single"]["host_s"]["median"]
+    )
 
 
 def test_probe_ranks_refuses_bad_sizes():
