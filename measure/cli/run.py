@@ -313,6 +313,24 @@ def _validate(args) -> int:
     return 1 if inexact else 0
 
 
+CONTEXT_TOLERANCE = 0.25
+"""Relative gap between a given profile's context and the prompts' that ``ppd validate`` warns
+about."""
+
+
+def context_warning(profile, context: int) -> str | None:
+    """Why ``profile`` may misprice prompts of ``context`` cached positions on average (its
+    own context differs by more than ``CONTEXT_TOLERANCE``), or None."""
+    profiled = profile.data.get("model", {}).get("context_tokens")
+    if not isinstance(profiled, int) or abs(profiled - context) <= CONTEXT_TOLERANCE * context:
+        return None
+    return (
+        f"measured at {profiled} cached positions, these prompts average {context} (prompt + "
+        f"half the new tokens); attention grows with the context, so profile at "
+        f"--context-tokens {context}"
+    )
+
+
 def _validation_profile(args, model, ids, out: Path):
     """The --profile file (its depth checked), or a profile measured now and saved."""
     import torch
@@ -320,14 +338,17 @@ def _validation_profile(args, model, ids, out: Path):
     from measure.profile.profile import load_profile, measure_profile, write_profile
     from measure.profile.report import format_profile
 
+    context = round(sum(map(len, ids)) / len(ids) + args.max_new_tokens / 2)
     if args.profile is not None:
         profile = load_profile(args.profile, model=model)
         when = profile.provenance.get("date_utc", "an unknown date")
         print(f"profile {args.profile}: {profile.model_name}, measured {when}")
         for warning in profile.warnings:
             print(f"profile warning: {warning}")
+        warning = context_warning(profile, context)
+        if warning:
+            print(f"profile warning: {warning}")
         return profile
-    context = round(sum(map(len, ids)) / len(ids) + args.max_new_tokens / 2)
     print(
         "no --profile given: measuring one first (context "
         f"{context} tokens, backends {sorted(set(args.backend))}, k {sorted(set(args.k))})"

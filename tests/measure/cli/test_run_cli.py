@@ -92,6 +92,19 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "measuring one first" not in out and f"profile {tmp_path / 'profile.json'}" in out
+    assert "cached positions" not in out  # same prompts: the profile's context fits them
+
+
+def test_validate_warns_when_the_profile_context_does_not_fit_the_prompts():
+    from types import SimpleNamespace
+
+    from measure.cli.run import context_warning
+
+    profile = SimpleNamespace(data={"model": {"context_tokens": 200}})
+    assert context_warning(profile, 230) is None  # within 25 %
+    warning = context_warning(profile, 323)
+    assert "measured at 200 cached positions" in warning and "--context-tokens 323" in warning
+    assert context_warning(SimpleNamespace(data={}), 323) is None  # no context recorded
 
 
 def test_cli_run_with_a_profile_names_the_largest_term(model_dir, tmp_path, capsys):
