@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the README's figures from the `ppd` commands: bash docs/make_figures.sh
+# (add --validation to also re-measure the validation figures on SmolLM2: about 10 minutes on
+# 2 CPU cores; needs the smollm2 extra and ../shared/data beside the repository)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=docs/figures
@@ -11,3 +13,24 @@ cp "$tmp/fig3_latency_vs_compute_per_time.png" "$out/tradeoff_fig3.png"
 # One simulated PPD sequence (Algorithm 2) at SQuAD's trained-head k=3 match rate
 ppd simulate --p 0.6837 --k 3 --ell 12 --seed 1 --gantt "$out/gantt.png" > /dev/null
 echo "wrote $out/tradeoff_fig3.png and $out/gantt.png"
+if [[ "${1:-}" == "--validation" ]]; then
+  # Predict, then measure: SmolLM2 on this CPU, 3 Spec-Bench questions (translation,
+  # summarization, qa), 64 new tokens, PPD at d_bar 26 with k 1 and 3, one process
+  questions=../shared/data/spec_bench_questions.jsonl
+  python - "$questions" "$tmp/questions.jsonl" <<'PY'
+import json, sys
+wanted = {("translation", 161), ("summarization", 241), ("qa", 321)}
+with open(sys.argv[1], encoding="utf-8") as src, open(sys.argv[2], "w", encoding="utf-8") as dst:
+    for line in src:
+        row = json.loads(line)
+        if (row["category"], row["question_id"]) in wanted:
+            dst.write(line)
+PY
+  ppd validate --model smollm2 --prompts "$tmp/questions.jsonl" --format spec-bench \
+    --max-new-tokens 64 --d-bar 26 --k 1 3 --threads 1 --repeats 3 --profile-repeats 10 \
+    --no-progress --out "$tmp/validate" > "$tmp/validate.log"
+  cp "$tmp/validate/waterfall.png" "$out/validation_waterfall.png"
+  cp "$tmp/validate/predicted_vs_measured.png" "$out/validation_predicted_vs_measured.png"
+  grep "predicted vs measured:" "$tmp/validate.log"
+  echo "wrote $out/validation_waterfall.png and $out/validation_predicted_vs_measured.png"
+fi

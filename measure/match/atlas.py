@@ -23,26 +23,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from ppdmodel.ptables import COLUMNS
+
 Z_95 = 1.959963984540054
 """Two-sided 95 % standard normal quantile."""
 POOLED = "all"
 """Name of the prompt set that pools every category."""
-ATLAS_COLUMNS = (
-    "prompt_set",
-    "head",
-    "layer",
-    "d",
-    "relative_depth",
-    "k",
-    "n_tokens",
-    "n_prompts",
-    "matches",
-    "p_correct",
-    "wilson_low",
-    "wilson_high",
-    "boot_low",
-    "boot_high",
-)
+ATLAS_COLUMNS = COLUMNS  # one schema: the shipped atlases are read back with ppdmodel.ptables
 """Columns of `atlas` (`atlas_positions` adds ``bin``, ``position_first``, ``position_last``)."""
 
 
