@@ -117,6 +117,16 @@ def test_ray_adapter_submits_tasks_as_futures():
     pd.testing.assert_frame_equal(expected, got)
 
 
+def test_local_ray_runtime_gives_the_process_pool_numbers():
+    """A real local Ray runtime (the ray extra; skipped without it) through open_executor."""
+    pytest.importorskip("ray")
+    with ProcessPoolExecutor(2) as pool:
+        expected = run_sweep(monte_carlo_cell, CELLS, seed=9, executor=pool)
+    with open_executor("ray") as pool:
+        got = run_sweep(monte_carlo_cell, CELLS, seed=9, executor=pool)
+    pd.testing.assert_frame_equal(expected, got)
+
+
 def test_open_executor_specs():
     with open_executor("local", workers=1) as pool:
         assert pool.submit(abs, -2).result() == 2
