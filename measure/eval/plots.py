@@ -171,6 +171,8 @@ def plot_latency_breakdown(validation, *, title: str | None = None):
         bottom = np.where(values >= 0, up, down)
         ax.bar(x - 0.15, values, 0.5, bottom=bottom, color=f"C{i}", label=TERM_LABELS[part])
         up, down = up + np.maximum(values, 0), down + np.minimum(values, 0)
+    total = table["predicted_s"].to_numpy()
+    ax.plot(x - 0.15, total, "_", color="black", ms=30, mew=2, label="predicted (sum of parts)")
     med = table["measured_s"].to_numpy()
     err = np.stack([med - table["measured_q1_s"], table["measured_q3_s"] - med])
     ax.errorbar(x + 0.22, med, yerr=err, fmt="D", color="black", capsize=3,
@@ -179,7 +181,7 @@ def plot_latency_breakdown(validation, *, title: str | None = None):
     ax.axhline(greedy_total, color="grey", ls="--", lw=1, label="greedy, predicted")
     for xi, (_, row) in zip(x[1:], table.iloc[1:].iterrows(), strict=True):
         added = row["predicted_s"] - greedy_total + row["saved_s"]
-        ax.annotate(f"saves {row['saved_s']:.2g}\nadds {added:.2g}", (xi - 0.15, up[xi]),
+        ax.annotate(f"saves {row['saved_s']:.2g} ms\nadds {added:.2g} ms", (xi - 0.15, up[xi]),
                     xytext=(0, 3), textcoords="offset points", ha="center", fontsize=7)  # fmt: skip
     labels = [
         m.replace("ppd ", "").replace(" main", "").replace(" single", "") for m in table.index
