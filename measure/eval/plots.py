@@ -93,12 +93,12 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.errorbar(measured, table["predicted_s"], xerr=xerr, fmt="o", capsize=3,
                 label="closed form")  # fmt: skip
     ax.plot(measured, table["simulated_s"], "x", color="tab:red", markersize=9, label="simulator")
-    for _, row in table.iterrows():
+    for i, (_, row) in enumerate(table.iterrows()):
         name = "greedy" if row["method"] == "greedy" else (
             f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
         )  # fmt: skip
         ax.annotate(name, (row["measured_s"], row["predicted_s"]), fontsize=6,
-                    xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                    xytext=(3, 3 if i % 2 else -9), textcoords="offset points")  # fmt: skip
     low = 0.8 * min(measured.min(), table["predicted_s"].min())
     high = 1.2 * max(measured.max(), table["predicted_s"].max())
     line = np.array([low, high])
