@@ -90,6 +90,25 @@ def register(subparsers) -> None:
         help="rounds of the profile measured when --profile is not given (default 20)",
     )
     validate.add_argument(
+        "--early-exit",
+        type=positive_int,
+        nargs="+",
+        default=[],
+        metavar="L",
+        help="also time HF self-speculative early exit (generate(assistant_early_exit=L)) "
+        "with each exit layer L in [1, d - 1], a constant draft length from --draft-tokens "
+        "and no confidence stop, in the same rounds; predicted from the profile and the "
+        "layer-L match sequence of the same prompts (default: none)",
+    )
+    validate.add_argument(
+        "--draft-tokens",
+        type=positive_int,
+        nargs="+",
+        default=[],
+        metavar="G",
+        help="draft lengths g of --early-exit (each L x each g; required with --early-exit)",
+    )
+    validate.add_argument(
         "--fit",
         action="store_true",
         help="the older comparison: overheads FITTED on half of the prompts (first d_bar, k "
@@ -236,7 +255,23 @@ def _run_profile(args, model):
     return load_profile(args.profile, model=model)
 
 
+def _early_exit_configs(args) -> list:
+    """The --early-exit x --draft-tokens methods (checked before any model is loaded)."""
+    from measure.eval.early_exit import EarlyExitConfig
+
+    if bool(args.early_exit) != bool(args.draft_tokens):
+        raise ValueError("--early-exit and --draft-tokens must be given together")
+    if args.early_exit and args.fit:
+        raise ValueError("--early-exit is not available with --fit")
+    return [
+        EarlyExitConfig(exit_layer=L, g=g)
+        for L in dict.fromkeys(args.early_exit)
+        for g in dict.fromkeys(args.draft_tokens)
+    ]
+
+
 def _validate(args) -> int:
+    early_exit = _early_exit_configs(args)
     if args.fit:
         return _validate_fitted(args)
     import torch
@@ -249,6 +284,10 @@ def _validate(args) -> int:
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
+    d = model.config.get_text_config().num_hidden_layers
+    for e in early_exit:
+        if not 1 <= e.exit_layer <= d - 1:
+            raise ValueError(f"--early-exit: {e.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     profile = _validation_profile(args, model, ids, out)
@@ -275,6 +314,7 @@ def _validate(args) -> int:
         threads=torch.get_num_threads(),
         head=head,
         progress=not args.no_progress,
+        early_exit=early_exit,
     )
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
@@ -297,6 +337,25 @@ def _validate(args) -> int:
     print("largest gap between a block timed in the runs and the profile's price:")
     for line in format_gaps(result):
         print("  " + line)
+    if result.early_exit:
+        print(
+            "early exit (HF generate, constant draft length, no confidence stop; seconds and "
+            "tokens after each run's first step, greedy over the same tokens; predicted by "
+            "exact step accounting on the layer-L match sequences, i.i.d. closed form beside "
+            "it; approximated: HF bookkeeping as the profile's host time per forward, the LM "
+            "head on q + 1 rows as on one row):"
+        )
+        for o in result.early_exit:
+            p = o.predicted
+            print(
+                f"  {o.config.label}: p_hat {p.p_hat:.3f}, {p.steps} steps, "
+                f"{p.draft_forwards} draft forwards, {p.tokens} tokens; predicted "
+                f"{p.predicted_s:.4g} s (i.i.d. closed form {p.iid_s:.4g} s, "
+                f"{100 * o.iid_rel_err:+.1f} %), measured {o.measured.median:.4g} s; steps as "
+                f"predicted: {'yes' if o.steps_agree else 'NO'}; tokens equal greedy's: "
+                f"{'yes' if o.exact else 'NO'}"
+            )
+            print("    " + o.breakdown())
     for line in result.verdicts():
         print("verdict: " + line)
     print(
@@ -309,7 +368,7 @@ def _validate(args) -> int:
         f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png, layer_times.png"
     )
-    inexact = [r for r in result.results if not r.exact]
+    inexact = [r for r in result.results + result.early_exit if not r.exact]
     return 1 if inexact else 0
 
 

@@ -76,6 +76,15 @@ def _waterfall(ax, result) -> None:
     ax.legend(fontsize=7, loc="lower right")
 
 
+def _point_name(row) -> str:
+    """'greedy', 'd_bar/k/head/backend' for PPD or 'EE L/g' for early exit."""
+    if row["method"] == "greedy":
+        return "greedy"
+    if row.get("exit_layer") is not None and row.get("exit_layer") == row.get("exit_layer"):
+        return f"EE {int(row['exit_layer'])}/{int(row['draft_tokens'])}"
+    return f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
+
+
 def plot_predicted_vs_measured(validation, path) -> None:
     """Predicted (closed form and simulator) against the measured median, with the IQR as
     error bars; the diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG)."""
@@ -92,10 +101,7 @@ def plot_predicted_vs_measured(validation, path) -> None:
                 label="closed form")  # fmt: skip
     ax.plot(measured, table["simulated_s"], "x", color="tab:red", markersize=9, label="simulator")
     for _, row in table.iterrows():
-        name = "greedy" if row["method"] == "greedy" else (
-            f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
-        )  # fmt: skip
-        ax.annotate(name, (row["measured_s"], row["predicted_s"]), fontsize=6,
+        ax.annotate(_point_name(row), (row["measured_s"], row["predicted_s"]), fontsize=6,
                     xytext=(3, 3), textcoords="offset points")  # fmt: skip
     low = 0.8 * min(measured.min(), table["predicted_s"].min())
     high = 1.2 * max(measured.max(), table["predicted_s"].max())
@@ -108,7 +114,15 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.set_ylim(low, high)
     ax.set_xlabel("measured decode seconds (median over rounds, IQR bars)")
     ax.set_ylabel("predicted decode seconds (profile, nothing fitted)")
-    ax.set_title("labels: d_bar/k/early head (m|c)/backend (s|d)", fontsize=8)
+    early = table["exit_layer"].notna() if "exit_layer" in table else np.zeros(len(table), bool)
+    if early.any():
+        ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
+                label="early exit: i.i.d. closed form")  # fmt: skip
+    ax.set_title(
+        "labels: d_bar/k/early head (m|c)/backend (s|d); EE L/g: HF early exit, after the "
+        "first step",
+        fontsize=7,
+    )
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -20,11 +20,16 @@ def format_table(validation) -> str:
         measured = f"{row['measured_s']:.4g} {quartiles}"
         flags = (" NOISY" if row["noisy"] else "") + ("" if row["exact"] else " INEXACT")
         lines.append(
-            f"{row['method']:34s} {row['predicted_s']:10.4g} {row['simulated_s']:10.4g} "
+            f"{row['method']:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
             f"{measured:>26s} {100 * row['rel_err']:+7.1f}%  {row['agreement']:10s} "
             f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f}{flags}"
         )
     return "\n".join(lines)
+
+
+def _num(x) -> str:
+    """4 significant digits, '-' for a missing value."""
+    return "-" if x is None or x != x else f"{x:.4g}"
 
 
 def format_waterfall(result) -> str:

@@ -20,6 +20,8 @@ TERM_LABELS = {
     "handoff_s": "hand-off",
     "host_s": "host time",
     "last_pass_s": "last pass (no prediction)",
+    "draft_s": "draft forwards (layers 1..L)",
+    "verify_s": "verify forwards (d layers)",
 }
 """Readable names of ``ppdmodel.LatencyWaterfall`` terms."""
 
@@ -51,6 +53,7 @@ def verdict_line(
     terms=None,
     rel_err: float | None = None,
     load: LoadReading | None = None,
+    whose: str = "PPD's",
 ) -> str:
     """'<label>: 1.25x slower than greedy (...); largest cost term: ...; prediction ...'."""
     ratio = greedy.median / ppd.median
@@ -68,7 +71,7 @@ def verdict_line(
         share = seconds / sum(terms.values())
         parts.append(
             f"largest cost term: {TERM_LABELS[name]}, {1e3 * seconds:.3g} ms/token "
-            f"({100 * share:.0f} % of PPD's time)"
+            f"({100 * share:.0f} % of {whose} time)"
         )
     if rel_err is None or math.isnan(rel_err):
         parts.append("prediction: none")
