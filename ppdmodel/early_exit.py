@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts
-from ppdmodel.validation import check_positive_int
+from ppdmodel.validation import check_nonnegative, check_positive_int
 
 MAX_DRAFT = 1024
 """Longest draft length g accepted (as ``ppdmodel.alternatives``)."""
@@ -105,27 +105,50 @@ class EarlyExitCosts:
     costs: DecodeCosts
     first_draft_rows: int = 2
     """Rows of a step's first draft forward (HF re-feeds the last two tokens)."""
+    host_draft_s: float | None = None
+    """Host seconds per draft forward (HF ``generate``'s bookkeeping, when measured); None:
+    the profile's host time per token tau."""
+    host_step_s: float | None = None
+    """Host seconds per step (beside its verify forward), when measured; None: tau."""
 
     def __post_init__(self) -> None:
         check_positive_int("d", self.d)
+        for name in ("host_draft_s", "host_step_s"):
+            if getattr(self, name) is not None:
+                check_nonnegative(name, getattr(self, name))
         check_positive_int("exit_layer", self.exit_layer)
         check_positive_int("first_draft_rows", self.first_draft_rows)
         if self.exit_layer >= self.d:
             raise ValueError(f"exit_layer must be in [1, d - 1] = [1, {self.d - 1}]")
+
+    @property
+    def draft_host_s(self) -> float:
+        """Host seconds charged to each draft forward."""
+        return self.costs.host_s if self.host_draft_s is None else self.host_draft_s
+
+    @property
+    def step_host_s(self) -> float:
+        """Host seconds charged to each step (with its verify forward)."""
+        return self.costs.host_s if self.host_step_s is None else self.host_step_s
 
     def layer_s(self, rows: int) -> float:
         """One layer over ``rows`` positions of one sequence, seconds."""
         return self.costs.layer_s + (rows - 1) * self.costs.candidate_extra_row_layer_s
 
     def draft_s(self, rows: int = 1) -> float:
-        """e + L layer(rows) + h_e + tau."""
+        """e + L layer(rows) + h_e + tau (or the measured host seconds per draft forward)."""
         c = self.costs
-        return c.embedding_s + self.exit_layer * self.layer_s(rows) + c.early_head_s + c.host_s
+        return (
+            c.embedding_s
+            + self.exit_layer * self.layer_s(rows)
+            + c.early_head_s
+            + self.draft_host_s
+        )
 
     def verify_s(self, rows: int) -> float:
-        """e + d layer(rows) + h_f + tau."""
+        """e + d layer(rows) + h_f + tau (or the measured host seconds per step)."""
         c = self.costs
-        return c.embedding_s + self.d * self.layer_s(rows) + c.final_head_s + c.host_s
+        return c.embedding_s + self.d * self.layer_s(rows) + c.final_head_s + self.step_host_s
 
     def step_s(self, drafted: int) -> tuple[float, float]:
         """(draft seconds, verify seconds) of a step that drafts ``drafted`` tokens."""

@@ -342,9 +342,10 @@ def _validate(args) -> int:
             "early exit (HF generate, constant draft length, no confidence stop; seconds and "
             "tokens after each run's first step, greedy over the same tokens; predicted by "
             "exact step accounting on the layer-L match sequences, i.i.d. closed form beside "
-            "it; approximated: HF bookkeeping as the profile's host time per forward, the LM "
-            "head on q + 1 rows as on one row):"
+            "it; approximated: the LM head on q + 1 rows priced as on one row, q + 1 positions "
+            "with the profile's k-row slope):"
         )
+        print("  " + result.bookkeeping.describe())
         for o in result.early_exit:
             p = o.predicted
             print(

@@ -22,10 +22,14 @@ the same prompts, measured separately with ``measure.match.rate.measure_prompt``
 where layer L's top-1 under the final norm and LM head equals the greedy token), gives each
 run's steps exactly (``ppdmodel.early_exit``); the profile prices each forward
 (``ppdmodel.early_exit.EarlyExitCosts``). Beside it, the i.i.d. closed form
-``ppdmodel.alternatives.early_exit_seconds_per_token`` at the pooled match rate. Approximated,
-as the profile has no term for them: HF ``generate``'s Python bookkeeping per draft call and
-per verify step (priced as the profile's host time per token), the LM head on q + 1 rows
-(priced as on one row), and a draft that stops at an end-of-sequence token it proposed.
+``ppdmodel.alternatives.early_exit_seconds_per_token`` at the pooled match rate (with the
+profile's tau as host time). The profile has no term for HF ``generate``'s Python bookkeeping
+outside the model's forwards (a ``generate`` call per draft, logits processing, cache crops):
+``measure_bookkeeping`` measures it beforehand on a synthetic prompt (not the judged ones),
+as seconds per step and per draft forward, from the time outside the hooked forwards.
+Approximated: the LM head on q + 1 rows (priced as on one row), r positions of one sequence
+(priced with the profile's k-row slope), and a draft that stops at an end-of-sequence token
+it proposed (the step accounting then differs from HF's; ``steps_agree`` says so).
 """
 
 from __future__ import annotations
@@ -236,6 +240,55 @@ def run_early_exit(model, prompts, config: EarlyExitConfig, *, max_new_tokens, e
     ]
 
 
+@dataclass(frozen=True)
+class HFBookkeeping:
+    """HF ``generate``'s seconds outside the model's forwards, per step and per draft
+    forward, measured on a synthetic prompt (``measure_bookkeeping``)."""
+
+    per_step_s: float
+    per_draft_s: float
+    runs: int
+
+    def describe(self) -> str:
+        return (
+            f"HF bookkeeping outside the forwards (measured on a synthetic prompt, {self.runs} "
+            f"runs): {1e3 * self.per_step_s:.3g} ms per step + {1e3 * self.per_draft_s:.3g} ms "
+            "per draft forward"
+        )
+
+
+PROBE_PROMPT_TOKENS = 8
+"""Length of the synthetic prompt ``measure_bookkeeping`` decodes."""
+
+
+def measure_bookkeeping(
+    model, exit_layer: int, *, max_new_tokens: int = 16, repeats: int = 3, gs=(1, 3)
+) -> HFBookkeeping:
+    """Seconds per step and per draft forward that HF early exit spends outside the model's
+    forwards: ``repeats`` decodes of a synthetic prompt at each draft length in ``gs``
+    (min_new_tokens = max_new_tokens, no end-of-sequence stop), least squares over the
+    runs' outside time against their steps and draft forwards (each after the first step),
+    clipped at 0."""
+    vocab = model.config.get_text_config().vocab_size
+    prompt = [(7 * i + 3) % vocab for i in range(PROBE_PROMPT_TOKENS)]
+    rows, outside = [], []
+    for g in dict.fromkeys(gs):
+        config = EarlyExitConfig(exit_layer, g)
+        hf_early_exit(model, prompt, config=config, max_new_tokens=2)  # warm-up
+        for _ in range(repeats):
+            run = hf_early_exit(model, prompt, config=config, max_new_tokens=max_new_tokens)
+            draft, verify = run.forward_seconds()
+            drafted = run.drafted()[1:]
+            rows.append([len(drafted), sum(drafted)])
+            outside.append(run.wall_s - draft - verify)
+    a, b = np.asarray(rows, dtype=float), np.asarray(outside)
+    if np.linalg.matrix_rank(a) < 2:  # one draft length: all of it per step
+        per_step, per_draft = float(b.sum() / max(a[:, 0].sum(), 1.0)), 0.0
+    else:
+        per_step, per_draft = np.linalg.lstsq(a, b, rcond=None)[0]
+    return HFBookkeeping(max(float(per_step), 0.0), max(float(per_draft), 0.0), len(outside))
+
+
 def layer_matches(model, prompts, layers, *, max_new_tokens, eos_token_id=None) -> dict:
     """{layer: [bool array per prompt]}: layer L's top-1 (final norm + LM head) equals the
     greedy token, positions 1..ell, k = 1 (``measure.match.rate.measure_prompt``); also
@@ -266,7 +319,11 @@ class EarlyExitPrediction:
     iid_s: float
     """The i.i.d. closed form at the pooled match rate, times the decode tokens."""
     draft_s: float
+    """Draft forwards (layers 1..L and the LM head), host time excluded."""
     verify_s: float
+    """Verify forwards (d layers and the LM head), host time excluded."""
+    host_s: float
+    """Host time: the measured HF bookkeeping, or the profile's tau per forward."""
     tokens: int
     """Decode tokens (after each run's first step)."""
     steps: int
@@ -282,19 +339,30 @@ class EarlyExitPrediction:
     """Per run, each step's drafted and produced tokens, predicted."""
 
     def terms(self) -> dict[str, float]:
-        """Seconds per token: draft and verify forwards (they sum to predicted / tokens)."""
+        """Seconds per token: draft and verify forwards and host time (they sum to
+        predicted / tokens)."""
         n = max(self.tokens, 1)
-        return {"draft_s": self.draft_s / n, "verify_s": self.verify_s / n}
+        return {"draft_s": self.draft_s / n, "verify_s": self.verify_s / n,
+                "hf_host_s": self.host_s / n}  # fmt: skip
 
 
 def predict_early_exit(
-    profile: CostProfile, matches, config: EarlyExitConfig, *, max_new_tokens: int
+    profile: CostProfile,
+    matches,
+    config: EarlyExitConfig,
+    *,
+    max_new_tokens: int,
+    bookkeeping: HFBookkeeping | None = None,
 ) -> EarlyExitPrediction:
-    """Predict one method from the profile and per-prompt match sequences at its layer."""
+    """Predict one method from the profile and per-prompt match sequences at its layer;
+    ``bookkeeping``: HF's host time measured beforehand (None: the profile's tau per forward)."""
     d = profile.d
     config.check(d)
     costs = profile.costs(BACKEND, d_bar=config.exit_layer)
-    step_costs = EarlyExitCosts(d=d, exit_layer=config.exit_layer, costs=costs)
+    host = {}
+    if bookkeeping is not None:
+        host = dict(host_draft_s=bookkeeping.per_draft_s, host_step_s=bookkeeping.per_step_s)
+    step_costs = EarlyExitCosts(d=d, exit_layer=config.exit_layer, costs=costs, **host)
     draft = verify = 0.0
     tokens = steps = forwards = 0
     firsts, drafted, produced = [], [], []
@@ -315,11 +383,13 @@ def predict_early_exit(
     per_token = early_exit_seconds_per_token(
         d=d, exit_layer=config.exit_layer, g=config.g, a=p_hat, costs=costs
     )
+    host_s = steps * step_costs.step_host_s + forwards * step_costs.draft_host_s
     return EarlyExitPrediction(
         predicted_s=draft + verify,
         iid_s=float(per_token) * tokens,
-        draft_s=draft,
-        verify_s=verify,
+        draft_s=draft - forwards * step_costs.draft_host_s,
+        verify_s=verify - steps * step_costs.step_host_s,
+        host_s=host_s,
         tokens=tokens,
         steps=steps,
         draft_forwards=forwards,
@@ -379,16 +449,16 @@ class EarlyExitOutcome:
         return self.predicted.greedy_s / self.predicted.predicted_s
 
     def breakdown(self) -> str:
-        """Predicted vs measured draft and verify forwards and the rest (HF bookkeeping)."""
+        """Predicted vs measured draft forwards, verify forwards and the time outside them
+        (measured: the first round's hooks; the outside time is the median's remainder)."""
         p = self.predicted
         draft, verify = self.forward_s
         rest = self.measured.median - draft - verify
-        host = p.steps + p.draft_forwards  # forwards priced with tau each
         return (
-            f"{self.config.label}: draft forwards predicted {p.draft_s:.4g} s / measured "
-            f"{draft:.4g} s ({p.draft_forwards} forwards), verify forwards predicted "
-            f"{p.verify_s:.4g} s / measured {verify:.4g} s ({p.steps} steps), outside the "
-            f"forwards measured {rest:.4g} s (HF bookkeeping; {host} forwards)"
+            f"draft forwards predicted {p.draft_s:.4g} s / measured {draft:.4g} s "
+            f"({p.draft_forwards} forwards); verify forwards predicted {p.verify_s:.4g} s / "
+            f"measured {verify:.4g} s ({p.steps} steps); host outside the forwards predicted "
+            f"{p.host_s:.4g} s / measured {rest:.4g} s"
         )
 
 
@@ -401,14 +471,20 @@ def evaluate_early_exit(
     *,
     max_new_tokens: int,
     exact: dict,
+    bookkeeping: HFBookkeeping | None = None,
 ) -> list[EarlyExitOutcome]:
     """One ``EarlyExitOutcome`` per config from the timed methods (``timed[config]``: a
-    ``measure.eval.repeat.TimedMethod``), greedy's and the layer match sequences."""
+    ``measure.eval.repeat.TimedMethod``), greedy's, the layer match sequences and HF's
+    bookkeeping measured beforehand (or None)."""
     outcomes = []
     for config in configs:
         method = timed[config]
         predicted = predict_early_exit(
-            profile, matches[config.exit_layer], config, max_new_tokens=max_new_tokens
+            profile,
+            matches[config.exit_layer],
+            config,
+            max_new_tokens=max_new_tokens,
+            bookkeeping=bookkeeping,
         )
         firsts = [r.first_step_tokens for r in method.runs]
         greedy_rounds = [greedy_after(runs, firsts) for runs in greedy.results]

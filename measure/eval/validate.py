@@ -19,8 +19,10 @@ import pandas as pd
 from measure.eval.early_exit import (
     EarlyExitConfig,
     EarlyExitOutcome,
+    HFBookkeeping,
     evaluate_early_exit,
     layer_matches,
+    measure_bookkeeping,
 )
 from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
     ValidationReport,
@@ -124,6 +126,8 @@ class ProfileValidation:
     profile: CostProfile
     early_exit: list[EarlyExitOutcome] = field(default_factory=list)
     """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
+    bookkeeping: HFBookkeeping | None = None
+    """HF generate's host time outside the forwards, measured before the rounds."""
 
     @property
     def greedy_rel_err(self) -> float:
@@ -183,7 +187,7 @@ class ProfileValidation:
                 terms=o.predicted.terms(),
                 rel_err=o.rel_err,
                 load=self.timing.load,
-                whose="its",
+                method_name="early exit",
             )
             + ("" if o.steps_agree else "; HF's steps differ from the predicted ones")
             for o in self.early_exit
@@ -312,6 +316,10 @@ def validate(
         if not isinstance(e, EarlyExitConfig):
             raise ValueError(f"early_exit must hold EarlyExitConfig values, got {e!r}")
         e.check(d)
+    bookkeeping = None
+    if early_exit:
+        draft_lengths = (1, max(3, *(e.g for e in early_exit)))
+        bookkeeping = measure_bookkeeping(model, early_exit[0].exit_layer, gs=draft_lengths)
     timing = time_repeated(
         model,
         prompts,
@@ -373,5 +381,6 @@ def validate(
             matches,
             max_new_tokens=max_new_tokens,
             exact=timing.exact,
+            bookkeeping=bookkeeping,
         )
-    return ProfileValidation(results, timing, profile, outcomes)
+    return ProfileValidation(results, timing, profile, outcomes, bookkeeping)

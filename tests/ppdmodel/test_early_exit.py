@@ -86,6 +86,15 @@ def test_step_costs_by_hand():
     assert c.step_s(0) == (0.0, c.verify_s(1))
 
 
+def test_measured_host_time_replaces_tau():
+    c = EarlyExitCosts(d=10, exit_layer=4, costs=_costs(), host_draft_s=0.5, host_step_s=2.0)
+    plain = EarlyExitCosts(d=10, exit_layer=4, costs=_costs())
+    assert c.draft_s(1) == plain.draft_s(1) - 0.125 + 0.5
+    assert c.verify_s(2) == plain.verify_s(2) - 0.125 + 2.0
+    assert (c.draft_host_s, c.step_host_s) == (0.5, 2.0)
+    assert (plain.draft_host_s, plain.step_host_s) == (0.125, 0.125)
+
+
 def test_trace_seconds_by_hand_and_skipping_the_first_step():
     c = EarlyExitCosts(d=10, exit_layer=4, costs=_costs())
     m = [1, 1, 0, 1, 1, 1, 0, 0]  # drafted (2, 2, 1, 0) at g = 2, limit 8
