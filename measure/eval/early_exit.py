@@ -22,11 +22,12 @@ the same prompts, measured separately with ``measure.match.rate.measure_prompt``
 where layer L's top-1 under the final norm and LM head equals the greedy token), gives each
 run's steps exactly (``ppdmodel.early_exit``); the profile prices each forward
 (``ppdmodel.early_exit.EarlyExitCosts``). Beside it, the i.i.d. closed form
-``ppdmodel.alternatives.early_exit_seconds_per_token`` at the pooled match rate (with the
-profile's tau as host time). The profile has no term for HF ``generate``'s Python bookkeeping
-outside the model's forwards (a ``generate`` call per draft, logits processing, cache crops):
-``measure_bookkeeping`` measures it beforehand on a synthetic prompt (not the judged ones),
-as seconds per step and per draft forward, from the time outside the hooked forwards.
+``ppdmodel.alternatives`` (``early_exit_step_seconds``, ``speculative_seconds_per_token``)
+at the pooled match rate, with the same host time. The profile has no term for HF
+``generate``'s Python bookkeeping outside the model's forwards (a ``generate`` call per
+draft, logits processing, cache crops): ``measure_bookkeeping`` measures it beforehand on a
+synthetic prompt (not the judged ones), as seconds per step and per draft forward, from the
+time outside the hooked forwards.
 Approximated: the LM head on q + 1 rows (priced as on one row), r positions of one sequence
 (priced with the profile's k-row slope), and a draft that stops at an end-of-sequence token
 it proposed (the step accounting then differs from HF's; ``steps_agree`` says so).
@@ -46,7 +47,7 @@ from measure.match.config import make_config
 from measure.match.rate import measure_prompt
 from measure.profile.clock import host_clock, synchronize
 from measure.profile.stats import Spread
-from ppdmodel.alternatives import early_exit_seconds_per_token
+from ppdmodel.alternatives import early_exit_step_seconds, speculative_seconds_per_token
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.early_exit import EarlyExitCosts, early_exit_trace_seconds
 from ppdmodel.validation import check_positive_int
@@ -317,7 +318,9 @@ class EarlyExitPrediction:
     predicted_s: float
     """Exact step accounting on the realized match sequences, priced by the profile."""
     iid_s: float
-    """The i.i.d. closed form at the pooled match rate, times the decode tokens."""
+    """The i.i.d. closed form (ell -> infinity) at the pooled match rate with
+    ``early_exit_step_seconds``' step costs and the same host time, times the decode
+    tokens."""
     draft_s: float
     """Draft forwards (layers 1..L and the LM head), host time excluded."""
     verify_s: float
@@ -380,8 +383,14 @@ def predict_early_exit(
         produced.append(s.produced)
     pooled = np.concatenate([np.asarray(m, dtype=bool) for m in matches])
     p_hat = float(pooled.mean())
-    per_token = early_exit_seconds_per_token(
-        d=d, exit_layer=config.exit_layer, g=config.g, a=p_hat, costs=costs
+    c_draft, c_verify = early_exit_step_seconds(
+        d=d, exit_layer=config.exit_layer, g=config.g, costs=costs
+    )  # the closed form's step costs, with HF's host time in place of tau
+    per_token = speculative_seconds_per_token(
+        a=p_hat,
+        g=config.g,
+        draft_s=float(c_draft) - costs.host_s + step_costs.draft_host_s,
+        verify_s=float(c_verify) - costs.host_s + step_costs.step_host_s,
     )
     host_s = steps * step_costs.step_host_s + forwards * step_costs.draft_host_s
     return EarlyExitPrediction(

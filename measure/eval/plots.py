@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from measure.eval.verdict import TERM_LABELS
 
@@ -86,8 +87,9 @@ def _point_name(row) -> str:
 
 
 def plot_predicted_vs_measured(validation, path) -> None:
-    """Predicted (closed form and simulator) against the measured median, with the IQR as
-    error bars; the diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG)."""
+    """Predicted (closed form and simulator; for early exit the step accounting and the
+    i.i.d. closed form) against the measured median, with the IQR as error bars; the
+    diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG)."""
     from matplotlib.figure import Figure
 
     table = validation.table
@@ -97,14 +99,31 @@ def plot_predicted_vs_measured(validation, path) -> None:
     xerr = np.stack(
         [measured - table["measured_q1_s"].to_numpy(), table["measured_q3_s"].to_numpy() - measured]
     )
-    ax.errorbar(measured, table["predicted_s"], xerr=xerr, fmt="o", capsize=3,
+    early = (table["exit_layer"].notna() if "exit_layer" in table
+             else pd.Series(False, index=table.index)).to_numpy(dtype=bool)  # fmt: skip
+    ppd = ~early
+    ax.errorbar(measured[ppd], table["predicted_s"][ppd], xerr=xerr[:, ppd], fmt="o", capsize=3,
                 label="closed form")  # fmt: skip
-    ax.plot(measured, table["simulated_s"], "x", color="tab:red", markersize=9, label="simulator")
+    ax.plot(measured[ppd], table["simulated_s"][ppd], "x", color="tab:red", markersize=9,
+            label="simulator")  # fmt: skip
+    if early.any():
+        ax.errorbar(
+            measured[early],
+            table["predicted_s"][early],
+            xerr=xerr[:, early],
+            fmt="s",
+            color="tab:olive",
+            capsize=3,
+            label="early exit: exact step accounting",
+        )
+        ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
+                label="early exit: i.i.d. closed form")  # fmt: skip
     for _, row in table.iterrows():
         ax.annotate(_point_name(row), (row["measured_s"], row["predicted_s"]), fontsize=6,
                     xytext=(3, 3), textcoords="offset points")  # fmt: skip
-    low = 0.8 * min(measured.min(), table["predicted_s"].min())
-    high = 1.2 * max(measured.max(), table["predicted_s"].max())
+    shown = pd.concat([table["predicted_s"], table.get("iid_s", pd.Series(dtype=float))])
+    low = 0.8 * min(measured.min(), shown.min())
+    high = 1.2 * max(measured.max(), shown.max())
     line = np.array([low, high])
     ax.plot(line, line, color="black", linewidth=1)
     for band, alpha in ((0.05, 0.25), (0.15, 0.1)):
@@ -114,10 +133,6 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.set_ylim(low, high)
     ax.set_xlabel("measured decode seconds (median over rounds, IQR bars)")
     ax.set_ylabel("predicted decode seconds (profile, nothing fitted)")
-    early = table["exit_layer"].notna() if "exit_layer" in table else np.zeros(len(table), bool)
-    if early.any():
-        ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
-                label="early exit: i.i.d. closed form")  # fmt: skip
     ax.set_title(
         "labels: d_bar/k/early head (m|c)/backend (s|d); EE L/g: HF early exit, after the "
         "first step",
