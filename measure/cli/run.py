@@ -278,7 +278,7 @@ def _validate(args) -> int:
 
     from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
     from measure.eval.repeat import PPDConfig
-    from measure.eval.text import format_gaps, format_table, format_waterfall
+    from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
     from measure.eval.validate import validate
     from measure.profile.report import plot_layer_times
     from sim.formats import write_traces
@@ -337,26 +337,8 @@ def _validate(args) -> int:
     print("largest gap between a block timed in the runs and the profile's price:")
     for line in format_gaps(result):
         print("  " + line)
-    if result.early_exit:
-        print(
-            "early exit (HF generate, constant draft length, no confidence stop; seconds and "
-            "tokens after each run's first step, greedy over the same tokens; predicted by "
-            "exact step accounting on the layer-L match sequences, i.i.d. closed form beside "
-            "it; approximated: the LM head on q + 1 rows priced as on one row, q + 1 positions "
-            "with the profile's k-row slope):"
-        )
-        print("  " + result.bookkeeping.describe())
-        for o in result.early_exit:
-            p = o.predicted
-            print(
-                f"  {o.config.label}: p_hat {p.p_hat:.3f}, {p.steps} steps, "
-                f"{p.draft_forwards} draft forwards, {p.tokens} tokens; predicted "
-                f"{p.predicted_s:.4g} s (i.i.d. closed form {p.iid_s:.4g} s, "
-                f"{100 * o.iid_rel_err:+.1f} %), measured {o.measured.median:.4g} s; steps as "
-                f"predicted: {'yes' if o.steps_agree else 'NO'}; tokens equal greedy's: "
-                f"{'yes' if o.exact else 'NO'}"
-            )
-            print("    " + o.breakdown())
+    for line in format_early_exit(result):
+        print(line)
     for line in result.verdicts():
         print("verdict: " + line)
     print(
