@@ -257,7 +257,7 @@ def _run_profile(args, model):
 
 def _early_exit_configs(args) -> list:
     """The --early-exit x --draft-tokens methods (checked before any model is loaded)."""
-    from measure.eval.early_exit import EarlyExitConfig
+    from measure.eval.hf_early_exit import EarlyExitConfig
 
     if bool(args.early_exit) != bool(args.draft_tokens):
         raise ValueError("--early-exit and --draft-tokens must be given together")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from measure.decode.backends import ppd_many
 from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.greedy import greedy_generate
-from measure.eval.early_exit import EarlyExitConfig, run_early_exit
+from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit
 from measure.profile.progress import progress_bar
 from measure.profile.stats import LoadMonitor, LoadReading, Spread
 from ppdmodel.costs import check_early_head

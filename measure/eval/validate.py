@@ -16,20 +16,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from measure.eval.early_exit import (
-    EarlyExitConfig,
-    EarlyExitOutcome,
-    HFBookkeeping,
-    evaluate_early_exit,
-    layer_matches,
-    measure_bookkeeping,
-)
+from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
 from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
     ValidationReport,
     model_shape,
     plot_validation,
     validate_results,
 )
+from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
 from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check

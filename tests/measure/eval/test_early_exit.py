@@ -11,14 +11,16 @@ torch = pytest.importorskip("torch")
 
 from measure.decode.greedy import greedy_generate  # noqa: E402
 from measure.eval.early_exit import (  # noqa: E402
-    EarlyExitConfig,
-    constant_draft,
     greedy_after,
-    hf_early_exit,
     layer_matches,
     predict_early_exit,
-    run_early_exit,
     steps_agree,
+)
+from measure.eval.hf_early_exit import (  # noqa: E402
+    EarlyExitConfig,
+    constant_draft,
+    hf_early_exit,
+    run_early_exit,
 )
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
