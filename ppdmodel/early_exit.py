@@ -27,14 +27,18 @@ the LM head on r rows is priced as on one row: memory-bound, it streams the same
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts
+from ppdmodel.passes import check_costs
 from ppdmodel.validation import check_nonnegative, check_positive_int
 
 MAX_DRAFT = 1024
 """Longest draft length g accepted (as ``ppdmodel.alternatives``)."""
+MAX_TRACE = 10**6
+"""Longest trace (positions) accepted: the accounting walks it step by step."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +66,14 @@ class EarlyExitSteps:
 
 
 def _check_matches(matches) -> np.ndarray:
-    arr = np.asarray(matches)
+    try:
+        arr = np.asarray(matches)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"matches must be a 1-D sequence of booleans: {exc}") from None
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError("matches must be a non-empty 1-D sequence of booleans (positions 1..ell)")
+    if arr.size > MAX_TRACE:
+        raise ValueError(f"matches must hold at most {MAX_TRACE} positions, got {arr.size}")
     if not np.all((arr == 0) | (arr == 1)):
         raise ValueError("matches must hold only booleans or 0/1")
     return arr.astype(bool)
@@ -112,6 +121,7 @@ class EarlyExitCosts:
     """Host seconds per step (beside its verify forward), when measured; None: tau."""
 
     def __post_init__(self) -> None:
+        check_costs(self.costs)
         check_positive_int("d", self.d)
         for name in ("host_draft_s", "host_step_s"):
             if getattr(self, name) is not None:
@@ -163,11 +173,13 @@ def early_exit_trace_seconds(
 ) -> tuple[float, float, EarlyExitSteps]:
     """(draft seconds, verify seconds, steps) of one trace, leaving out its first
     ``skip_steps`` steps (the untimed prefill step of a measured run)."""
-    steps = early_exit_steps(matches, g=g, limit=limit)
-    if isinstance(skip_steps, bool) or int(skip_steps) != skip_steps or skip_steps < 0:
+    if not isinstance(costs, EarlyExitCosts):
+        raise ValueError(f"costs must be an EarlyExitCosts, got {type(costs).__name__}")
+    if not isinstance(skip_steps, Integral) or isinstance(skip_steps, bool) or skip_steps < 0:
         raise ValueError(f"skip_steps must be an integer >= 0, got {skip_steps!r}")
+    steps = early_exit_steps(matches, g=g, limit=limit)
     draft = verify = 0.0
-    for q in steps.drafted[skip_steps:]:
+    for q in steps.drafted[int(skip_steps) :]:
         dr, ve = costs.step_s(q)
         draft += dr
         verify += ve
