@@ -65,7 +65,10 @@ def register(subparsers) -> None:
         "relative error, a waterfall from Theorem 4.1 to the prediction and a verdict per "
         "configuration, and which block of a pass departs most from the profile in the runs. "
         "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
-        "predicted_vs_measured.png and layer_times.png. --fit runs the older comparison "
+        "predicted_vs_measured.png and layer_times.png. --early-exit L --draft-tokens G adds "
+        "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
+        "rounds, predicted from the profile and the layer-L match sequences. "
+        "--fit runs the older comparison "
         "instead, with overheads FITTED on half of the prompts.",
     )
     _add_common(validate, grid=True)

@@ -33,6 +33,7 @@ from measure.match.config import make_config
 from measure.match.rate import measure_prompt
 from measure.profile.stats import Spread
 from ppdmodel.alternatives import early_exit_step_seconds, speculative_seconds_per_token
+from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.early_exit import EarlyExitCosts, early_exit_trace_seconds
 
@@ -108,7 +109,8 @@ def predict_early_exit(
     ``bookkeeping``: HF's host time measured beforehand (None: the profile's tau per forward)."""
     d = profile.d
     config.check(d)
-    costs = profile.costs(BACKEND, d_bar=config.exit_layer)
+    # early exit has no hand-off or dispatch (the only fields d_bar changes): any valid d_bar
+    costs = profile.costs(BACKEND, d_bar=default_d_bar(d))
     host = {}
     if bookkeeping is not None:
         host = dict(host_draft_s=bookkeeping.per_draft_s, host_step_s=bookkeeping.per_step_s)

@@ -123,7 +123,7 @@ def test_validate_predicts_planted_early_exit(planted):
     profile = measure_profile(
         planted, ks=(1, 2), context_tokens=8, repeats=3, warmup=1, calls=2, threads=1
     )
-    early = [EarlyExitConfig(2, 2), EarlyExitConfig(3, 1)]
+    early = [EarlyExitConfig(2, 2), EarlyExitConfig(1, 1)]  # 1 < d/2: outside PPD's domain
     result = validate(
         planted,
         PROMPTS[:1],
@@ -137,6 +137,7 @@ def test_validate_predicts_planted_early_exit(planted):
     assert list(rows["method"]) == [e.label for e in early]
     assert rows["exact"].all() and rows["steps_agree"].all()
     assert (rows["rounds"] == 3).all() and (rows["draft_tokens"] == [2, 1]).all()
+    assert list(rows["exit_layer"]) == [2, 1]
     assert rows["rel_err"].abs().max() < 0.10, rows[["method", "rel_err"]]
     assert rows["iid_s"].gt(0).all() and rows["simulated_s"].isna().all()
     book = result.bookkeeping
