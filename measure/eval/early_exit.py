@@ -187,8 +187,9 @@ class EarlyExitOutcome:
     """Greedy's decode seconds for the same tokens, per round."""
     exact: bool
     steps_agree: bool
-    forward_s: tuple[float, float] = (float("nan"), float("nan"))
-    """Measured (draft, verify) forward seconds of the first round, after the first step."""
+    forward_s: tuple[float, float, float] = (float("nan"),) * 3
+    """Measured (draft forwards, verify forwards, outside the forwards) seconds of the median
+    round (hooks), after each run's first step."""
 
     @property
     def rel_err(self) -> float:
@@ -208,10 +209,9 @@ class EarlyExitOutcome:
 
     def breakdown(self) -> str:
         """Predicted vs measured draft forwards, verify forwards and the time outside them
-        (measured: the first round's hooks; the outside time is the median's remainder)."""
+        (measured in the median round, by the hooks)."""
         p = self.predicted
-        draft, verify = self.forward_s
-        rest = self.measured.median - draft - verify
+        draft, verify, rest = self.forward_s
         return (
             f"draft forwards predicted {p.draft_s:.4g} s / measured {draft:.4g} s "
             f"({p.draft_forwards} forwards); verify forwards predicted {p.verify_s:.4g} s / "
@@ -254,12 +254,18 @@ def evaluate_early_exit(
                 greedy_measured=Spread.of(greedy_rounds),
                 exact=exact[config],
                 steps_agree=steps_agree(method.runs, predicted),
-                forward_s=_forward_seconds(method.runs),
+                forward_s=_median_round_seconds(method),
             )
         )
     return outcomes
 
 
-def _forward_seconds(runs) -> tuple[float, float]:
+def _median_round_seconds(method) -> tuple[float, float, float]:
+    """(draft forwards, verify forwards, outside them) seconds of the round with the median
+    total (the lower middle one for an even count)."""
+    totals = method.totals_s
+    middle = sorted(range(len(totals)), key=totals.__getitem__)[(len(totals) - 1) // 2]
+    runs = method.results[middle]
     pairs = [r.forward_seconds() for r in runs]
-    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    draft, verify = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    return draft, verify, totals[middle] - draft - verify

@@ -149,6 +149,9 @@ def test_validate_predicts_planted_early_exit(planted):
         assert p.tokens == 8 - p.first_step_tokens[0] and p.steps >= 1
         assert o.speedup_predicted == pytest.approx(p.greedy_s / p.predicted_s)
         assert f"{p.draft_forwards} forwards" in o.breakdown()
+        draft, verify, outside = o.forward_s  # the median round, split by the hooks
+        assert draft > 0 and verify > 0 and outside >= 0
+        assert draft + verify + outside == pytest.approx(o.measured.median)
     lines = result.verdicts()
     assert len(lines) == 3 and lines[1].startswith("early exit L=2 g=2: ")
     assert "largest cost term: verify forwards" in lines[1]
