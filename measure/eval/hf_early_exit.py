@@ -245,28 +245,33 @@ PROBE_PROMPT_TOKENS = 8
 
 
 def measure_bookkeeping(
-    model, exit_layer: int, *, max_new_tokens: int = 16, repeats: int = 3, gs=(1, 3)
+    model, exit_layer: int, *, max_new_tokens: int = 16, repeats: int = 5, gs=(1, 3)
 ) -> HFBookkeeping:
     """Seconds per step and per draft forward that HF early exit spends outside the model's
     forwards: ``repeats`` decodes of a synthetic prompt at each draft length in ``gs``
-    (min_new_tokens = max_new_tokens, no end-of-sequence stop), least squares over the
-    runs' outside time against their steps and draft forwards (each after the first step),
-    clipped at 0."""
+    (min_new_tokens = max_new_tokens, no end-of-sequence stop); per draft length the median
+    run (outside time, steps and draft forwards after the first step), then the two unknowns
+    solved from those medians (robust to a slow spell on a shared machine), clipped at 0."""
     vocab = model.config.get_text_config().vocab_size
     prompt = [(7 * i + 3) % vocab for i in range(PROBE_PROMPT_TOKENS)]
-    rows, outside = [], []
+    rows, outside, runs = [], [], 0
     for g in dict.fromkeys(gs):
         config = EarlyExitConfig(exit_layer, g)
         hf_early_exit(model, prompt, config=config, max_new_tokens=2)  # warm-up
+        per_g = []
         for _ in range(repeats):
             run = hf_early_exit(model, prompt, config=config, max_new_tokens=max_new_tokens)
             draft, verify = run.forward_seconds()
             drafted = run.drafted()[1:]
-            rows.append([len(drafted), sum(drafted)])
-            outside.append(run.wall_s - draft - verify)
+            per_g.append((run.wall_s - draft - verify, len(drafted), sum(drafted)))
+        per_g.sort()
+        median = per_g[(len(per_g) - 1) // 2]
+        outside.append(median[0])
+        rows.append([median[1], median[2]])
+        runs += repeats
     a, b = np.asarray(rows, dtype=float), np.asarray(outside)
     if np.linalg.matrix_rank(a) < 2:  # one draft length: all of it per step
         per_step, per_draft = float(b.sum() / max(a[:, 0].sum(), 1.0)), 0.0
     else:
         per_step, per_draft = np.linalg.lstsq(a, b, rcond=None)[0]
-    return HFBookkeeping(max(float(per_step), 0.0), max(float(per_draft), 0.0), len(outside))
+    return HFBookkeeping(max(float(per_step), 0.0), max(float(per_draft), 0.0), runs)
