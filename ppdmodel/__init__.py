@@ -31,6 +31,12 @@ from ppdmodel.compute_seconds import (
 from ppdmodel.cost_grid import DecodeCostsGrid
 from ppdmodel.costs import DecodeCosts, link_seconds
 from ppdmodel.distribution import LatencyDistribution, latency_distribution
+from ppdmodel.early_exit import (
+    EarlyExitCosts,
+    EarlyExitSteps,
+    early_exit_steps,
+    early_exit_trace_seconds,
+)
 from ppdmodel.montecarlo import sample_latency, sample_runs
 from ppdmodel.seconds import (
     break_even_p,
@@ -58,7 +64,11 @@ __all__ = [
     "break_even_p",
     "compute_per_time",
     "compute_per_token",
+    "EarlyExitCosts",
+    "EarlyExitSteps",
     "early_exit_seconds_per_token",
+    "early_exit_steps",
+    "early_exit_trace_seconds",
     "expected_compute",
     "expected_compute_seconds",
     "expected_latency",

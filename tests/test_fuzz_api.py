@@ -311,6 +311,34 @@ TARGETS = [
         {"costs": cost_values},
     ),
     Target(
+        "EarlyExitCosts",
+        ppdmodel.EarlyExitCosts,
+        dict(d=30, exit_layer=10, costs=COSTS, first_draft_rows=2, host_draft_s=1e-4),
+        {"costs": cost_values},
+    ),
+    Target(
+        "EarlyExitSteps",
+        ppdmodel.EarlyExitSteps,
+        dict(drafted=(2, 1), accepted=(1, 0), produced=(2, 1)),
+    ),
+    Target(
+        "early_exit_steps",
+        ppdmodel.early_exit_steps,
+        dict(matches=[True, False, True, True], g=2, limit=6),
+    ),
+    Target(
+        "early_exit_trace_seconds",
+        ppdmodel.early_exit_trace_seconds,
+        dict(
+            matches=[True, False, True, True],
+            g=2,
+            costs=ppdmodel.EarlyExitCosts(d=30, exit_layer=10, costs=COSTS),
+            limit=6,
+            skip_steps=1,
+        ),
+        {"costs": cost_values},
+    ),
+    Target(
         "ring_allreduce_seconds",
         ppdmodel.ring_allreduce_seconds,
         dict(n=4, nbytes=1e4, latency_s=5e-6, bandwidth_bytes_per_s=4.5e11),

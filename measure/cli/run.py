@@ -65,7 +65,10 @@ def register(subparsers) -> None:
         "relative error, a waterfall from Theorem 4.1 to the prediction and a verdict per "
         "configuration, and which block of a pass departs most from the profile in the runs. "
         "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
-        "predicted_vs_measured.png and layer_times.png. --fit runs the older comparison "
+        "predicted_vs_measured.png and layer_times.png. --early-exit L --draft-tokens G adds "
+        "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
+        "rounds, predicted from the profile and the layer-L match sequences. "
+        "--fit runs the older comparison "
         "instead, with overheads FITTED on half of the prompts.",
     )
     _add_common(validate, grid=True)
@@ -88,6 +91,25 @@ def register(subparsers) -> None:
         type=positive_int,
         default=20,
         help="rounds of the profile measured when --profile is not given (default 20)",
+    )
+    validate.add_argument(
+        "--early-exit",
+        type=positive_int,
+        nargs="+",
+        default=[],
+        metavar="L",
+        help="also time HF self-speculative early exit (generate(assistant_early_exit=L)) "
+        "with each exit layer L in [1, d - 1], a constant draft length from --draft-tokens "
+        "and no confidence stop, in the same rounds; predicted from the profile and the "
+        "layer-L match sequence of the same prompts (default: none)",
+    )
+    validate.add_argument(
+        "--draft-tokens",
+        type=positive_int,
+        nargs="+",
+        default=[],
+        metavar="G",
+        help="draft lengths g of --early-exit (each L x each g; required with --early-exit)",
     )
     validate.add_argument(
         "--fit",
@@ -236,19 +258,39 @@ def _run_profile(args, model):
     return load_profile(args.profile, model=model)
 
 
+def _early_exit_configs(args) -> list:
+    """The --early-exit x --draft-tokens methods (checked before any model is loaded)."""
+    from measure.eval.hf_early_exit import EarlyExitConfig
+
+    if bool(args.early_exit) != bool(args.draft_tokens):
+        raise ValueError("--early-exit and --draft-tokens must be given together")
+    if args.early_exit and args.fit:
+        raise ValueError("--early-exit is not available with --fit")
+    return [
+        EarlyExitConfig(exit_layer=L, g=g)
+        for L in dict.fromkeys(args.early_exit)
+        for g in dict.fromkeys(args.draft_tokens)
+    ]
+
+
 def _validate(args) -> int:
+    early_exit = _early_exit_configs(args)
     if args.fit:
         return _validate_fitted(args)
     import torch
 
     from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
     from measure.eval.repeat import PPDConfig
-    from measure.eval.text import format_gaps, format_table, format_waterfall
+    from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
     from measure.eval.validate import validate
     from measure.profile.report import plot_layer_times
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
+    d = model.config.get_text_config().num_hidden_layers
+    for e in early_exit:
+        if not 1 <= e.exit_layer <= d - 1:
+            raise ValueError(f"--early-exit: {e.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     profile = _validation_profile(args, model, ids, out)
@@ -275,6 +317,7 @@ def _validate(args) -> int:
         threads=torch.get_num_threads(),
         head=head,
         progress=not args.no_progress,
+        early_exit=early_exit,
     )
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
@@ -297,6 +340,8 @@ def _validate(args) -> int:
     print("largest gap between a block timed in the runs and the profile's price:")
     for line in format_gaps(result):
         print("  " + line)
+    for line in format_early_exit(result):
+        print(line)
     for line in result.verdicts():
         print("verdict: " + line)
     print(
@@ -309,7 +354,7 @@ def _validate(args) -> int:
         f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png, layer_times.png"
     )
-    inexact = [r for r in result.results if not r.exact]
+    inexact = [r for r in result.results + result.early_exit if not r.exact]
     return 1 if inexact else 0
 
 

@@ -10,6 +10,8 @@ import pandas as pd
 
 from measure.eval.verdict import TERM_LABELS
 
+LABEL_OFFSETS = ((6, 8), (6, -14), (-40, 10), (-40, -16))
+"""Point-label offsets (points) of predicted_vs_measured.png, cycled over the rows."""
 MIN_SHOWN_SHARE = 0.002
 """Waterfall terms smaller than this share of the total are left out of the figure."""
 
@@ -78,9 +80,19 @@ def _waterfall(ax, result) -> None:
     ax.legend(fontsize=7, loc="lower right")
 
 
+def _point_name(row) -> str:
+    """'greedy', 'd_bar/k/head/backend' for PPD or 'EE L/g' for early exit."""
+    if row["method"] == "greedy":
+        return "greedy"
+    if row.get("exit_layer") is not None and row.get("exit_layer") == row.get("exit_layer"):
+        return f"EE {int(row['exit_layer'])}/{int(row['draft_tokens'])}"
+    return f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
+
+
 def plot_predicted_vs_measured(validation, path) -> None:
-    """Predicted (closed form and simulator) against the measured median, with the IQR as
-    error bars; the diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG)."""
+    """Predicted (closed form and simulator; for early exit the step accounting and the
+    i.i.d. closed form) against the measured median, with the IQR as error bars; the
+    diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG)."""
     from matplotlib.figure import Figure
 
     table = validation.table
@@ -90,17 +102,32 @@ def plot_predicted_vs_measured(validation, path) -> None:
     xerr = np.stack(
         [measured - table["measured_q1_s"].to_numpy(), table["measured_q3_s"].to_numpy() - measured]
     )
-    ax.errorbar(measured, table["predicted_s"], xerr=xerr, fmt="o", capsize=3,
+    early = (table["exit_layer"].notna() if "exit_layer" in table
+             else pd.Series(False, index=table.index)).to_numpy(dtype=bool)  # fmt: skip
+    ppd = ~early
+    ax.errorbar(measured[ppd], table["predicted_s"][ppd], xerr=xerr[:, ppd], fmt="o", capsize=3,
                 label="closed form")  # fmt: skip
-    ax.plot(measured, table["simulated_s"], "x", color="tab:red", markersize=9, label="simulator")
-    for i, (_, row) in enumerate(table.iterrows()):
-        name = "greedy" if row["method"] == "greedy" else (
-            f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
-        )  # fmt: skip
-        ax.annotate(name, (row["measured_s"], row["predicted_s"]), fontsize=6,
-                    xytext=(3, 3 if i % 2 else -9), textcoords="offset points")  # fmt: skip
-    low = 0.8 * min(measured.min(), table["predicted_s"].min())
-    high = 1.2 * max(measured.max(), table["predicted_s"].max())
+    ax.plot(measured[ppd], table["simulated_s"][ppd], "x", color="tab:red", markersize=9,
+            label="simulator")  # fmt: skip
+    if early.any():
+        ax.errorbar(
+            measured[early],
+            table["predicted_s"][early],
+            xerr=xerr[:, early],
+            fmt="s",
+            color="tab:olive",
+            capsize=3,
+            label="early exit: exact step accounting",
+        )
+        ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
+                label="early exit: i.i.d. closed form")  # fmt: skip
+    for i, (_, row) in enumerate(table.iterrows()):  # cycling offsets keep close points legible
+        ax.annotate(_point_name(row), (row["measured_s"], row["predicted_s"]), fontsize=6,
+                    xytext=LABEL_OFFSETS[i % len(LABEL_OFFSETS)], textcoords="offset points",
+                    arrowprops=dict(arrowstyle="-", linewidth=0.4, color="grey"))  # fmt: skip
+    shown = pd.concat([table["predicted_s"], table.get("iid_s", pd.Series(dtype=float))])
+    low = 0.8 * min(measured.min(), shown.min())
+    high = 1.2 * max(measured.max(), shown.max())
     line = np.array([low, high])
     ax.plot(line, line, color="black", linewidth=1)
     for band, alpha in ((0.05, 0.25), (0.15, 0.1)):
@@ -110,7 +137,11 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.set_ylim(low, high)
     ax.set_xlabel("measured decode seconds (median over rounds, IQR bars)")
     ax.set_ylabel("predicted decode seconds (profile, nothing fitted)")
-    ax.set_title("labels: d_bar/k/early head (m|c)/backend (s|d)", fontsize=8)
+    ax.set_title(
+        "labels: d_bar/k/early head (m|c)/backend (s|d); EE L/g: HF early exit, after the "
+        "first step",
+        fontsize=7,
+    )
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

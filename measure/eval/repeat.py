@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from measure.decode.backends import ppd_many
 from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.greedy import greedy_generate
+from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit
 from measure.profile.progress import progress_bar
 from measure.profile.stats import LoadMonitor, LoadReading, Spread
 from ppdmodel.costs import check_early_head
@@ -58,7 +59,7 @@ class TimedMethod:
     """One method's runs over every round: ``results[r][i]`` is prompt i in round r."""
 
     label: str
-    config: PPDConfig | None = None
+    config: PPDConfig | EarlyExitConfig | None = None
     """None for greedy."""
     results: list[list] = field(default_factory=list)
 
@@ -90,8 +91,10 @@ class RepeatedTiming:
     greedy: TimedMethod
     ppd: dict[PPDConfig, TimedMethod]
     load: LoadReading
-    exact: dict[PPDConfig, bool]
+    exact: dict[PPDConfig | EarlyExitConfig, bool]
     """True when every round of the configuration reproduced greedy's tokens."""
+    early_exit: dict[EarlyExitConfig, TimedMethod] = field(default_factory=dict)
+    """HF self-speculative early exit, timed in the same rounds (``measure.eval.early_exit``)."""
 
 
 def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
@@ -119,6 +122,19 @@ def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
     return run
 
 
+def _early_exit_runner(model, prompts, config: EarlyExitConfig, kwargs: dict):
+    def run():
+        return run_early_exit(
+            model,
+            prompts,
+            config,
+            max_new_tokens=kwargs["max_new_tokens"],
+            eos_token_id=kwargs["eos_token_id"],
+        )
+
+    return run
+
+
 def time_repeated(
     model,
     prompts,
@@ -134,17 +150,22 @@ def time_repeated(
     threads: int = 1,
     head=None,
     progress: bool = False,
+    early_exit=(),
 ) -> RepeatedTiming:
     """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
 
     ``head``: a trained early head (``measure.train.heads.TrainedHead``) or None (the LM
-    head); ``threads``: threads this process uses (for the load reading).
+    head); ``threads``: threads this process uses (for the load reading); ``early_exit``:
+    ``EarlyExitConfig``s timed in the same rounds (HF ``assistant_early_exit``, constant
+    draft length; their ``wall_s`` starts after the first step, see
+    ``measure.eval.early_exit``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if not prompts:
         raise ValueError("prompts must not be empty")
     configs = list(dict.fromkeys(configs))
+    early_exit = list(dict.fromkeys(early_exit))
     kwargs = dict(
         max_new_tokens=max_new_tokens,
         eos_token_id=eos_token_id,
@@ -155,12 +176,13 @@ def time_repeated(
         head=head,
     )
     greedy = TimedMethod("greedy")
-    methods = [greedy] + [TimedMethod(c.label, c) for c in configs]
+    methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
     runners = {
         "greedy": lambda: run_greedy(
             model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id
         ),
         **{c.label: _ppd_runner(model, prompts, c, kwargs) for c in configs},
+        **{c.label: _early_exit_runner(model, prompts, c, kwargs) for c in early_exit},
     }
     bar = progress_bar(repeats * len(methods), enabled=progress)
     monitor = LoadMonitor(own_threads=threads)
@@ -181,4 +203,6 @@ def time_repeated(
         m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results)
         for m in methods[1:]
     }
-    return RepeatedTiming(greedy, {m.config: m for m in methods[1:]}, monitor.reading(), exact)
+    ppd = {m.config: m for m in methods[1:] if isinstance(m.config, PPDConfig)}
+    hf = {m.config: m for m in methods[1:] if isinstance(m.config, EarlyExitConfig)}
+    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf)

@@ -20,11 +20,16 @@ def format_table(validation) -> str:
         measured = f"{row['measured_s']:.4g} {quartiles}"
         flags = (" NOISY" if row["noisy"] else "") + ("" if row["exact"] else " INEXACT")
         lines.append(
-            f"{row['method']:34s} {row['predicted_s']:10.4g} {row['simulated_s']:10.4g} "
+            f"{row['method']:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
             f"{measured:>26s} {100 * row['rel_err']:+7.1f}%  {row['agreement']:10s} "
             f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f}{flags}"
         )
     return "\n".join(lines)
+
+
+def _num(x) -> str:
+    """4 significant digits, '-' for a missing value."""
+    return "-" if x is None or x != x else f"{x:.4g}"
 
 
 def format_waterfall(result) -> str:
@@ -55,3 +60,30 @@ def format_gaps(validation) -> list[str]:
     profile's price (``measure.eval.terms``)."""
     return [f"{r.config.label}: {largest_gap(r.terms)}" for r in validation.results
             if r.terms is not None and len(r.terms)]  # fmt: skip
+
+
+def format_early_exit(validation) -> list[str]:
+    """The early-exit methods: what was measured and how it was predicted, then per method
+    its steps, predicted (step accounting and i.i.d.) and measured seconds, and where the
+    time went (none without ``--early-exit``)."""
+    if not validation.early_exit:
+        return []
+    lines = [
+        "early exit (HF generate, constant draft length, no confidence stop; seconds and tokens "
+        "after each run's first step, greedy over the same tokens; predicted by exact step "
+        "accounting on the layer-L match sequences, i.i.d. closed form beside it; approximated: "
+        "the LM head on q + 1 rows priced as on one row, q + 1 positions with the profile's "
+        "k-row slope):",
+        "  " + validation.bookkeeping.describe(),
+    ]
+    for o in validation.early_exit:
+        p = o.predicted
+        lines.append(
+            f"  {o.config.label}: p_hat {p.p_hat:.3f}, {p.steps} steps, {p.draft_forwards} draft "
+            f"forwards, {p.tokens} tokens; predicted {p.predicted_s:.4g} s (i.i.d. closed form "
+            f"{p.iid_s:.4g} s, {100 * o.iid_rel_err:+.1f} %), measured {o.measured.median:.4g} s; "
+            f"steps as predicted: {'yes' if o.steps_agree else 'NO'}; tokens equal greedy's: "
+            f"{'yes' if o.exact else 'NO'}"
+        )
+        lines.append("    " + o.breakdown())
+    return lines

@@ -11,16 +11,19 @@ its names are re-exported here for existing callers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import pandas as pd
 
+from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
 from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
     ValidationReport,
     model_shape,
     plot_validation,
     validate_results,
 )
+from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
 from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
@@ -50,8 +53,16 @@ TABLE_COLUMNS = (
     "speedup_measured",
     "speedup_predicted",
     "exact",
+    "exit_layer",
+    "draft_tokens",
+    "iid_s",
+    "steps_agree",
 )
-"""Columns of ``ProfileValidation.table`` (one row for greedy, one per configuration)."""
+"""Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
+per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
+realized layer-L match sequences, ``iid_s`` the i.i.d. closed form, ``simulated_s`` empty,
+``p_hat`` the layer-L top-1 match rate; their seconds, tokens and speed-ups cover the tokens
+after each run's first step (the prefill step; ``measure.eval.early_exit``)."""
 
 
 @dataclass
@@ -107,6 +118,10 @@ class ProfileValidation:
     results: list[ConfigResult]
     timing: RepeatedTiming
     profile: CostProfile
+    early_exit: list[EarlyExitOutcome] = field(default_factory=list)
+    """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
+    bookkeeping: HFBookkeeping | None = None
+    """HF generate's host time outside the forwards, measured before the rounds."""
 
     @property
     def greedy_rel_err(self) -> float:
@@ -129,6 +144,7 @@ class ProfileValidation:
                      r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
                      r.exact)
             )  # fmt: skip
+        rows += [_early_exit_row(o) for o in self.early_exit]
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
     @property
@@ -156,6 +172,19 @@ class ProfileValidation:
                 load=self.timing.load,
             )
             for r in self.results
+        ] + [
+            verdict_line(
+                o.config.label,
+                o.greedy_measured,
+                o.measured,
+                tokens=o.predicted.tokens,
+                terms=o.predicted.terms(),
+                rel_err=o.rel_err,
+                load=self.timing.load,
+                method_name="early exit",
+            )
+            + ("" if o.steps_agree else "; HF's steps differ from the predicted ones")
+            for o in self.early_exit
         ]
 
     def summary(self) -> dict:
@@ -168,6 +197,36 @@ class ProfileValidation:
             "greedy_rel_err": self.greedy_rel_err,
             "fitted_parameters": 0,
         }
+
+
+def _early_exit_row(o: EarlyExitOutcome) -> dict:
+    p, meas = o.predicted, o.measured
+    return dict(
+        method=o.config.label,
+        backend="single",
+        d_bar=None,
+        k=1,
+        early_head=None,
+        tokens=p.tokens,
+        p_hat=p.p_hat,
+        predicted_s=p.predicted_s,
+        simulated_s=float("nan"),
+        measured_s=meas.median,
+        measured_q1_s=meas.q1,
+        measured_q3_s=meas.q3,
+        rounds=meas.n,
+        noisy=meas.noisy,
+        rel_err=o.rel_err,
+        simulated_rel_err=float("nan"),
+        agreement=agreement(o.rel_err),
+        speedup_measured=o.speedup_measured,
+        speedup_predicted=o.speedup_predicted,
+        exact=o.exact,
+        exit_layer=o.config.exit_layer,
+        draft_tokens=o.config.g,
+        iid_s=p.iid_s,
+        steps_agree=o.steps_agree,
+    )
 
 
 def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact):
@@ -232,17 +291,29 @@ def validate(
     threads: int = 1,
     head=None,
     progress: bool = False,
+    early_exit=(),
 ) -> ProfileValidation:
     """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
 
     ``profile`` must have been measured beforehand on this model (its depth is checked);
-    ``configs`` are ``PPDConfig``s; the other arguments (``head``: a trained early head or
-    None) are ``time_repeated``'s.
+    ``configs`` are ``PPDConfig``s; ``early_exit``: ``EarlyExitConfig``s (HF self-speculative
+    early exit, constant draft length), timed in the same rounds and predicted from the
+    profile and the layer match sequences measured separately on the same prompts; the other
+    arguments (``head``: a trained early head or None) are ``time_repeated``'s.
     """
     d = model.config.get_text_config().num_hidden_layers
     if profile.d != d:
         raise ValueError(f"the profile's depth d = {profile.d} does not match the model's d = {d}")
     configs = check_configs(profile, configs)
+    early_exit = list(dict.fromkeys(early_exit))
+    for e in early_exit:
+        if not isinstance(e, EarlyExitConfig):
+            raise ValueError(f"early_exit must hold EarlyExitConfig values, got {e!r}")
+        e.check(d)
+    bookkeeping = None
+    if early_exit:
+        draft_lengths = (1, max(3, *(e.g for e in early_exit)))
+        bookkeeping = measure_bookkeeping(model, early_exit[0].exit_layer, gs=draft_lengths)
     timing = time_repeated(
         model,
         prompts,
@@ -257,6 +328,7 @@ def validate(
         threads=threads,
         head=head,
         progress=progress,
+        early_exit=early_exit,
     )
     greedy_pred = predict_greedy(profile, timing.greedy.runs)
     results = []
@@ -280,4 +352,29 @@ def validate(
                 terms=term_check(profile, config, method.runs),
             )
         )
-    return ProfileValidation(results, timing, profile)
+    outcomes = []
+    if early_exit:
+        matches = layer_matches(
+            model,
+            prompts,
+            [e.exit_layer for e in early_exit],
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+        )
+        if matches["tokens"] != [g.tokens for g in timing.greedy.runs]:
+            warnings.warn(
+                "the layer match-rate pass did not reproduce greedy's tokens: the early-exit "
+                "predictions rest on other traces",
+                stacklevel=2,
+            )
+        outcomes = evaluate_early_exit(
+            profile,
+            early_exit,
+            timing.early_exit,
+            timing.greedy,
+            matches,
+            max_new_tokens=max_new_tokens,
+            exact=timing.exact,
+            bookkeeping=bookkeeping,
+        )
+    return ProfileValidation(results, timing, profile, outcomes, bookkeeping)

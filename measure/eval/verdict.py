@@ -20,6 +20,9 @@ TERM_LABELS = {
     "handoff_s": "hand-off",
     "host_s": "host time",
     "last_pass_s": "last pass (no prediction)",
+    "draft_s": "draft forwards (layers 1..L)",
+    "verify_s": "verify forwards (d layers)",
+    "hf_host_s": "HF bookkeeping (host)",
 }
 """Readable names of ``ppdmodel.LatencyWaterfall`` terms."""
 
@@ -51,6 +54,7 @@ def verdict_line(
     terms=None,
     rel_err: float | None = None,
     load: LoadReading | None = None,
+    method_name: str = "PPD",
 ) -> str:
     """'<label>: 1.25x slower than greedy (...); largest cost term: ...; prediction ...'."""
     ratio = greedy.median / ppd.median
@@ -68,14 +72,14 @@ def verdict_line(
         share = seconds / sum(terms.values())
         parts.append(
             f"largest cost term: {TERM_LABELS[name]}, {1e3 * seconds:.3g} ms/token "
-            f"({100 * share:.0f} % of PPD's time)"
+            f"({100 * share:.0f} % of {method_name}'s time)"
         )
     if rel_err is None or math.isnan(rel_err):
         parts.append("prediction: none")
     else:
         parts.append(f"prediction agreed {agreement(rel_err)} ({100 * rel_err:+.1f} %)")
     noisy = [f"{name} IQR/median {100 * s.rel_iqr:.0f} %"
-             for name, s in (("PPD", ppd), ("greedy", greedy)) if s.noisy]  # fmt: skip
+             for name, s in ((method_name, ppd), ("greedy", greedy)) if s.noisy]  # fmt: skip
     if noisy:
         parts.append("NOISY: " + ", ".join(noisy))
     if load is not None and load.loaded:

@@ -243,3 +243,19 @@ def test_cli_run_undefined_p_prints_na(model_dir, tmp_path, capsys):
         line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("ppd")
     ]
     assert ppd_row and " n/a " in ppd_row[0] and " 0 " in ppd_row[0]  # p_correct n/a, n_m 0
+
+
+def test_cli_validate_with_early_exit_rows(model_dir, tmp_path, capsys):
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "6"]
+    argv += ["--d-bar", "2", "--k", "1", "--repeats", "1", "--profile-repeats", "2"]
+    argv += ["--early-exit", "2", "--draft-tokens", "1", "2", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "HF bookkeeping outside the forwards" in out
+    assert out.count("verdict: early exit L=2 g=") == 2 and "steps as predicted: yes" in out
+    table = pd.read_csv(tmp_path / "validation.csv")
+    early = table[table["method"].str.startswith("early exit")]
+    assert list(early["method"]) == ["early exit L=2 g=1", "early exit L=2 g=2"]
+    assert early["exact"].all() and early["steps_agree"].all()
+    assert list(early["exit_layer"]) == [2, 2] and list(early["draft_tokens"]) == [1, 2]
+    assert early["simulated_s"].isna().all() and (early["iid_s"] > 0).all()

@@ -1,0 +1,271 @@
+"""Self-speculative early exit predicted from a cost profile and layer match sequences.
+
+**Prediction** (nothing fitted on the timed runs): the match sequence at layer L, k = 1, on
+the same prompts, measured separately with ``measure.match.rate.measure_prompt`` (positions
+where layer L's top-1 under the final norm and LM head equals the greedy token), gives each
+run's steps exactly (``ppdmodel.early_exit``); the profile prices each forward
+(``ppdmodel.early_exit.EarlyExitCosts``). Beside it, the i.i.d. closed form
+``ppdmodel.alternatives`` (``early_exit_step_seconds``, ``speculative_seconds_per_token``)
+at the pooled match rate, with the same host time. The profile has no term for HF
+``generate``'s Python bookkeeping outside the model's forwards (a ``generate`` call per
+draft, logits processing, cache crops): ``measure.eval.hf_early_exit.measure_bookkeeping``
+measures it beforehand on a synthetic prompt (not the judged ones), as seconds per step and
+per draft forward, from the time outside the hooked forwards. Approximated: the LM head on
+q + 1 rows (priced as on one row), r positions of one sequence (priced with the profile's
+k-row slope), and a draft that stops at an end-of-sequence token it proposed (the step
+accounting then differs from HF's; ``steps_agree`` says so).
+
+The runs' seconds and tokens start after each run's first step (the prefill step, see
+``measure.eval.hf_early_exit``); so do the prediction and the greedy reference
+(``greedy_after``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from measure.decode.checks import as_prompt_ids, eos_set
+from measure.eval.hf_early_exit import BACKEND, EarlyExitConfig, HFBookkeeping
+from measure.hf.layer_split import LayerSplitModel
+from measure.match.config import make_config
+from measure.match.rate import measure_prompt
+from measure.profile.stats import Spread
+from ppdmodel.alternatives import early_exit_step_seconds, speculative_seconds_per_token
+from ppdmodel.cli_args import default_d_bar
+from ppdmodel.cost_profile import CostProfile
+from ppdmodel.early_exit import EarlyExitCosts, early_exit_trace_seconds
+
+
+def layer_matches(model, prompts, layers, *, max_new_tokens, eos_token_id=None) -> dict:
+    """{layer: [bool array per prompt]}: layer L's top-1 (final norm + LM head) equals the
+    greedy token, positions 1..ell, k = 1 (``measure.match.rate.measure_prompt``); also
+    ``"tokens"``: the greedy tokens of that pass, per prompt."""
+    lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
+    layers = sorted(set(layers))
+    config = make_config(
+        lsm.num_layers, layers=layers, ks=(1,), max_new_tokens=max_new_tokens, verify=False
+    )
+    out: dict = {layer: [] for layer in layers}
+    out["tokens"] = []
+    eos = sorted(eos_set(eos_token_id))
+    for i, p in enumerate(prompts):
+        result = measure_prompt(lsm, as_prompt_ids(p, lsm.device), str(i), config, eos_ids=eos)
+        probed, ranks = result.ranks["shared"]
+        for j, layer in enumerate(probed):
+            out[layer].append(ranks[:, j] < 1)
+        out["tokens"].append(result.tokens)
+    return out
+
+
+@dataclass(frozen=True)
+class EarlyExitPrediction:
+    """Predicted decode seconds (after each run's first step) of one early-exit method."""
+
+    predicted_s: float
+    """Exact step accounting on the realized match sequences, priced by the profile."""
+    iid_s: float
+    """The i.i.d. closed form (ell -> infinity) at the pooled match rate with
+    ``early_exit_step_seconds``' step costs and the same host time, times the decode
+    tokens."""
+    draft_s: float
+    """Draft forwards (layers 1..L and the LM head), host time excluded."""
+    verify_s: float
+    """Verify forwards (d layers and the LM head), host time excluded."""
+    host_s: float
+    """Host time: the measured HF bookkeeping, or the profile's tau per forward."""
+    tokens: int
+    """Decode tokens (after each run's first step)."""
+    steps: int
+    draft_forwards: int
+    p_hat: float
+    """Layer-L top-1 matches per position, all positions of all prompts."""
+    greedy_s: float
+    """Greedy's predicted seconds for the same tokens (tokens x G)."""
+    first_step_tokens: tuple[int, ...]
+    """Tokens of each run's first step (the untimed prefill step), predicted."""
+    drafted: tuple[tuple[int, ...], ...]
+    produced: tuple[tuple[int, ...], ...]
+    """Per run, each step's drafted and produced tokens, predicted."""
+
+    def terms(self) -> dict[str, float]:
+        """Seconds per token: draft and verify forwards and host time (they sum to
+        predicted / tokens)."""
+        n = max(self.tokens, 1)
+        return {"draft_s": self.draft_s / n, "verify_s": self.verify_s / n,
+                "hf_host_s": self.host_s / n}  # fmt: skip
+
+
+def predict_early_exit(
+    profile: CostProfile,
+    matches,
+    config: EarlyExitConfig,
+    *,
+    max_new_tokens: int,
+    bookkeeping: HFBookkeeping | None = None,
+) -> EarlyExitPrediction:
+    """Predict one method from the profile and per-prompt match sequences at its layer;
+    ``bookkeeping``: HF's host time measured beforehand (None: the profile's tau per forward)."""
+    d = profile.d
+    config.check(d)
+    # early exit has no hand-off or dispatch (the only fields d_bar changes): any valid d_bar
+    costs = profile.costs(BACKEND, d_bar=default_d_bar(d))
+    host = {}
+    if bookkeeping is not None:
+        host = dict(host_draft_s=bookkeeping.per_draft_s, host_step_s=bookkeeping.per_step_s)
+    step_costs = EarlyExitCosts(d=d, exit_layer=config.exit_layer, costs=costs, **host)
+    draft = verify = 0.0
+    tokens = steps = forwards = 0
+    firsts, drafted, produced = [], [], []
+    for m in matches:
+        dr, ve, s = early_exit_trace_seconds(
+            m, g=config.g, costs=step_costs, limit=max_new_tokens, skip_steps=1
+        )
+        draft += dr
+        verify += ve
+        tokens += s.tokens - s.produced[0]
+        steps += s.steps - 1
+        forwards += s.draft_forwards - s.drafted[0]
+        firsts.append(s.produced[0])
+        drafted.append(s.drafted)
+        produced.append(s.produced)
+    pooled = np.concatenate([np.asarray(m, dtype=bool) for m in matches])
+    p_hat = float(pooled.mean())
+    c_draft, c_verify = early_exit_step_seconds(
+        d=d, exit_layer=config.exit_layer, g=config.g, costs=costs
+    )  # the closed form's step costs, with HF's host time in place of tau
+    per_token = speculative_seconds_per_token(
+        a=p_hat,
+        g=config.g,
+        draft_s=float(c_draft) - costs.host_s + step_costs.draft_host_s,
+        verify_s=float(c_verify) - costs.host_s + step_costs.step_host_s,
+    )
+    host_s = steps * step_costs.step_host_s + forwards * step_costs.draft_host_s
+    return EarlyExitPrediction(
+        predicted_s=draft + verify,
+        iid_s=float(per_token) * tokens,
+        draft_s=draft - forwards * step_costs.draft_host_s,
+        verify_s=verify - steps * step_costs.step_host_s,
+        host_s=host_s,
+        tokens=tokens,
+        steps=steps,
+        draft_forwards=forwards,
+        p_hat=p_hat,
+        greedy_s=tokens * float(costs.greedy_token_seconds(d)),
+        first_step_tokens=tuple(firsts),
+        drafted=tuple(drafted),
+        produced=tuple(produced),
+    )
+
+
+def greedy_after(greedy_runs, first_step_tokens) -> float:
+    """Greedy's decode seconds for the tokens after each run's first early-exit step."""
+    total = 0.0
+    for run, n in zip(greedy_runs, first_step_tokens, strict=True):
+        total += run.wall_s - (run.token_times_s[n - 1] if n > 0 else 0.0)
+    return total
+
+
+def steps_agree(runs, prediction: EarlyExitPrediction) -> bool:
+    """True when every measured run drafted and produced what the accounting predicted."""
+    for run, drafted, produced in zip(runs, prediction.drafted, prediction.produced, strict=True):
+        if tuple(run.drafted()) != drafted or tuple(run.produced) != produced:
+            return False
+    return True
+
+
+@dataclass
+class EarlyExitOutcome:
+    """One early-exit method in ``ppd validate``: measured, predicted, greedy for the same
+    tokens, exactness and whether HF's steps were the predicted ones."""
+
+    config: EarlyExitConfig
+    measured: Spread
+    predicted: EarlyExitPrediction
+    greedy_measured: Spread
+    """Greedy's decode seconds for the same tokens, per round."""
+    exact: bool
+    steps_agree: bool
+    forward_s: tuple[float, float, float] = (float("nan"),) * 3
+    """Measured (draft forwards, verify forwards, outside the forwards) seconds of the median
+    round (hooks), after each run's first step."""
+
+    @property
+    def rel_err(self) -> float:
+        return self.predicted.predicted_s / self.measured.median - 1
+
+    @property
+    def iid_rel_err(self) -> float:
+        return self.predicted.iid_s / self.measured.median - 1
+
+    @property
+    def speedup_measured(self) -> float:
+        return self.greedy_measured.median / self.measured.median
+
+    @property
+    def speedup_predicted(self) -> float:
+        return self.predicted.greedy_s / self.predicted.predicted_s
+
+    def breakdown(self) -> str:
+        """Predicted vs measured draft forwards, verify forwards and the time outside them
+        (measured in the median round, by the hooks)."""
+        p = self.predicted
+        draft, verify, rest = self.forward_s
+        return (
+            f"draft forwards predicted {p.draft_s:.4g} s / measured {draft:.4g} s "
+            f"({p.draft_forwards} forwards); verify forwards predicted {p.verify_s:.4g} s / "
+            f"measured {verify:.4g} s ({p.steps} steps); host outside the forwards predicted "
+            f"{p.host_s:.4g} s / measured {rest:.4g} s"
+        )
+
+
+def evaluate_early_exit(
+    profile: CostProfile,
+    configs,
+    timed: dict,
+    greedy,
+    matches: dict,
+    *,
+    max_new_tokens: int,
+    exact: dict,
+    bookkeeping: HFBookkeeping | None = None,
+) -> list[EarlyExitOutcome]:
+    """One ``EarlyExitOutcome`` per config from the timed methods (``timed[config]``: a
+    ``measure.eval.repeat.TimedMethod``), greedy's, the layer match sequences and HF's
+    bookkeeping measured beforehand (or None)."""
+    outcomes = []
+    for config in configs:
+        method = timed[config]
+        predicted = predict_early_exit(
+            profile,
+            matches[config.exit_layer],
+            config,
+            max_new_tokens=max_new_tokens,
+            bookkeeping=bookkeeping,
+        )
+        firsts = [r.first_step_tokens for r in method.runs]
+        greedy_rounds = [greedy_after(runs, firsts) for runs in greedy.results]
+        outcomes.append(
+            EarlyExitOutcome(
+                config=config,
+                measured=method.spread,
+                predicted=predicted,
+                greedy_measured=Spread.of(greedy_rounds),
+                exact=exact[config],
+                steps_agree=steps_agree(method.runs, predicted),
+                forward_s=_median_round_seconds(method),
+            )
+        )
+    return outcomes
+
+
+def _median_round_seconds(method) -> tuple[float, float, float]:
+    """(draft forwards, verify forwards, outside them) seconds of the round with the median
+    total (the lower middle one for an even count)."""
+    totals = method.totals_s
+    middle = sorted(range(len(totals)), key=totals.__getitem__)[(len(totals) - 1) // 2]
+    runs = method.results[middle]
+    pairs = [r.forward_seconds() for r in runs]
+    draft, verify = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    return draft, verify, totals[middle] - draft - verify

@@ -1,0 +1,186 @@
+"""HF self-speculative early exit inside ``ppd validate``: exact, the steps HF runs are the
+predicted ones, and a planted-cost model is predicted from its profile within a tolerance."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from measure.decode.greedy import greedy_generate  # noqa: E402
+from measure.eval.early_exit import (  # noqa: E402
+    greedy_after,
+    layer_matches,
+    predict_early_exit,
+    steps_agree,
+)
+from measure.eval.hf_early_exit import (  # noqa: E402
+    EarlyExitConfig,
+    constant_draft,
+    hf_early_exit,
+    run_early_exit,
+)
+from measure.eval.repeat import PPDConfig  # noqa: E402
+from measure.eval.validate import validate  # noqa: E402
+from measure.hf.arch import arch_spec, get_module  # noqa: E402
+from measure.profile.profile import measure_profile  # noqa: E402
+from ppdmodel.cli import main  # noqa: E402
+from ppdmodel.early_exit import early_exit_steps  # noqa: E402
+from tests.measure.tiny_models import char_tokenizer, tiny_model  # noqa: E402
+
+PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
+TOKENS = 10
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama", seed=1)
+
+
+def test_constant_draft_sets_and_restores_the_models_generation_config(model):
+    config = model.generation_config
+    before = config.num_assistant_tokens_schedule
+    with constant_draft(model, 3):
+        assert config.num_assistant_tokens == 3
+        assert config.num_assistant_tokens_schedule == "constant"
+        assert config.assistant_confidence_threshold == 0.0
+    assert config.num_assistant_tokens_schedule == before
+
+
+@pytest.mark.parametrize("exit_layer,g", [(1, 1), (2, 3), (3, 2)])
+def test_hf_early_exit_is_exact_and_runs_the_predicted_steps(model, exit_layer, g):
+    config = EarlyExitConfig(exit_layer, g)
+    runs = run_early_exit(model, PROMPTS, config, max_new_tokens=TOKENS)
+    greedy = [greedy_generate(model, p, max_new_tokens=TOKENS) for p in PROMPTS]
+    assert [r.tokens for r in runs] == [x.tokens for x in greedy]
+    matches = layer_matches(model, PROMPTS, [exit_layer], max_new_tokens=TOKENS)
+    assert matches["tokens"] == [x.tokens for x in greedy]
+    for run, m in zip(runs, matches[exit_layer], strict=True):
+        steps = early_exit_steps(m, g=g, limit=TOKENS)
+        assert tuple(run.produced) == steps.produced  # the streamer's steps
+        assert tuple(run.drafted()) == steps.drafted  # the hooks' draft forwards
+        assert run.decode_tokens == TOKENS - steps.produced[0]
+        assert 0 < run.wall_s < run.total_s
+        drafts = [f for f in run.forwards if f.draft]
+        assert all(f.rows in (1, 2) for f in drafts[steps.drafted[0] :])  # after the prefill
+        verify_rows = [f.rows for f in run.forwards if not f.draft][1:]
+        assert verify_rows == [q + 1 for q in steps.drafted[1:]]
+
+
+def test_bad_early_exit_configs_are_refused(model):
+    with pytest.raises(ValueError, match="exit_layer"):
+        EarlyExitConfig(0, 1)
+    with pytest.raises(ValueError, match="g"):
+        EarlyExitConfig(2, 0)
+    with pytest.raises(ValueError, match=r"early exit layer must be in \[1, d - 1\]"):
+        hf_early_exit(model, PROMPTS[0], config=EarlyExitConfig(4, 1), max_new_tokens=4)
+
+
+def test_greedy_after_counts_the_tokens_after_the_first_step(model):
+    run = greedy_generate(model, PROMPTS[0], max_new_tokens=4)
+    assert greedy_after([run], [0]) == run.wall_s
+    assert greedy_after([run], [2]) == pytest.approx(run.wall_s - run.token_times_s[1])
+
+
+LAYER_S = 0.005
+EXTRA_ROW_S = 0.002
+EMBED_S = 0.001
+HEAD_S = 0.006
+
+
+def _sleep_hook(seconds_of_rows):
+    def hook(module, args, kwargs, output):
+        h = args[0] if args else next(iter(kwargs.values()))
+        time.sleep(seconds_of_rows(h.shape[0] * h.shape[1]))  # batch rows or positions
+
+    return hook
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """A tiny Llama whose pieces sleep planted times; a layer's extra rows (a k-row batch or
+    q + 1 verified positions) add EXTRA_ROW_S each."""
+    planted = tiny_model("llama", seed=1)
+    spec = arch_spec(planted)
+    for layer in get_module(planted, spec.layers):
+        layer.register_forward_hook(
+            _sleep_hook(lambda rows: LAYER_S + (rows - 1) * EXTRA_ROW_S), with_kwargs=True
+        )
+    get_module(planted, spec.embed_tokens).register_forward_hook(
+        _sleep_hook(lambda rows: EMBED_S), with_kwargs=True
+    )
+    get_module(planted, spec.lm_head).register_forward_hook(
+        _sleep_hook(lambda rows: HEAD_S), with_kwargs=True
+    )
+    return planted
+
+
+def test_validate_predicts_planted_early_exit(planted):
+    profile = measure_profile(
+        planted, ks=(1, 2), context_tokens=8, repeats=3, warmup=1, calls=2, threads=1
+    )
+    early = [EarlyExitConfig(2, 2), EarlyExitConfig(1, 1)]  # 1 < d/2: outside PPD's domain
+    result = validate(
+        planted,
+        PROMPTS[:1],
+        profile=profile,
+        configs=[PPDConfig(d_bar=2, k=1)],
+        max_new_tokens=8,
+        early_exit=early,
+    )
+    table = result.table
+    rows = table[table["exit_layer"].notna()]
+    assert list(rows["method"]) == [e.label for e in early]
+    assert rows["exact"].all() and rows["steps_agree"].all()
+    assert (rows["rounds"] == 3).all() and (rows["draft_tokens"] == [2, 1]).all()
+    assert list(rows["exit_layer"]) == [2, 1]
+    assert rows["rel_err"].abs().max() < 0.10, rows[["method", "rel_err"]]
+    assert rows["iid_s"].gt(0).all() and rows["simulated_s"].isna().all()
+    book = result.bookkeeping
+    assert book.runs == 10 and book.per_step_s >= 0 and book.per_draft_s >= 0
+    assert book.per_step_s < LAYER_S  # HF's Python, not the planted forwards
+    for o in result.early_exit:
+        p = o.predicted
+        assert p.predicted_s == pytest.approx(p.draft_s + p.verify_s + p.host_s)
+        assert p.tokens == 8 - p.first_step_tokens[0] and p.steps >= 1
+        assert o.speedup_predicted == pytest.approx(p.greedy_s / p.predicted_s)
+        assert f"{p.draft_forwards} forwards" in o.breakdown()
+        draft, verify, outside = o.forward_s  # the median round, split by the hooks
+        assert draft > 0 and verify > 0 and outside >= 0
+        assert draft + verify + outside == pytest.approx(o.measured.median)
+    lines = result.verdicts()
+    assert len(lines) == 3 and lines[1].startswith("early exit L=2 g=2: ")
+    assert "largest cost term: verify forwards" in lines[1]
+    assert "of early exit's time" in lines[1]
+    assert "prediction agreed" in lines[1]
+    pred = predict_early_exit(
+        profile,
+        layer_matches(planted, PROMPTS[:1], [2], max_new_tokens=8)[2],
+        early[0],
+        max_new_tokens=8,
+        bookkeeping=book,
+    )
+    assert pred == result.early_exit[0].predicted  # nothing taken from the timed runs
+    assert steps_agree(result.timing.early_exit[early[0]].runs, pred)
+
+
+def test_cli_refuses_bad_early_exit_arguments(tmp_path, capsys):
+    model_dir = tmp_path / "tiny"
+    tiny_model("llama", seed=3).save_pretrained(model_dir)
+    char_tokenizer().save_pretrained(model_dir)
+    base = ["validate", "--model", str(model_dir), "--prompt", "hi", "--out", str(tmp_path)]
+    together = "--early-exit and --draft-tokens must be given together"
+    for extra, message in (
+        (["--early-exit", "2"], together),
+        (["--draft-tokens", "2"], together),
+        (["--early-exit", "0", "--draft-tokens", "1"], "--early-exit"),
+        (["--early-exit", "4", "--draft-tokens", "1"], "--early-exit: 4 is not in [1, d - 1]"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main([*base, *extra])
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
