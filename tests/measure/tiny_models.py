@@ -162,6 +162,37 @@ def save_tiny_model_dir(path: Path, *, arch: str = "llama", num_layers: int = NU
     return path
 
 
+def planted_model(*, layer_s, extra_row_s, embed_s, head_s, count_positions=False, seed=1):
+    """A tiny Llama whose pieces sleep planted times (seconds): each decoder layer layer_s plus
+    extra_row_s per row beyond the first, the embedding embed_s, the LM head head_s. Rows are
+    the batch rows, or batch rows x positions with ``count_positions`` (verified drafts)."""
+    import time
+
+    from measure.hf.arch import arch_spec, get_module
+
+    def sleep_hook(seconds_of_rows):
+        def hook(module, args, kwargs, output):
+            h = args[0] if args else next(iter(kwargs.values()))
+            rows = h.shape[0] * h.shape[1] if count_positions else h.shape[0]
+            time.sleep(seconds_of_rows(rows))
+
+        return hook
+
+    model = tiny_model("llama", seed=seed)
+    spec = arch_spec(model)
+    for layer in get_module(model, spec.layers):
+        layer.register_forward_hook(
+            sleep_hook(lambda rows: layer_s + (rows - 1) * extra_row_s), with_kwargs=True
+        )
+    get_module(model, spec.embed_tokens).register_forward_hook(
+        sleep_hook(lambda rows: embed_s), with_kwargs=True
+    )
+    get_module(model, spec.lm_head).register_forward_hook(
+        sleep_hook(lambda rows: head_s), with_kwargs=True
+    )
+    return model
+
+
 def save_tiny_gguf(path: Path, *, seed: int = 0) -> Path:
     """Write a tiny random Llama GGUF file (2 layers, a BPE tokenizer) as llama.cpp lays it out.
 

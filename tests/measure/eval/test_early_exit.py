@@ -3,8 +3,6 @@ predicted ones, and a planted-cost model is predicted from its profile within a 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -24,11 +22,10 @@ from measure.eval.hf_early_exit import (  # noqa: E402
 )
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
-from measure.hf.arch import arch_spec, get_module  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
 from ppdmodel.early_exit import early_exit_steps  # noqa: E402
-from tests.measure.tiny_models import char_tokenizer, tiny_model  # noqa: E402
+from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
 TOKENS = 10
@@ -92,31 +89,14 @@ EMBED_S = 0.001
 HEAD_S = 0.006
 
 
-def _sleep_hook(seconds_of_rows):
-    def hook(module, args, kwargs, output):
-        h = args[0] if args else next(iter(kwargs.values()))
-        time.sleep(seconds_of_rows(h.shape[0] * h.shape[1]))  # batch rows or positions
-
-    return hook
-
-
 @pytest.fixture(scope="module")
 def planted():
-    """A tiny Llama whose pieces sleep planted times; a layer's extra rows (a k-row batch or
-    q + 1 verified positions) add EXTRA_ROW_S each."""
-    planted = tiny_model("llama", seed=1)
-    spec = arch_spec(planted)
-    for layer in get_module(planted, spec.layers):
-        layer.register_forward_hook(
-            _sleep_hook(lambda rows: LAYER_S + (rows - 1) * EXTRA_ROW_S), with_kwargs=True
-        )
-    get_module(planted, spec.embed_tokens).register_forward_hook(
-        _sleep_hook(lambda rows: EMBED_S), with_kwargs=True
-    )
-    get_module(planted, spec.lm_head).register_forward_hook(
-        _sleep_hook(lambda rows: HEAD_S), with_kwargs=True
-    )
-    return planted
+    """Planted sleeps; a layer's extra rows (a k-row batch or q + 1 verified positions) add
+    EXTRA_ROW_S each."""
+    return planted_model(
+        layer_s=LAYER_S, extra_row_s=EXTRA_ROW_S, embed_s=EMBED_S, head_s=HEAD_S,
+        count_positions=True,
+    )  # fmt: skip
 
 
 def test_validate_predicts_planted_early_exit(planted):

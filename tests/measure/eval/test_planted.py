@@ -17,10 +17,9 @@ import measure.decode.local as local_module  # noqa: E402
 import measure.profile.probes as probes_module  # noqa: E402
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
-from measure.hf.arch import arch_spec, get_module  # noqa: E402
 from measure.hf.kv_ops import append_entries  # noqa: E402
 from measure.profile.profile import figure, measure_profile  # noqa: E402
-from tests.measure.tiny_models import NUM_LAYERS, tiny_model  # noqa: E402
+from tests.measure.tiny_models import NUM_LAYERS, planted_model  # noqa: E402
 
 LAYER_S = 0.020
 EXTRA_ROW_S = 0.008
@@ -34,30 +33,10 @@ PROMPTS = [[5, 6, 7, 8, 9]]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _sleep_hook(seconds_of_batch):
-    def hook(module, args, kwargs, output):
-        h = args[0] if args else next(iter(kwargs.values()))
-        time.sleep(seconds_of_batch(h.shape[0]))
-
-    return hook
-
-
 @pytest.fixture(scope="module")
 def planted():
     """A tiny Llama whose every piece sleeps a planted time (batch rows add to layers)."""
-    model = tiny_model("llama", seed=1)
-    spec = arch_spec(model)
-    for layer in get_module(model, spec.layers):
-        layer.register_forward_hook(
-            _sleep_hook(lambda rows: LAYER_S + (rows - 1) * EXTRA_ROW_S), with_kwargs=True
-        )
-    get_module(model, spec.embed_tokens).register_forward_hook(
-        _sleep_hook(lambda rows: EMBED_S), with_kwargs=True
-    )
-    get_module(model, spec.lm_head).register_forward_hook(
-        _sleep_hook(lambda rows: HEAD_S), with_kwargs=True
-    )
-    return model
+    return planted_model(layer_s=LAYER_S, extra_row_s=EXTRA_ROW_S, embed_s=EMBED_S, head_s=HEAD_S)
 
 
 @pytest.fixture(scope="module")
