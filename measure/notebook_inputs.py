@@ -13,6 +13,7 @@ from pathlib import Path
 
 from measure.datasets import Prompt, sample_path
 from measure.hf.loading import KNOWN_MODELS
+from ppdmodel.validation import as_int
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The source tree that holds the ``measure`` package (the repository root when installed
@@ -64,8 +65,7 @@ def spec_bench_file(root=None) -> Path:
 def interleave_categories(prompts: list[Prompt], n: int) -> list[Prompt]:
     """The first ``n`` prompts taken in turn from each category (in order of first
     appearance), so a few prompts cover every category instead of the file's first one."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    n = as_int("n", n)
     queues: dict[str | None, list[Prompt]] = {}
     for prompt in prompts:
         queues.setdefault(prompt.category, []).append(prompt)

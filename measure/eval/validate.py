@@ -160,29 +160,16 @@ class ProfileValidation:
         return pd.DataFrame([row for r in self.results for row in r.waterfall_rows()])
 
     def verdicts(self) -> list[str]:
-        """One verdict line per configuration."""
-        return [
-            verdict_line(
-                r.config.label,
-                r.greedy_measured,
-                r.measured,
-                tokens=r.predicted.tokens,
-                terms=r.predicted.terms(),
-                rel_err=r.rel_err,
-                load=self.timing.load,
-            )
-            for r in self.results
-        ] + [
-            verdict_line(
-                o.config.label,
-                o.greedy_measured,
-                o.measured,
-                tokens=o.predicted.tokens,
-                terms=o.predicted.terms(),
-                rel_err=o.rel_err,
-                load=self.timing.load,
-                method_name="early exit",
-            )
+        """One verdict line per configuration (PPD, then early exit)."""
+
+        def line(r, **extra) -> str:
+            return verdict_line(
+                r.config.label, r.greedy_measured, r.measured, tokens=r.predicted.tokens,
+                terms=r.predicted.terms(), rel_err=r.rel_err, load=self.timing.load, **extra,
+            )  # fmt: skip
+
+        return [line(r) for r in self.results] + [
+            line(o, method_name="early exit")
             + ("" if o.steps_agree else "; HF's steps differ from the predicted ones")
             for o in self.early_exit
         ]

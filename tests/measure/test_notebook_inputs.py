@@ -64,5 +64,5 @@ def test_interleave_categories_takes_each_category_in_turn():
     assert [p.id for p in interleave_categories(prompts, 4)] == ["0", "3", "5", "1"]
     assert len(interleave_categories(prompts, 10)) == 6
     assert [p.id for p in interleave_categories([Prompt("x", "t")], 2)] == ["x"]
-    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"n must be a positive integer \(>= 1\)"):
         interleave_categories(prompts, 0)

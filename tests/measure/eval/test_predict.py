@@ -135,7 +135,9 @@ def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
         time_repeated(None, [], [], max_new_tokens=1)
 
 
-def test_report_text_and_figures(timing, tmp_path):
+def _validation(timing):
+    """(greedy prediction, per-configuration results, ProfileValidation) of ``timing`` under
+    a minimal profile."""
     profile = parse_cost_profile(minimal_profile(d=4))
     greedy_pred = predict_greedy(profile, timing.greedy.runs)
     results = [
@@ -143,7 +145,11 @@ def test_report_text_and_figures(timing, tmp_path):
                      timing.greedy.spread, greedy_pred, timing.exact[c])
         for c, m in timing.ppd.items()
     ]  # fmt: skip
-    validation = ProfileValidation(results, timing, profile)
+    return greedy_pred, results, ProfileValidation(results, timing, profile)
+
+
+def test_report_text_and_figures(timing, tmp_path):
+    _, results, validation = _validation(timing)
     table = format_table(validation)
     assert table.splitlines()[1].startswith("greedy") and "ppd d_bar=3 k=2" in table
     line = format_waterfall(results[0])
@@ -159,14 +165,7 @@ def test_report_text_and_figures(timing, tmp_path):
 
 
 def test_latency_breakdown_parts_sum_to_the_predictions(timing, tmp_path):
-    profile = parse_cost_profile(minimal_profile(d=4))
-    greedy_pred = predict_greedy(profile, timing.greedy.runs)
-    results = [
-        ConfigResult(c, m.spread, predict_ppd(profile, m.runs, c, max_new_tokens=4),
-                     timing.greedy.spread, greedy_pred, timing.exact[c])
-        for c, m in timing.ppd.items()
-    ]  # fmt: skip
-    validation = ProfileValidation(results, timing, profile)
+    greedy_pred, results, validation = _validation(timing)
     table = latency_breakdown(validation)
     assert list(table.index) == ["greedy", *(r.config.label for r in results)]
     parts = table[list(BREAKDOWN_PARTS)].sum(axis=1)
