@@ -17,14 +17,14 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
+from measure.hf.compat import cache_keyword
+
 FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm", "ln_f", "norm_f", "final_norm")
 """Attribute names of the final norm, searched on the module that holds the layer list."""
 ROTARY_NAMES = ("rotary_emb", "rotary_embedding", "rotary_embeddings")
 """Attribute names of a model-level rotary embedding yielding ``(cos, sin)`` for the layers."""
 ABSOLUTE_POSITION_NAMES = ("wpe", "embed_positions", "position_embeddings")
 """Attribute names of a learned absolute position embedding called with position ids."""
-CACHE_ARG_NAMES = ("past_key_values", "past_key_value", "layer_past")
-"""Names under which decoder layers take the KV cache (GPT-NeoX says ``layer_past``)."""
 LAYER_TYPES = ("full_attention", "sliding_attention")
 """Attention kinds layer-split decoding knows how to mask."""
 
@@ -58,8 +58,9 @@ class ArchSpec:
     """Keys a sliding-attention layer sees, its own position included (config)."""
     rotary_per_layer_type: bool = False
     """The rotary module takes a ``layer_type`` (Gemma 3: local and global frequencies)."""
-    cache_arg: str = "past_key_values"
-    """Keyword under which the decoder layers take the KV cache."""
+    cache_arg: str = "cache"
+    """Keyword under which the decoder layers take the KV cache (found by its ``Cache`` type:
+    ``cache`` from transformers 5.24, ``past_key_values`` before, ``layer_past`` in GPT-NeoX)."""
     positions_by_keyword: bool = False
     """The absolute position module is called as ``(None, 0, position_ids=...)`` (OPT)."""
     embedding_multiplier: float = 1.0
@@ -151,7 +152,9 @@ def _find_parts(model: nn.Module) -> ArchSpec:
         sliding_window=getattr(text, "sliding_window", None),
         rotary_per_layer_type=rotary is not None
         and "layer_type" in inspect.signature(get_module(model, rotary).forward).parameters,
-        cache_arg=_cache_arg(layers[0], what),
+        cache_arg=cache_keyword(
+            layers[0].forward, f"{what}: decoder layer {type(layers[0]).__name__}"
+        ),
         positions_by_keyword=extra.get("positions_by_keyword", False),
         embedding_multiplier=float(getattr(text, "embedding_multiplier", None) or 1.0),
         logit_scale=_logit_scale(text),
@@ -193,17 +196,6 @@ def _layer_types(text, n: int, what: str) -> tuple[str, ...]:
     if "sliding_attention" in types and not getattr(text, "sliding_window", None):
         raise ValueError(f"{what}: sliding-attention layers but no sliding_window in the config")
     return types
-
-
-def _cache_arg(layer: nn.Module, what: str) -> str:
-    params = inspect.signature(layer.forward).parameters
-    for name in CACHE_ARG_NAMES:
-        if name in params:
-            return name
-    raise ValueError(
-        f"{what}: decoder layer {type(layer).__name__}.forward takes no KV cache argument "
-        f"(looked for {', '.join(CACHE_ARG_NAMES)})"
-    )
 
 
 def _logit_scale(text) -> float:

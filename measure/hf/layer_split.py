@@ -16,6 +16,7 @@ import torch
 from transformers import DynamicCache
 
 from measure.hf.arch import ArchSpec, arch_spec, get_module
+from measure.hf.compat import model_cache_keyword
 
 VERIFY_IDS = (1, 2, 3, 4)
 """Token ids (mod the vocabulary) of the short sequence ``verify_layout`` runs."""
@@ -52,6 +53,7 @@ class LayerSplitModel:
         self._layers_of_type = _indices_by_type(self.spec.layer_types)
         forward_params = inspect.signature(model.forward).parameters
         self._keeps_logits = "logits_to_keep" in forward_params
+        self._cache_kw = model_cache_keyword(model)
         if verify and model not in _verified:
             verify_layout(self)
             _verified.add(model)
@@ -72,7 +74,8 @@ class LayerSplitModel:
         input_ids: [B, S] -> [B, V]. Positions continue from what `cache` already holds.
         """
         kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
-        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, **kwargs)
+        kwargs[self._cache_kw] = cache
+        out = self.model(input_ids=input_ids, use_cache=True, **kwargs)
         return out.logits[:, -1]  # [B, V]
 
     @torch.no_grad()

@@ -33,6 +33,7 @@ import torch
 from measure.chat import encode_prompt
 from measure.decode.checks import check_context
 from measure.degenerate import DegenerateSummary, summarize, warn_degenerate
+from measure.hf.compat import model_cache_keyword
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import (  # noqa: F401 (re-exported)
     POSITIONS,
@@ -324,7 +325,8 @@ def verify_greedy(
         logits = model(input_ids=feed, use_cache=False).logits[0, start - 1 :]  # [ell, V]
     else:
         feed = torch.cat([input_ids[:, -1:], ids[:, :-1]], dim=1)  # [1, ell]: x_0..x_{ell-1}
-        logits = model(input_ids=feed, past_key_values=cache, use_cache=True).logits[0]
+        kwargs = {model_cache_keyword(model): cache}
+        logits = model(input_ids=feed, use_cache=True, **kwargs).logits[0]
     logits, target = logits.float(), ids[0]
     own = logits.argmax(dim=-1)
     gap = (logits.gather(-1, own[:, None]) - logits.gather(-1, target[:, None]))[:, 0]

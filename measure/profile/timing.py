@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from measure.decode.checks import check_context
+from measure.hf.compat import model_cache_keyword, output_cache
 from measure.hf.layer_split import LayerSplitModel, expand_cache
 from measure.profile.clock import Clock
 from sim.formats import LAYER_TIMES_COLUMNS, validate_layer_times
@@ -67,13 +68,13 @@ def time_greedy(model, input_ids, *, n_tokens=16, warmup=2) -> pd.DataFrame:
     samples = []
     with torch.inference_mode():
         out = model(input_ids=prompt.to(device), use_cache=True)
-        cache = out.past_key_values
+        cache, cache_kw = output_cache(out), model_cache_keyword(model)
         token = out.logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
         for step in range(warmup + n_tokens):
             timed = step >= warmup
             if timed:
                 laps.mark()
-            out = model(input_ids=token, past_key_values=cache, use_cache=True)
+            out = model(input_ids=token, use_cache=True, **{cache_kw: cache})
             token = out.logits[:, -1].argmax(-1, keepdim=True)
             if timed:
                 laps.mark()

@@ -61,7 +61,7 @@ def test_config_driven_parts():
     granite = arch_spec(_tiny("granite", embedding_multiplier=12.0, logits_scaling=8.0))
     assert granite.embedding_multiplier == 12.0 and granite.logit_scale == 1 / 8
     assert arch_spec(_tiny("cohere", logit_scale=0.25)).logit_scale == 0.25
-    assert arch_spec(_tiny("gpt_neox")).cache_arg == "layer_past"
+    assert arch_spec(_tiny("gpt_neox")).cache_arg in ("layer_past", "cache")  # by its Cache type
 
 
 def test_opt_is_the_table_exception():
@@ -99,7 +99,6 @@ def test_layouts_without_a_tiny_config_verify(model_type, overrides):
     ("model_type", "overrides", "missing"),
     [
         ("bloom", {}, "no position embedding found.*ALiBi"),
-        ("gptj", {}, "no position embedding found"),
         ("falcon", dict(alibi=False), "layer-split decoding of FalconForCausalLM.*failed"),
     ],
 )
@@ -107,6 +106,17 @@ def test_layouts_not_understood_name_what_is_missing(model_type, overrides, miss
     model = _tiny(model_type, **overrides)
     with pytest.raises(ValueError, match=missing):
         LayerSplitModel(model)
+
+
+def test_gptj_follows_its_release():
+    """GPT-J computes rotary positions inside attention before transformers 5.24 (refused,
+    named) and in a model-level rotary module from 5.24 on (understood and verified)."""
+    model = _tiny("gptj", rotary_dim=4)
+    if any(name.endswith("rotary_emb") for name, _ in model.named_modules()):
+        assert LayerSplitModel(model).num_layers == 2
+    else:
+        with pytest.raises(ValueError, match="no position embedding found"):
+            LayerSplitModel(model)
 
 
 def test_missing_parts_are_named():
