@@ -14,17 +14,14 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from importlib.metadata import PackageNotFoundError, version
 
 import transformers
 from transformers import Cache, DynamicCache, GenerationConfig
 
-TESTED_TRANSFORMERS = ("5.0.0", "5.24.0")
-"""Lowest and highest transformers releases the test suite has passed on (``.ci/run`` runs the
-model-access tests on the lowest and the whole suite on the highest). pyproject's range ends at
-the highest; raise it deliberately when a newer release passes."""
-TESTED_TORCH = ("2.13.0", "2.13.0")
-"""Lowest and highest torch releases the test suite has passed on."""
+from measure.versions import TESTED
+
+TESTED_TRANSFORMERS = TESTED["transformers"]
+"""Lowest and highest transformers releases the test suite has passed on."""
 
 GENERATION_FIELDS = (
     "num_assistant_tokens",
@@ -43,11 +40,8 @@ _CACHE_NAME = re.compile(r"\b\w*Cache\b")
 
 
 def transformers_version() -> str:
-    """The installed transformers release (package metadata, else the module's own)."""
-    try:
-        return version("transformers")
-    except PackageNotFoundError:  # pragma: no cover - a source checkout
-        return str(transformers.__version__)
+    """The installed transformers release."""
+    return str(transformers.__version__)
 
 
 def _mentions_cache(annotation) -> bool:
