@@ -61,13 +61,13 @@ def installed_version(name: str) -> str | None:
         return None
 
 
-def environment(installed: dict[str, str | None] | None = None) -> list[VersionStatus]:
-    """The toolkit's, Python's and the key packages' releases; `installed` overrides the
-    metadata (to show a simulated environment)."""
-    installed = installed or {}
-    names = ("ppd-toolkit", "torch", "transformers", "numpy", "scipy", "simpy", "gguf")
-    found = {n: installed.get(n, installed_version(n)) for n in names}
-    python = installed.get("python", ".".join(map(str, sys.version_info[:3])))
+PACKAGES = ("ppd-toolkit", "torch", "transformers", "numpy", "scipy", "simpy", "gguf")
+"""Distributions ``ppd doctor`` reports."""
+
+
+def environment() -> list[VersionStatus]:
+    """Python's, the toolkit's and the key packages' releases against their tested ranges."""
+    python = ".".join(map(str, sys.version_info[:3]))
     return [VersionStatus("python", python, None)] + [
-        VersionStatus(n, found[n], TESTED.get(n)) for n in names
+        VersionStatus(n, installed_version(n), TESTED.get(n)) for n in PACKAGES
     ]

@@ -48,7 +48,7 @@ EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s"
 
 def read_layer_times(path: str | Path) -> pd.DataFrame:
     """Read and validate a per-layer times CSV; returns a DataFrame with the schema columns."""
-    df = pd.read_csv(path)
+    df = pd.read_csv(path, float_precision="round_trip")  # floats back exactly as written
     missing = [c for c in LAYER_TIMES_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"layer-times file {path}: missing columns {missing}")

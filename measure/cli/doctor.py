@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from measure.versions import environment
@@ -23,13 +22,11 @@ def register(subparsers) -> None:
     doctor.add_argument(
         "--no-self-check", action="store_true", help="print the versions only (no torch needed)"
     )
-    doctor.add_argument("--simulate-version", nargs=2, action="append", default=[],
-                        metavar=("PACKAGE", "VERSION"), help=argparse.SUPPRESS)  # fmt: skip
     doctor.set_defaults(func=_doctor)
 
 
 def _doctor(args) -> int:
-    statuses = environment(dict(args.simulate_version))
+    statuses = environment()
     for status in statuses:
         print(status.line())
     outside = [s.name for s in statuses if s.inside is False]
