@@ -20,6 +20,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from measure.train.reference_model import train_tokenizer
 
 SHAPES = {
+    # HuggingFaceTB/SmolLM2-135M-Instruct config.json (tied embeddings)
+    "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, vocab_size=49152,
+                         tie_word_embeddings=True),
     # TinyLlama/TinyLlama-1.1B-Chat-v1.0 config.json
     "tinyllama-1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                            num_attention_heads=32, num_key_value_heads=4, vocab_size=32000),
@@ -36,25 +40,31 @@ CORPUS = [
 ]
 
 
-def build(shape: str, out: Path, *, device: str, dtype: str, seed: int = 0) -> Path:
-    """Build, save and return the model directory of `shape` (one of SHAPES)."""
+def random_llama(shape: str, *, device: str, dtype: str, seed: int = 0, eos_token_id=None):
+    """An eval-mode Llama of `shape` (one of SHAPES) with random weights, built on `device`."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {sorted(SHAPES)}, got {shape!r}")
-    fields = SHAPES[shape]
-    tokenizer = train_tokenizer(CORPUS, 512)
-    extra = fields["vocab_size"] - len(tokenizer)
-    tokenizer.add_tokens([f"<r{i}>" for i in range(extra)])  # ids the random model may emit
+    fields = {"tie_word_embeddings": False, **SHAPES[shape]}
     config = LlamaConfig(
         **fields,
         max_position_embeddings=4096,
         rms_norm_eps=1e-5,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
+        bos_token_id=eos_token_id,
+        eos_token_id=eos_token_id,
     )
     torch.manual_seed(seed)
     with torch.device(device):
-        model = LlamaForCausalLM(config).to(getattr(torch, dtype)).eval()
+        return LlamaForCausalLM(config).to(getattr(torch, dtype)).eval()
+
+
+def build(shape: str, out: Path, *, device: str, dtype: str, seed: int = 0) -> Path:
+    """Build, save and return the model directory of `shape` (one of SHAPES)."""
+    tokenizer = train_tokenizer(CORPUS, 512)
+    extra = SHAPES.get(shape, {}).get("vocab_size", 0) - len(tokenizer)
+    tokenizer.add_tokens([f"<r{i}>" for i in range(extra)])  # ids the random model may emit
+    model = random_llama(
+        shape, device=device, dtype=dtype, seed=seed, eos_token_id=tokenizer.eos_token_id
+    )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
