@@ -131,12 +131,20 @@ ENGINE_PRESETS: dict[str, Engine] = {
     # implementation that copies KV caches through Python pays far more (the paper's Table 3
     # implementation: ~28 ms per hand-off, ``ppdmodel.overheads``).
     "hf-eager": Engine(
-        "hf-eager", "eager", host_per_layer_s=0.78e-3, launch_s=18e-6, host_per_step_s=1.0e-3,
-        bandwidth_efficiency=0.53, flops_efficiency=0.5, allreduce_s=30e-6,
-        allreduce_per_device_s=5e-6, message_s=1.0e-3, lm_head_tensor_parallel=True,
+        "hf-eager",
+        "eager",
+        host_per_layer_s=0.78e-3,
+        launch_s=18e-6,
+        host_per_step_s=1.0e-3,
+        bandwidth_efficiency=0.53,
+        flops_efficiency=0.5,
+        allreduce_s=30e-6,
+        allreduce_per_device_s=5e-6,
+        message_s=1.0e-3,
+        lm_head_tensor_parallel=True,
         shared_host=True,
         source="calibrated on Medusa (Cai et al. 2024, Fig.) Vicuna-7B, h2oGPT perf.md "
-               "Llama-2-7B (A100-80GB) and fxmarty A10G Llama-7B; see published_decode.csv",
+        "Llama-2-7B (A100-80GB) and fxmarty A10G Llama-7B; see published_decode.csv",
     ),
     # torch.compile(mode="reduce-overhead") with CUDA graphs: gpt-fast (pytorch-labs/gpt-fast,
     # README "Benchmarks", A100-80GB power-limited to 330 W, bf16, batch 1). Least squares on
@@ -147,12 +155,20 @@ ENGINE_PRESETS: dict[str, Engine] = {
     # tp.py shards attention and MLP only, not the LM head. Messages: one NCCL point-to-point
     # send/recv, 15 us (assumption: NCCL's small-message latency over NVLink plus a launch).
     "torch-compiled": Engine(
-        "torch-compiled", "graphs", host_per_layer_s=0.0, launch_s=0.0, host_per_step_s=0.5e-3,
-        bandwidth_efficiency=0.74, flops_efficiency=0.6, allreduce_s=13.8e-6,
-        allreduce_per_device_s=1.1e-6, message_s=15e-6, lm_head_tensor_parallel=False,
+        "torch-compiled",
+        "graphs",
+        host_per_layer_s=0.0,
+        launch_s=0.0,
+        host_per_step_s=0.5e-3,
+        bandwidth_efficiency=0.74,
+        flops_efficiency=0.6,
+        allreduce_s=13.8e-6,
+        allreduce_per_device_s=1.1e-6,
+        message_s=15e-6,
+        lm_head_tensor_parallel=False,
         shared_host=True,
         source="calibrated on gpt-fast README Llama-2 rows (A100-80GB, 330 W, 1-8 GPUs); "
-               "see published_decode.csv",
+        "see published_decode.csv",
     ),
 }
 """Engine presets (``ppd plan --engine NAME``), each number with its source above."""
@@ -317,9 +333,9 @@ class EngineHardware:
         tp = as_int("tp", tp, limit=1024)
         host = float(self.host_layer_seconds(tp))
         device = float(self.device_layer_seconds(tp, 1))
-        roof = self._roofline(tp)
-        flops_s = roof.layer_flops(1) / (self.gpu.peak_flops_bf16 * self.engine.flops_efficiency)
-        bytes_s = roof.layer_bytes(1) / (self.gpu.hbm_bytes_per_s * self.engine.bandwidth_efficiency)
+        roof, e = self._roofline(tp), self.engine
+        flops_s = roof.layer_flops(1) / (self.gpu.peak_flops_bf16 * e.flops_efficiency)
+        bytes_s = roof.layer_bytes(1) / (self.gpu.hbm_bytes_per_s * e.bandwidth_efficiency)
         collective = device - max(flops_s, bytes_s)
         ms = 1e3
         if self.engine.eager and host > device:
@@ -337,7 +353,8 @@ class EngineHardware:
             what = "FLOPs" if flops_s > bytes_s else "streaming the weights and KV cache"
             how = (f"the host issues it in {host * ms:.3g} ms" if self.engine.eager
                    else f"one graph launch per step ({self.host_s * ms:.3g} ms)")  # fmt: skip
-            why = (f"the GPU needs {device * ms:.3g} ms per layer ({what}) and {how}: "
-                   "tensor parallelism shortens the layer until its all-reduces dominate")
+            why = (
+                f"the GPU needs {device * ms:.3g} ms per layer ({what}) and {how}: "
+                "tensor parallelism shortens the layer until its all-reduces dominate"
+            )
         return Regime(tp, regime, self.greedy_token_seconds(tp), host, device, why)
-
