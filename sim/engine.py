@@ -28,150 +28,23 @@ device is shared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
+import pandas as pd
 
 from ppdmodel.costs import check_early_head
-from ppdmodel.validation import as_int, as_real, check_instance
+from ppdmodel.validation import as_int, check_instance
 from sim.cost import RooflineCost
-from sim.hardware import GPUSpec, Link
+from sim.hardware import Engine, GPUSpec, Link
 from sim.hardware_costs import TOKEN_ID_BYTES, _table
 from sim.shape import ModelShape
 
-LAUNCH_MODES = ("eager", "graphs")
-"""How an engine issues a step: every kernel from Python, or one CUDA-graph launch."""
 HEAD_KERNELS = 8
 """Kernels of the final norm, LM head and argmax/top-k in an eager step (RMSNorm is ~6 ops)."""
 ALLREDUCE_HEAD_BYTES = 64
 """Bytes all-reduced after a vocabulary-parallel LM head (the top-k ids and values)."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """An execution regime's host and device costs (module docstring); SI units."""
-
-    name: str
-    """Preset name or a user label."""
-    launch: str
-    """``eager`` (Python issues every kernel) or ``graphs`` (one launch per step)."""
-    host_per_layer_s: float
-    """Host time to issue one decoder layer's kernels (eager; 0 under graphs), seconds."""
-    launch_s: float
-    """Host time of one extra kernel launch (all-reduce, head kernels; eager), seconds."""
-    host_per_step_s: float
-    """Host time per generated token outside the layers (eager: the generate loop; graphs:
-    replay, sampling and sync), seconds."""
-    bandwidth_efficiency: float
-    """Fraction of the GPU's peak HBM bandwidth its batch-1 kernels reach, in (0, 1]."""
-    flops_efficiency: float
-    """Fraction of the GPU's peak FLOP/s its kernels reach, in (0, 1]."""
-    allreduce_s: float
-    """One all-reduce of a batch-1 activation on two devices, seconds (latency-dominated)."""
-    allreduce_per_device_s: float
-    """Seconds each further device adds to one all-reduce."""
-    message_s: float
-    """Fixed cost of one PPD message between processes (dispatch or hand-off), seconds."""
-    lm_head_tensor_parallel: bool = True
-    """Whether tensor parallelism shards the LM head (Megatron-LM) or replicates it."""
-    shared_host: bool = True
-    """Whether main and candidates on one device are issued from one host thread."""
-    source: str = ""
-    """Where the numbers come from."""
-
-    def __post_init__(self) -> None:
-        check_instance("Engine.name", self.name, str)
-        if self.launch not in LAUNCH_MODES:
-            raise ValueError(f"Engine.launch must be one of {LAUNCH_MODES}, got {self.launch!r}")
-        for name in ("host_per_layer_s", "launch_s", "host_per_step_s", "allreduce_s",
-                     "allreduce_per_device_s", "message_s"):  # fmt: skip
-            as_real(f"Engine.{name}", getattr(self, name), maximum=10.0)
-        for name in ("bandwidth_efficiency", "flops_efficiency"):
-            as_real(f"Engine.{name}", getattr(self, name), strict=True, maximum=1.0)
-        for name in ("lm_head_tensor_parallel", "shared_host"):
-            check_instance(f"Engine.{name}", getattr(self, name), bool)
-
-    @property
-    def eager(self) -> bool:
-        """True when Python issues every kernel (the host can bound the step)."""
-        return self.launch == "eager"
-
-    def with_overrides(self, **values) -> Engine:
-        """This engine with the given fields replaced (None leaves a field as it is)."""
-        return replace(self, **{k: v for k, v in values.items() if v is not None})
-
-    @classmethod
-    def from_name(cls, name: str) -> Engine:
-        """A preset; ValueError listing the known names."""
-        try:
-            return ENGINE_PRESETS[name]
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"engine name must be one of {sorted(ENGINE_PRESETS)}, got {name!r}"
-            ) from None
-
-
-ENGINE_PRESETS: dict[str, Engine] = {
-    # Hugging Face transformers, eager PyTorch, batch 1 (also the toolkit's own decoder).
-    # Host: a LlamaDecoderLayer issues about 40 kernels at batch 1 (two RMSNorms of ~6 ops,
-    # q/k/v/o, ~10 rotary ops, 2 cache updates, attention and its reshapes, a 5-op MLP, 2
-    # residual adds) at ~18 us of dispatch and launch each, plus Python: 0.78 ms per layer,
-    # calibrated on the 7B rows of the two Hugging Face sources in
-    # ppdmodel/data/published_decode.csv (Medusa's Vicuna-7B, 22.2 ms, and h2oGPT's
-    # Llama-2-7B, 30.8 ms, on A100-80GB: their geometric mean, 26.2 ms, less the step and
-    # head). Per step 1 ms: the generate loop (input preparation, logits processors, stopping
-    # check with its host-device sync); an assumption inside that calibration. Device: an
-    # unfused eager step streams weights at 53 % of peak bandwidth (calibrated on the one
-    # bandwidth-bound row, Llama-7B on an A10G at a 1,100-token context, 43.2 ms;
-    # fxmarty/accelerated-pytorch-transformers-generation README). Collectives: NCCL from
-    # eager Python, 30 us + 5 us per further device (assumption). Messages between PPD's
-    # processes: 1 ms, the host time per pass measured on this project's own two-rank
-    # torch.distributed backend (README, "What decides agreement"); an eager multi-process
-    # implementation that copies KV caches through Python pays far more (the paper's Table 3
-    # implementation: ~28 ms per hand-off, ``ppdmodel.overheads``).
-    "hf-eager": Engine(
-        "hf-eager",
-        "eager",
-        host_per_layer_s=0.78e-3,
-        launch_s=18e-6,
-        host_per_step_s=1.0e-3,
-        bandwidth_efficiency=0.53,
-        flops_efficiency=0.5,
-        allreduce_s=30e-6,
-        allreduce_per_device_s=5e-6,
-        message_s=1.0e-3,
-        lm_head_tensor_parallel=True,
-        shared_host=True,
-        source="calibrated on Medusa (Cai et al. 2024, Fig.) Vicuna-7B, h2oGPT perf.md "
-        "Llama-2-7B (A100-80GB) and fxmarty A10G Llama-7B; see published_decode.csv",
-    ),
-    # torch.compile(mode="reduce-overhead") with CUDA graphs: gpt-fast (pytorch-labs/gpt-fast,
-    # README "Benchmarks", A100-80GB power-limited to 330 W, bf16, batch 1). Least squares on
-    # its Llama-2 rows (7B on 1, 2, 4, 8 GPUs; 70B on 2, 4, 8): weights at 74 % of the
-    # datasheet's 2,039 GB/s (the README: "peak bandwidth is about 1700 GB/s" at that cap),
-    # 0.5 ms per step (graph replay, sampling), one all-reduce 13.8 us on two GPUs + 1.1 us
-    # per further GPU (gpt-fast's intra-node all-reduce, ENABLE_INTRA_NODE_COMM=1); gpt-fast's
-    # tp.py shards attention and MLP only, not the LM head. Messages: one NCCL point-to-point
-    # send/recv, 15 us (assumption: NCCL's small-message latency over NVLink plus a launch).
-    "torch-compiled": Engine(
-        "torch-compiled",
-        "graphs",
-        host_per_layer_s=0.0,
-        launch_s=0.0,
-        host_per_step_s=0.5e-3,
-        bandwidth_efficiency=0.74,
-        flops_efficiency=0.6,
-        allreduce_s=13.8e-6,
-        allreduce_per_device_s=1.1e-6,
-        message_s=15e-6,
-        lm_head_tensor_parallel=False,
-        shared_host=True,
-        source="calibrated on gpt-fast README Llama-2 rows (A100-80GB, 330 W, 1-8 GPUs); "
-        "see published_decode.csv",
-    ),
-}
-"""Engine presets (``ppd plan --engine NAME``), each number with its source above."""
 
 
 REGIMES = ("launch-bound", "bandwidth-bound", "compute-bound", "all-reduce-bound")
@@ -358,3 +231,38 @@ class EngineHardware:
                 "tensor parallelism shortens the layer until its all-reduces dominate"
             )
         return Regime(tp, regime, self.greedy_token_seconds(tp), host, device, why)
+
+
+def regime_table(hardware: list) -> pd.DataFrame:
+    """Per ``EngineHardware`` in ``hardware`` and tensor-parallel degree: greedy ms per token,
+    the host and device time of one layer, the regime and why (other hardware: no rows)."""
+    rows = [
+        {"hardware_name": hw.name, "tp": r.tp, "greedy_ms": r.token_s * 1e3,
+         "host_ms_per_layer": r.host_layer_s * 1e3, "device_ms_per_layer": r.device_layer_s * 1e3,
+         "regime": r.regime, "why": r.why}
+        for hw in hardware if isinstance(hw, EngineHardware)
+        for r in (hw.regime(tp) for tp in hw.tp_degrees())
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=REGIME_COLUMNS)
+
+
+REGIME_COLUMNS = ("hardware_name", "tp", "greedy_ms", "host_ms_per_layer", "device_ms_per_layer",
+                  "regime", "why")  # fmt: skip
+"""Columns of ``regime_table``."""
+
+
+def regime_advice(hw, by_devices: pd.DataFrame, tp: int, devices: int) -> str:
+    """One sentence for a recommendation on ``hw``: the regime of main's ``tp`` devices and,
+    on ``devices`` devices, the fastest PPD against greedy with tensor parallelism
+    (``by_devices``: ``sim.plan.best_by_devices`` rows of one workload)."""
+    if not isinstance(hw, EngineHardware):
+        return ""
+    r = hw.regime(tp)
+    text = f"Regime on {tp} device{'s' if tp > 1 else ''}: {r.regime} ({r.why})"
+    rows = by_devices[(by_devices.budget == devices) & (by_devices.hardware_name == hw.name)]
+    ppd, greedy = rows[rows.method == "ppd"], rows[rows.method == "greedy"]
+    if devices > 1 and len(ppd) and len(greedy):
+        p, g = ppd.iloc[0], greedy.iloc[0]
+        text += (f"; on {devices} devices PPD ({p.config}) takes {p.latency_s * 1e3:.3g} ms/token "
+                 f"against {g.latency_s * 1e3:.3g} for {g.config}")  # fmt: skip
+    return text + "."
