@@ -8,7 +8,8 @@ judged, with the reason in ``note``) and how far the source is trusted.
 
 ``compare_published()`` predicts every row with ``sim.engine.EngineHardware`` (greedy seconds
 per token, as ``ppd plan --engine`` prices it) and returns the table with the relative error;
-``error_summary`` gives the median and worst |error| of the judged rows.
+``error_summary`` gives the median and worst |error| of the judged rows; ``table3_on_engines``
+prices the paper's Table 3 runs on each engine preset.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ import numpy as np
 import pandas as pd
 
 import ppdmodel
+from ppdmodel.overheads import TABLE3_D_BAR, table3_rows
+from ppdmodel.paper import TABLE3_TOKENS
+from ppdmodel.seconds import expected_latency_seconds
+from ppdmodel.theorem import expected_latency
 from ppdmodel.validation import check_columns
-from sim.engine import Engine, EngineHardware
-from sim.hardware import GPUSpec, Link
+from sim.engine import EngineHardware
+from sim.hardware import ENGINE_PRESETS, Engine, GPUSpec, Link
+from sim.hardware_costs import decode_costs
 from sim.shape import ModelShape
 
 PUBLISHED_PATH = Path(ppdmodel.__file__).resolve().parent / "data" / "published_decode.csv"
@@ -84,3 +90,28 @@ def error_summary(compared: pd.DataFrame, role: str = "judge") -> dict:
         raise ValueError(f"no rows with role {role!r}")
     return {"n": int(errors.size), "median_abs_error": float(np.median(errors)),
             "worst_abs_error": float(errors.max())}  # fmt: skip
+
+
+def table3_on_engines(gpu: str = "a100-80gb", link: str = "nvlink3", d_bar: int = TABLE3_D_BAR):
+    """The paper's Table 3 rows (LLaMA-2-13B, their measured p and k) priced on each engine
+    preset: greedy and PPD ms per token (candidates as one k-row batch on a second device, the
+    early head on the candidate side, the engine's messages), the speed-up, Theorem 4.1's and
+    the published one."""
+    rows = table3_rows()
+    shape = ModelShape.from_name("llama2-13b")
+    d, ell = shape.num_layers, TABLE3_TOKENS
+    out = []
+    for name, engine in ENGINE_PRESETS.items():
+        hw = EngineHardware(shape, GPUSpec.from_name(gpu), Link.from_name(link), engine, max_tp=2)
+        greedy = hw.greedy_token_seconds(1)
+        for row in rows.itertuples():
+            k = int(row.k)
+            costs = decode_costs(hw, d_bar=d_bar, k=k, early_head="candidates", tp_candidates=1)
+            ppd = expected_latency_seconds(d=d, d_bar=d_bar, ell=ell, p=row.p, k=k, costs=costs,
+                                           early_head="candidates") / ell  # fmt: skip
+            theorem = d * ell / expected_latency(d=d, d_bar=d_bar, ell=ell, p=row.p)
+            out.append({"engine": name, "dataset": row.dataset, "k": k, "p": row.p,
+                        "greedy_ms": greedy * 1e3, "ppd_ms": float(ppd) * 1e3,
+                        "speedup": greedy / float(ppd), "theorem_speedup": float(theorem),
+                        "published_speedup": row.greedy_latency_s / row.latency_s})  # fmt: skip
+    return pd.DataFrame(out)

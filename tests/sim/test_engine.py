@@ -7,7 +7,7 @@ from ppdmodel.cli import build_parser, iter_commands
 from sim.engine import EngineHardware, regime_table
 from sim.hardware import ENGINE_PRESETS, Engine, GPUSpec, Link
 from sim.hardware_costs import RooflineHardware, decode_costs, greedy_costs
-from sim.published import compare_published, error_summary, read_published
+from sim.published import compare_published, error_summary, read_published, table3_on_engines
 from sim.shape import ModelShape
 
 MEDIAN_TOLERANCE = 0.15
@@ -104,3 +104,10 @@ def test_regime_table_and_bad_input():
     with pytest.raises(ValueError, match="max_tp"):
         _hw(max_tp=0)
     assert np.all(_hw().allreduce_seconds(np.array([1, 2]), 1e4) >= 0)
+
+
+def test_table3_on_the_engine_presets_gets_close_to_theorem_4_1():
+    table = table3_on_engines()
+    assert set(table.engine) == set(ENGINE_PRESETS) and len(table) == 8
+    assert (table.speedup > table.published_speedup).all()
+    assert (table.speedup <= table.theorem_speedup + 1e-12).all()
