@@ -18,7 +18,7 @@ tensor-parallel layer adds two all-reduces, priced as the engine's collective ru
 batch 1: latency-dominated, ``allreduce_s`` on two devices plus ``allreduce_per_device_s``
 for each further device, plus the bytes over the link. PPD's messages (dispatch, hand-off)
 cost the engine's ``message_s`` plus their bytes over the link; on one shared device none.
-Main and candidates sharing one device slow each other by ``shared_slowdown``: from one host
+Main and candidates sharing one device slow each other by ``device_slowdown``: from one host
 thread (one process, two CUDA streams) their launches serialize, from two processes only the
 device is shared.
 

@@ -124,7 +124,8 @@ LAUNCH_MODES = ("eager", "graphs")
 
 @dataclass(frozen=True)
 class Engine:
-    """An execution regime's host and device costs (module docstring); SI units."""
+    """An execution regime's host and device costs (``sim.engine`` explains how they combine);
+    SI units."""
 
     name: str
     """Preset name or a user label."""
