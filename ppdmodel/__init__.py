@@ -6,7 +6,9 @@ p_correct tables (``ppdmodel.ptables``: the paper's Table 2 and a measured SmolL
 as this project's extension, latency in seconds with every cost term (``DecodeCosts``,
 ``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``, compute in busy
 device-seconds ``expected_compute_seconds``, and the alternatives PPD is planned against:
-speculative decoding, self-speculative early exit, tensor parallelism's all-reduce).
+speculative decoding, self-speculative early exit, tensor parallelism's all-reduce), and the
+overheads a real implementation paid, inferred from its published timings
+(``ppdmodel.overheads``).
 ``import ppdmodel`` loads numpy only; pandas, scipy.stats, matplotlib and sympy are imported
 when the parts that need them are first used (``ppdmodel.symbolic`` imports sympy).
 """
@@ -49,6 +51,7 @@ from ppdmodel.theorem import expected_compute, expected_latency, latency_varianc
 from ppdmodel.waterfall import LatencyWaterfall, latency_waterfall
 
 _LAZY = {
+    "overheads": ("ppdmodel.overheads", None),
     "paper": ("ppdmodel.paper", None),
     "ptables": ("ppdmodel.ptables", None),
     "symbolic": ("ppdmodel.symbolic", None),
@@ -81,6 +84,7 @@ __all__ = [
     "latency_variance",
     "latency_waterfall",
     "link_seconds",
+    "overheads",
     "paper",
     "plot_tradeoff",
     "ptables",
