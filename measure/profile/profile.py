@@ -55,8 +55,10 @@ from ppdmodel.passes import device_work
 
 BACKENDS = ("single", "dist")
 """Backends a profile can describe (``measure.decode.backends.BACKENDS``)."""
-SINGLE_CPU_SLOWDOWN = 2.0
-"""The single backend on a CPU runs main and the candidate batch one after the other."""
+SINGLE_SLOWDOWN = 2.0
+"""The single backend runs main and the candidate batch one after the other: on a CPU on the
+same threads, on a GPU from one Python thread that launches both CUDA streams' kernels (eager
+decoding is launch-bound there, so the launches serialize; docs/gpu_validation.md)."""
 DIST_THREADS = 1
 """torch threads per rank of the ``dist`` backend (``DistJob.num_threads``)."""
 HEADER_INTS = 6
@@ -258,19 +260,26 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     )
     per_layer = {"handoff_s": med["handoff_copy_s"]}
     if backend == "single":
+        costs["shared_device_slowdown"] = SINGLE_SLOWDOWN
         if device.type == "cpu":
-            costs["shared_device_slowdown"] = SINGLE_CPU_SLOWDOWN
             notes.append(
                 "shared_device_slowdown = 2: on a CPU the single backend runs the candidate "
                 "batch on main's threads between main's two halves (one stream at a time)"
             )
         else:
-            notes.append("two CUDA streams: shared_device_slowdown not measured, taken as 1")
-            warnings.append("single backend on CUDA: the two-stream slowdown was not measured")
+            notes.append(
+                "shared_device_slowdown = 2: one Python thread launches both CUDA streams and "
+                "eager decoding is launch-bound, so the two sides serialize (an H100 measured "
+                "PPD 1.4-2.3x greedy on one process; docs/gpu_validation.md)"
+            )
+            warnings.append(
+                "single backend on CUDA: the two-stream slowdown is taken as 2 (launches "
+                "serialize), not measured; a bandwidth-bound run overlaps more than priced"
+            )
     else:
         costs, per_layer, more = _dist_costs(costs, med, shapes, ks, link, device)
         warnings += more
-    serial = backend == "single" and device.type == "cpu"
+    serial = backend == "single"
     return {"costs": costs, "per_candidate_layer_s": per_layer, "serial": serial,
             "notes": notes, "warnings": warnings}  # fmt: skip
 
