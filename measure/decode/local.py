@@ -13,8 +13,8 @@ from measure.decode.checks import (
     eos_set,
 )
 from measure.decode.loop import CANDIDATES, MAIN, Recorder, run_main
-from measure.decode.sampling import GREEDY, NextToken, check_seed, next_token_rule
 from measure.decode.results import build_result, handoff_nbytes
+from measure.decode.sampling import GREEDY, NextToken, check_seed, next_token_rule
 from measure.hf.kv_ops import append_entries, last_entries, share_prefix
 from measure.hf.layer_split import LayerSplitModel
 from measure.train.head_io import head_name

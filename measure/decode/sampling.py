@@ -60,7 +60,8 @@ class Decoding:
         if p is not None and (isinstance(p, bool) or not _finite(p) or not 0 < p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {p!r}")
         if not self.do_sample and (t, k, p) != (None, None, None):
-            named = [n for n, v in (("temperature", t), ("top_k", k), ("top_p", p)) if v is not None]
+            given = (("temperature", t), ("top_k", k), ("top_p", p))
+            named = [n for n, v in given if v is not None]
             raise ValueError(f"{', '.join(named)} apply to sampling: pass do_sample=True")
 
     @property
@@ -111,7 +112,8 @@ def check_seed(seed, generator) -> None:
     """ValueError unless seed is None or an integer in [0, 2**63), and not both are given."""
     if seed is not None and generator is not None:
         raise ValueError("pass seed or generator, not both")
-    if seed is not None and (isinstance(seed, bool) or not _integral(seed) or not 0 <= seed < 2**63):
+    bad = isinstance(seed, bool) or not _integral(seed) or not 0 <= seed < 2**63
+    if seed is not None and bad:
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
@@ -127,7 +129,7 @@ def generation_config(model, decoding: Decoding, max_new_tokens: int):
 
 
 def logits_processors(model, decoding: Decoding, ids: torch.Tensor, max_new_tokens: int):
-    """The processors ``generate`` builds for ``decoding`` on prompt ids [1, P] (its own methods)."""
+    """The processors ``generate`` builds for ``decoding`` on prompt ids [1, P] (its methods)."""
     config = generation_config(model, decoding, max_new_tokens)
     model._prepare_special_tokens(config, False, device=ids.device, batch_size=1)
     processors = model._get_logits_processor(
