@@ -280,7 +280,11 @@ def _run(args) -> int:
         f"d = {model.config.get_text_config().num_hidden_layers}, d_bar = {d_bar}, "
         f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}, "
         f"early head on {args.early_head}, {decoding.label}"
-        + (f" (seed {args.seed})" if decoding.do_sample else "")
+        + (
+            f" (seed {args.seed}; 'greedy' in verdicts: the sampled baseline)"
+            if decoding.do_sample
+            else ""
+        )
     )
     print(format_table(report.table))
     print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")

@@ -269,7 +269,7 @@ def test_cli_run_sampled_is_exact_against_sampled_generate(model_dir, tmp_path, 
     argv += ["--do-sample", "--top-k", "20", "--seed", "3", "--out", str(tmp_path)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "sample top_k=20 (seed 3)" in printed
+    assert "sample top_k=20 (seed 3; " in printed
     report = pd.read_csv(tmp_path / "report.csv")
     assert report["method"].tolist() == [
         "sample top_k=20",
