@@ -15,9 +15,11 @@ from ppdmodel.cli_args import (
     existing_dir,
     existing_file,
     int_at_least,
+    nonnegative_int,
     output_dir,
     positive_float,
     positive_int,
+    probability,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 
@@ -164,6 +166,42 @@ def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
         "--threads", type=positive_int, default=None, help="torch threads in this process"
     )
     p.add_argument("--out", required=True, type=output_dir, metavar="DIR", help="output directory")
+    _add_sampling(p)
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    """Sampled decoding (paper Appendix B): main samples as ``model.generate`` does."""
+    group = p.add_argument_group(
+        "sampling (paper Appendix B)",
+        "main samples its token exactly as model.generate(do_sample=True, ...) does (the "
+        "model's generation config and transformers' defaults apply, e.g. top_k 50); a match is "
+        "the sampled token among the k candidates; the baseline samples with the same draws",
+    )
+    group.add_argument("--do-sample", action="store_true", help="sample instead of greedy")
+    group.add_argument("--temperature", type=positive_float, default=None, help="temperature > 0")
+    group.add_argument("--top-k", type=nonnegative_int, default=None, help="top-k sampling")
+    group.add_argument("--top-p", type=probability, default=None, help="top-p in (0, 1]")
+    group.add_argument(
+        "--seed",
+        type=nonnegative_int,
+        default=0,
+        help="prompt i is seeded with measure.decode.sampling.prompt_seed(SEED, its id), as "
+        "`ppd measure match-rate --seed` seeds it (default 0)",
+    )
+
+
+def _sampling(args, names):
+    """(Decoding, seeds per prompt or None) from the sampling flags; ValueError if misused."""
+    from measure.decode.sampling import Decoding, prompt_seed
+
+    given = [f"--{n.replace('_', '-')}" for n in ("temperature", "top_k", "top_p")
+             if getattr(args, n) is not None]  # fmt: skip
+    if given and not args.do_sample:
+        raise ValueError(f"{', '.join(given)}: sampling options need --do-sample")
+    if not args.do_sample:
+        return Decoding(), None
+    decoding = Decoding(True, args.temperature, args.top_k, args.top_p)
+    return decoding, [prompt_seed(args.seed, name) for name in names]
 
 
 def _load(args):
@@ -212,6 +250,7 @@ def _run(args) -> int:
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
+    decoding, seeds = _sampling(args, names)
     report = table3(
         model,
         ids,
@@ -229,6 +268,8 @@ def _run(args) -> int:
         repeats=args.repeats,
         progress=not args.no_progress,
         head=head,
+        decoding=decoding,
+        seeds=seeds,
     )
     _warn_degenerate("run", names, report.greedy, eos)
     out = Path(args.out)
@@ -238,7 +279,12 @@ def _run(args) -> int:
     print(
         f"d = {model.config.get_text_config().num_hidden_layers}, d_bar = {d_bar}, "
         f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}, "
-        f"early head on {args.early_head}"
+        f"early head on {args.early_head}, {decoding.label}"
+        + (
+            f" (seed {args.seed}; 'greedy' in verdicts: the sampled baseline)"
+            if decoding.do_sample
+            else ""
+        )
     )
     print(format_table(report.table))
     print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")
@@ -262,6 +308,8 @@ def _early_exit_configs(args) -> list:
     """The --early-exit x --draft-tokens methods (checked before any model is loaded)."""
     from measure.eval.hf_early_exit import EarlyExitConfig
 
+    if args.do_sample and (args.early_exit or args.fit):
+        raise ValueError("--do-sample: --early-exit and --fit time greedy decoding only")
     if bool(args.early_exit) != bool(args.draft_tokens):
         raise ValueError("--early-exit and --draft-tokens must be given together")
     if args.early_exit and args.fit:
@@ -287,6 +335,7 @@ def _validate(args) -> int:
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
+    decoding, seeds = _sampling(args, names)
     d = model.config.get_text_config().num_hidden_layers
     for e in early_exit:
         if not 1 <= e.exit_layer <= d - 1:
@@ -318,6 +367,8 @@ def _validate(args) -> int:
         head=head,
         progress=not args.no_progress,
         early_exit=early_exit,
+        decoding=decoding,
+        seeds=seeds,
     )
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
@@ -331,7 +382,13 @@ def _validate(args) -> int:
     summary = result.summary()
     print(
         f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
-        f"{args.repeats} interleaved rounds; {result.timing.load.describe()}"
+        f"{args.repeats} interleaved rounds, {decoding.label}"
+        + (
+            f" (seed {args.seed}; 'greedy' rows: the sampled baseline)"
+            if decoding.do_sample
+            else ""
+        )
+        + f"; {result.timing.load.describe()}"
     )
     print(format_table(result))
     print("waterfall per token (predicted from the profile; measured beside it):")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from measure.decode.sampling import GREEDY, Decoding
 from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
 from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
     ValidationReport,
@@ -279,6 +280,8 @@ def validate(
     head=None,
     progress: bool = False,
     early_exit=(),
+    decoding: Decoding = GREEDY,
+    seeds=None,
 ) -> ProfileValidation:
     """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
 
@@ -286,7 +289,9 @@ def validate(
     ``configs`` are ``PPDConfig``s; ``early_exit``: ``EarlyExitConfig``s (HF self-speculative
     early exit, constant draft length), timed in the same rounds and predicted from the
     profile and the layer match sequences measured separately on the same prompts; the other
-    arguments (``head``: a trained early head or None) are ``time_repeated``'s.
+    arguments (``head``: a trained early head or None; ``decoding``, ``seeds``: sampled
+    decoding, whose baseline samples alike and whose runs are predicted from their own match
+    sequences, as greedy's) are ``time_repeated``'s.
     """
     d = model.config.get_text_config().num_hidden_layers
     if profile.d != d:
@@ -316,6 +321,8 @@ def validate(
         head=head,
         progress=progress,
         early_exit=early_exit,
+        decoding=decoding,
+        seeds=seeds,
     )
     greedy_pred = predict_greedy(profile, timing.greedy.runs)
     results = []

@@ -11,8 +11,10 @@ the transformers version and the signature it read.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
+import sys
 import typing
 
 import transformers
@@ -31,6 +33,13 @@ GENERATION_FIELDS = (
     "eos_token_id",
 )
 """``GenerationConfig`` fields the toolkit reads or sets (HF early exit, EOS)."""
+GENERATION_METHODS = (
+    "_prepare_generation_config",
+    "_prepare_special_tokens",
+    "_get_logits_processor",
+)
+"""``GenerationMixin`` methods sampled PPD builds ``generate``'s logits processors with
+(``measure.decode.sampling``), so that it samples exactly as ``generate`` does."""
 CACHE_LAYER_ATTRS = ("keys", "values", "is_initialized", "update", "crop", "get_seq_length")
 """Attributes of a ``DynamicCache`` layer (``cache.layers[i]``) the KV helpers use."""
 CACHE_ATTRS = ("layers", "get_seq_length", "crop", "batch_repeat_interleave")
@@ -88,6 +97,45 @@ def output_cache(output) -> Cache:
     )
 
 
+def output_cache_field(output_cls) -> str:
+    """The field of a ``ModelOutput`` class (e.g. ``GenerateDecoderOnlyOutput``) typed as a
+    ``Cache`` (``cache`` in 5.24, ``past_key_values`` before)."""
+    hints = typing.get_type_hints(output_cls)
+    names = [f.name for f in dataclasses.fields(output_cls) if _mentions_cache(hints[f.name])]
+    if len(names) != 1:
+        raise ValueError(
+            f"{output_cls.__name__}: {len(names)} fields typed as a transformers Cache "
+            f"(transformers {transformers_version()})"
+        )
+    return names[0]
+
+
+GENERATE_FRAMES = 8
+"""Frames ``generate_call_locals`` walks up to find ``GenerationMixin.generate``."""
+
+
+def generate_call_locals() -> dict:
+    """The local variables of the ``GenerationMixin.generate`` call running the caller, or {}.
+
+    transformers 5.24 calls a callable ``custom_generate`` with generate's prepared inputs but
+    without the ``streamer`` and ``assistant_model`` it was given (it keeps only the callable's
+    own extra keywords, ``GenerationMixin._extract_generation_mode_kwargs``), although it has
+    put the prompt into the streamer. ``measure.decode.hf_generate`` reads them here: the frame
+    is found by identity of generate's code object, never by name.
+    """
+    from transformers.generation.utils import GenerationMixin
+
+    code = inspect.unwrap(GenerationMixin.generate).__code__
+    frame = sys._getframe(1)
+    for _ in range(GENERATE_FRAMES):
+        if frame is None:
+            break
+        if frame.f_code is code:
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return {}
+
+
 def check_internals() -> list[str]:
     """Check every transformers internal the toolkit uses; the problems found (empty if none).
 
@@ -99,6 +147,11 @@ def check_internals() -> list[str]:
     for name in GENERATION_FIELDS:
         if not hasattr(GenerationConfig(), name):
             problems.append(f"GenerationConfig has no field {name!r}")
+    from transformers.generation.utils import GenerationMixin
+
+    for name in GENERATION_METHODS:
+        if not callable(getattr(GenerationMixin, name, None)):
+            problems.append(f"GenerationMixin has no method {name!r}")
     cache = DynamicCache()
     for name in CACHE_ATTRS:
         if not hasattr(cache, name):
