@@ -196,6 +196,7 @@ def free_generate(
     out = FreeResult([], [], [], [], [], 0.0, [], prefill_s=t1 - t0, mode=mode)
     out.exit_layer = exit_layer
     stack = _Stack()
+    run = _Run(lsm, exit_layer, cache, mode, estimator, out)
     for _ in range(max_new_tokens):
         pos = torch.full_like(token, position)  # [1, 1]
         h = lsm.run_layers(lsm.embed(token, pos), 0, exit_layer, cache, pos)  # [1, 1, H]
@@ -210,7 +211,7 @@ def free_generate(
             stack.push(h, position, conf, pred)
         else:
             exited = 0
-            nxt = _deep(lsm, exit_layer, stack, h, position, conf, pred, cache, mode, estimator, out)
+            nxt = _deep(run, stack, h, position, conf, pred)
         out.tokens.append(nxt)
         out.exits.append(exited)
         out.confidences.append(conf)
@@ -227,11 +228,31 @@ def free_generate(
     return (out, cache) if return_cache else out
 
 
-def _deep(lsm, exit_layer, stack, h, position, conf, pred, cache, mode, estimator, out) -> int:
+@dataclass
+class _Run:
+    """What a deep pass needs of the generation it serves."""
+
+    lsm: LayerSplitModel
+    exit_layer: int
+    cache: object
+    mode: str
+    estimator: AdaptiveThreshold | None
+    out: FreeResult
+
+
+def _deep(run: _Run, stack: _Stack, h, position: int, conf: float, pred: int) -> int:
     """The deep pass of a non-exiting token over the stack and itself; its deep prediction.
 
-    While ``estimator`` calibrates, the final head runs on every row and the pairs go to it.
+    While the estimator calibrates, the final head runs on every row and the pairs go to it.
     """
+    lsm, exit_layer, cache, mode, estimator, out = (
+        run.lsm,
+        run.exit_layer,
+        run.cache,
+        run.mode,
+        run.estimator,
+        run.out,
+    )
     rows = torch.cat([*stack.h, h], dim=1)  # [1, n + 1, H]
     hd = deep_pass(lsm, exit_layer, rows, [*stack.positions, position], cache, copy=mode == "copy")
     out.deep_rows.append(rows.shape[1])
