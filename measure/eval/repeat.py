@@ -95,6 +95,8 @@ class RepeatedTiming:
     """True when every round of the configuration reproduced greedy's tokens."""
     early_exit: dict[EarlyExitConfig, TimedMethod] = field(default_factory=dict)
     """HF self-speculative early exit, timed in the same rounds (``measure.eval.early_exit``)."""
+    others: dict = field(default_factory=dict)
+    """Further methods timed in the same rounds (``others`` of ``time_repeated``: FREE)."""
 
 
 def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
@@ -151,6 +153,7 @@ def time_repeated(
     head=None,
     progress: bool = False,
     early_exit=(),
+    others=(),
 ) -> RepeatedTiming:
     """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
 
@@ -158,7 +161,9 @@ def time_repeated(
     head); ``threads``: threads this process uses (for the load reading); ``early_exit``:
     ``EarlyExitConfig``s timed in the same rounds (HF ``assistant_early_exit``, constant
     draft length; their ``wall_s`` starts after the first step, see
-    ``measure.eval.early_exit``).
+    ``measure.eval.early_exit``); ``others``: (config, runner) pairs, each config with a
+    ``label`` and each runner a no-argument callable returning one result per prompt (with
+    ``tokens`` and ``wall_s``), timed in the same rounds (FREE, ``measure.eval.free_eval``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
@@ -176,13 +181,16 @@ def time_repeated(
         head=head,
     )
     greedy = TimedMethod("greedy")
+    others = list(others)
     methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
+    methods += [TimedMethod(c.label, c) for c, _ in others]
     runners = {
         "greedy": lambda: run_greedy(
             model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id
         ),
         **{c.label: _ppd_runner(model, prompts, c, kwargs) for c in configs},
         **{c.label: _early_exit_runner(model, prompts, c, kwargs) for c in early_exit},
+        **{c.label: runner for c, runner in others},
     }
     bar = progress_bar(repeats * len(methods), enabled=progress)
     monitor = LoadMonitor(own_threads=threads)
@@ -205,4 +213,5 @@ def time_repeated(
     }
     ppd = {m.config: m for m in methods[1:] if isinstance(m.config, PPDConfig)}
     hf = {m.config: m for m in methods[1:] if isinstance(m.config, EarlyExitConfig)}
-    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf)
+    extra = {m.config: m for m in methods[1 + len(configs) + len(early_exit) :]}
+    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra)
