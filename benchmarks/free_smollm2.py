@@ -20,6 +20,7 @@ import torch
 
 import measure
 from measure.chat import encode_prompts
+from measure.eval.free_eval import free_costs
 from measure.free.decode import free_generate
 from measure.free.quality import rouge_l, token_agreement
 from measure.free.threshold import AdaptiveThreshold
@@ -44,7 +45,7 @@ def main() -> None:
     model, tok = measure.load_model("smollm2")
     lsm = measure.LayerSplitModel(model)
     profile = load_profile(args.profile, model=model)
-    costs, d = profile.backends["single"].base, profile.d
+    costs, d = free_costs(profile), profile.d
     n_all = max(args.prompts, args.calibration_prompts)
     prompts = measure.load_prompts(SPEC_BENCH, limit=n_all)
     ids = encode_prompts(tok, [p.text for p in prompts])

@@ -18,7 +18,7 @@ timed run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -198,11 +198,18 @@ class FreeOutcome:
         )
 
 
+def free_costs(profile, head=None) -> DecodeCosts:
+    """FREE's costs from a profile: the ``single`` backend's, the exit head priced as the
+    final head for the logit lens (``head`` None; module docstring)."""
+    base = profile.backends[BACKEND].base
+    return replace(base, early_head_s=base.final_head_s) if head is None else base
+
+
 def evaluate_free(
-    profile, settled: dict, timed: dict, greedy, greedy_predicted_s: float, exact: dict
+    profile, settled: dict, timed: dict, greedy, greedy_predicted_s: float, exact: dict, head=None
 ) -> list[FreeOutcome]:
     """FreeOutcomes for the timed FREE methods; ``settled``: config -> threshold used."""
-    costs = profile.backends[BACKEND].base
+    costs = free_costs(profile, head)
     out = []
     for config, method in timed.items():
         pred = predict_free(costs, method.runs, d=profile.d, exit_layer=config.exit_layer)

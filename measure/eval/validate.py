@@ -409,6 +409,12 @@ def validate(
             bookkeeping=bookkeeping,
         )
     free_outcomes = evaluate_free(
-        profile, settled, timing.others, timing.greedy, greedy_pred.closed_form_s, timing.exact
+        profile,
+        settled,
+        timing.others,
+        timing.greedy,
+        greedy_pred.closed_form_s,
+        timing.exact,
+        head=head,
     )
     return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes)

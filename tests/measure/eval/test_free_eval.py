@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from measure.eval.free_eval import FreeConfig, predict_free  # noqa: E402
+from measure.eval.free_eval import FreeConfig, free_costs, predict_free  # noqa: E402
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
@@ -50,7 +50,7 @@ def test_validate_predicts_planted_free(planted):
     for o in result.free:
         runs = result.timing.others[o.config].runs
         assert o.predicted == predict_free(
-            profile.backends["single"].base, runs, d=profile.d, exit_layer=o.config.exit_layer
+            free_costs(profile), runs, d=profile.d, exit_layer=o.config.exit_layer
         )
         assert sum(o.predicted.terms.values()) * o.predicted.tokens == pytest.approx(
             o.predicted.predicted_s
