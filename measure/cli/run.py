@@ -67,7 +67,9 @@ def register(subparsers) -> None:
         "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png and layer_times.png. --early-exit L --draft-tokens G adds "
         "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
-        "rounds, predicted from the profile and the layer-L match sequences. "
+        "rounds, predicted from the profile and the layer-L match sequences. --free L_S "
+        "--threshold X|auto adds FREE (approximate: quality against greedy is reported), "
+        "predicted from the profile and each run's exit sequence. "
         "--fit runs the older comparison "
         "instead, with overheads FITTED on half of the prompts.",
     )
