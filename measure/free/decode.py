@@ -32,6 +32,7 @@ any other (prefill covers the prompt minus its last token, as ``greedy_generate`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import torch
 
@@ -94,7 +95,7 @@ class FreeResult:
 
 def check_exit_layer(exit_layer, d: int) -> int:
     """ValueError unless 1 <= exit_layer <= d - 1."""
-    ok = isinstance(exit_layer, int) and not isinstance(exit_layer, bool)
+    ok = isinstance(exit_layer, Integral) and not isinstance(exit_layer, bool)
     if not (ok and 1 <= exit_layer < d):
         raise ValueError(f"exit_layer must be an integer in [1, {d - 1}], got {exit_layer!r}")
     return exit_layer

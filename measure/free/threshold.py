@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 from scipy import stats
@@ -139,7 +140,7 @@ class AdaptiveThreshold:
     def __post_init__(self) -> None:
         for name in ("initial", "zeta"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and 0 <= value <= 1):
+            if not (_is_real(value) and 0 <= value <= 1):
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         n = self.calibration_sentences
         if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
@@ -177,12 +178,16 @@ class AdaptiveThreshold:
             self.threshold = mixture.threshold(self.zeta)
 
 
+def _is_real(value) -> bool:
+    """A real number (numpy scalars included), not a boolean."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
 def check_threshold(threshold) -> float | str:
     """A number in [0, inf) (above 1: never exit) or "auto"; else ValueError naming it."""
     if threshold == "auto" and isinstance(threshold, str):
         return threshold
-    ok = isinstance(threshold, int | float) and not isinstance(threshold, bool)
-    if not (ok and math.isfinite(threshold) and threshold >= 0):
+    if not (_is_real(threshold) and math.isfinite(threshold) and threshold >= 0):
         raise ValueError(
             f"threshold must be a number >= 0 (above 1: never exit) or 'auto', got {threshold!r}"
         )
