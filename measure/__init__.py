@@ -47,6 +47,10 @@ _EXPORTS = {
     "greedy_generate": "measure.decode.greedy",
     "table3": "measure.eval.report",
     "validate_results": "measure.eval.validate",
+    "free_generate": "measure.free.decode",
+    "FreeResult": "measure.free.decode",
+    "AdaptiveThreshold": "measure.free.threshold",
+    "rouge_l": "measure.free.quality",
 }
 
 __all__ = sorted(_EXPORTS)

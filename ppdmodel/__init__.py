@@ -6,9 +6,9 @@ p_correct tables (``ppdmodel.ptables``: the paper's Table 2 and a measured SmolL
 as this project's extension, latency in seconds with every cost term (``DecodeCosts``,
 ``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``, compute in busy
 device-seconds ``expected_compute_seconds``, and the alternatives PPD is planned against:
-speculative decoding, self-speculative early exit, tensor parallelism's all-reduce), and the
-overheads a real implementation paid, inferred from its published timings
-(``ppdmodel.overheads``).
+speculative decoding, self-speculative early exit, tensor parallelism's all-reduce; and FREE's
+shallow-deep early exit, ``ppdmodel.free``), and the overheads a real implementation paid,
+inferred from its published timings (``ppdmodel.overheads``).
 ``import ppdmodel`` loads numpy only; pandas, scipy.stats, matplotlib and sympy are imported
 when the parts that need them are first used (``ppdmodel.symbolic`` imports sympy).
 """
@@ -38,6 +38,12 @@ from ppdmodel.early_exit import (
     EarlyExitSteps,
     early_exit_steps,
     early_exit_trace_seconds,
+)
+from ppdmodel.free import (
+    free_expected_compute_seconds,
+    free_expected_latency_seconds,
+    free_rows_layer_seconds,
+    free_trace_latency_seconds,
 )
 from ppdmodel.montecarlo import sample_latency, sample_runs
 from ppdmodel.seconds import (
@@ -76,6 +82,10 @@ __all__ = [
     "expected_compute_seconds",
     "expected_latency",
     "expected_latency_seconds",
+    "free_expected_compute_seconds",
+    "free_expected_latency_seconds",
+    "free_rows_layer_seconds",
+    "free_trace_latency_seconds",
     "greedy_compute_seconds",
     "greedy_latency_seconds",
     "latency_distribution",

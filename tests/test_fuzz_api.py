@@ -225,6 +225,30 @@ TARGETS = [
         },
     ),  # fmt: skip
     Target(
+        "free_expected_latency_seconds",
+        ppdmodel.free_expected_latency_seconds,
+        dict(d=30, exit_layer=10, ell=16, q=0.5, costs=COSTS),
+        {"costs": cost_values, "q": st.just([0.5] * 16)},
+    ),
+    Target(
+        "free_expected_compute_seconds",
+        ppdmodel.free_expected_compute_seconds,
+        dict(d=30, exit_layer=10, ell=16, q=0.5, costs=COSTS),
+        {"costs": cost_values},
+    ),
+    Target(
+        "free_trace_latency_seconds",
+        ppdmodel.free_trace_latency_seconds,
+        dict(d=30, exit_layer=10, exits=[1, 0, 1, 1, 0], costs=COSTS),
+        {"costs": cost_values, "exits": st.lists(st.integers(-1, 2), max_size=6)},
+    ),
+    Target(
+        "free_rows_layer_seconds",
+        ppdmodel.free_rows_layer_seconds,
+        dict(rows=[1, 2, 5], costs=COSTS),
+        {"costs": cost_values},
+    ),
+    Target(
         "greedy_latency_seconds",
         ppdmodel.greedy_latency_seconds,
         dict(d=40, ell=16, seconds_per_layer=1e-3, per_token_overhead_s=0.0),
@@ -460,6 +484,18 @@ TARGETS = [
         sim.monte_carlo,
         dict(config=sim.SimConfig(**SMALL), n=3, seed=0, processes=1),
         {"config": sim_values},
+    ),
+    Target(
+        "simulate_free",
+        sim.simulate_free,
+        dict(d=12, exit_layer=4, costs=COSTS, exits=[1, 0, 1], q=None, ell=None, seed=0),
+        {"costs": cost_values, "exits": st.lists(st.integers(-1, 2), max_size=4)},
+    ),
+    Target(
+        "monte_carlo_free",
+        sim.monte_carlo_free,
+        dict(d=12, exit_layer=4, costs=COSTS, ell=8, q=0.5, n_runs=3, seed=0),
+        {"costs": cost_values},
     ),
     Target(
         "plot_gantt",

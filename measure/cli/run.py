@@ -69,7 +69,9 @@ def register(subparsers) -> None:
         "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png and layer_times.png. --early-exit L --draft-tokens G adds "
         "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
-        "rounds, predicted from the profile and the layer-L match sequences. "
+        "rounds, predicted from the profile and the layer-L match sequences. --free L_S "
+        "--threshold X|auto adds FREE (approximate: quality against greedy is reported), "
+        "predicted from the profile and each run's exit sequence. "
         "--fit runs the older comparison "
         "instead, with overheads FITTED on half of the prompts.",
     )
@@ -112,6 +114,31 @@ def register(subparsers) -> None:
         default=[],
         metavar="G",
         help="draft lengths g of --early-exit (each L x each g; required with --early-exit)",
+    )
+    validate.add_argument(
+        "--free",
+        type=positive_int,
+        nargs="+",
+        default=[],
+        metavar="L_S",
+        help="also time FREE (measure.free: shallow-deep early exit, synchronized parallel "
+        "decoding) with each shallow depth L_S in [1, d - 1] and each --threshold, in the same "
+        "rounds; predicted from the profile and each run's exit sequence (default: none)",
+    )
+    validate.add_argument(
+        "--threshold",
+        type=free_threshold,
+        nargs="+",
+        default=[],
+        metavar="X|auto",
+        help="FREE's exit thresholds (required with --free): a number (above 1: never exit) or "
+        "auto (Algorithm 1's Beta mixture, calibrated first on --calibration-sentences prompts)",
+    )
+    validate.add_argument(
+        "--calibration-sentences",
+        type=positive_int,
+        default=1,
+        help="prompts --threshold auto calibrates on, untimed, before the rounds (default 1)",
     )
     validate.add_argument(
         "--fit",
@@ -321,8 +348,37 @@ def _early_exit_configs(args) -> list:
     ]
 
 
+def free_threshold(text: str):
+    """A --threshold value: "auto" or a number >= 0."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or auto, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or auto, got {text!r}")
+    return value
+
+
+def _free_configs(args) -> list:
+    """The --free x --threshold methods (checked before any model is loaded)."""
+    from measure.eval.free_eval import FreeConfig
+
+    if bool(args.free) != bool(args.threshold):
+        raise ValueError("--free and --threshold must be given together")
+    if args.free and args.fit:
+        raise ValueError("--free is not available with --fit")
+    return [
+        FreeConfig(exit_layer=L, threshold=t, calibration_sentences=args.calibration_sentences)
+        for L in dict.fromkeys(args.free)
+        for t in dict.fromkeys(args.threshold)
+    ]
+
+
 def _validate(args) -> int:
     early_exit = _early_exit_configs(args)
+    free = _free_configs(args)
     if args.fit:
         return _validate_fitted(args)
     import torch
@@ -340,6 +396,9 @@ def _validate(args) -> int:
     for e in early_exit:
         if not 1 <= e.exit_layer <= d - 1:
             raise ValueError(f"--early-exit: {e.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
+    for f in free:
+        if not 1 <= f.exit_layer <= d - 1:
+            raise ValueError(f"--free: {f.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     profile = _validation_profile(args, model, ids, out)
@@ -369,6 +428,7 @@ def _validate(args) -> int:
         early_exit=early_exit,
         decoding=decoding,
         seeds=seeds,
+        free=free,
     )
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
@@ -399,6 +459,8 @@ def _validate(args) -> int:
         print("  " + line)
     for line in format_early_exit(result):
         print(line)
+    for o in result.free:
+        print("FREE (approximate; quality against greedy's tokens): " + o.describe())
     for line in result.verdicts():
         print("verdict: " + line)
     print(

@@ -112,6 +112,8 @@ class RepeatedTiming:
     """True when every round of the configuration reproduced greedy's tokens."""
     early_exit: dict[EarlyExitConfig, TimedMethod] = field(default_factory=dict)
     """HF self-speculative early exit, timed in the same rounds (``measure.eval.early_exit``)."""
+    others: dict = field(default_factory=dict)
+    """Further methods timed in the same rounds (``others`` of ``time_repeated``: FREE)."""
 
 
 def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
@@ -172,6 +174,7 @@ def time_repeated(
     early_exit=(),
     decoding: Decoding = GREEDY,
     seeds=None,
+    others=(),
 ) -> RepeatedTiming:
     """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
 
@@ -180,7 +183,9 @@ def time_repeated(
     ``EarlyExitConfig``s timed in the same rounds (HF ``assistant_early_exit``, constant
     draft length; their ``wall_s`` starts after the first step, see
     ``measure.eval.early_exit``); ``decoding`` and ``seeds`` (one per prompt): sampled decoding
-    (module docstring).
+    (module docstring); ``others``: (config, runner) pairs, each config with a ``label`` and each
+    runner a no-argument callable returning one result per prompt (with ``tokens`` and
+    ``wall_s``), timed in the same rounds (FREE, ``measure.eval.free_eval``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
@@ -204,7 +209,9 @@ def time_repeated(
         seeds=seeds,
     )
     greedy = TimedMethod("greedy")
+    others = list(others)
     methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
+    methods += [TimedMethod(c.label, c) for c, _ in others]
     runners = {
         "greedy": lambda: run_greedy(
             model,
@@ -216,6 +223,7 @@ def time_repeated(
         ),
         **{c.label: _ppd_runner(model, prompts, c, kwargs) for c in configs},
         **{c.label: _early_exit_runner(model, prompts, c, kwargs) for c in early_exit},
+        **{c.label: runner for c, runner in others},
     }
     bar = progress_bar(repeats * len(methods), enabled=progress)
     monitor = LoadMonitor(own_threads=threads)
@@ -238,4 +246,5 @@ def time_repeated(
     }
     ppd = {m.config: m for m in methods[1:] if isinstance(m.config, PPDConfig)}
     hf = {m.config: m for m in methods[1:] if isinstance(m.config, EarlyExitConfig)}
-    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf)
+    extra = {m.config: m for m in methods[1 + len(configs) + len(early_exit) :]}
+    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra)

@@ -24,6 +24,14 @@ from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted compar
     plot_validation,
     validate_results,
 )
+from measure.eval.free_eval import (
+    FreeConfig,
+    FreeOutcome,
+    calibrate,
+    evaluate_free,
+    free_row,
+    run_free,
+)
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
 from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
@@ -58,12 +66,19 @@ TABLE_COLUMNS = (
     "draft_tokens",
     "iid_s",
     "steps_agree",
+    "threshold",
+    "exit_rate",
+    "quality_tokens",
+    "quality_rouge_l",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
 realized layer-L match sequences, ``iid_s`` the i.i.d. closed form, ``simulated_s`` empty,
 ``p_hat`` the layer-L top-1 match rate; their seconds, tokens and speed-ups cover the tokens
-after each run's first step (the prefill step; ``measure.eval.early_exit``)."""
+after each run's first step (the prefill step; ``measure.eval.early_exit``). FREE rows
+(``measure.eval.free_eval``): ``predicted_s`` exact on each run's exit sequence, ``iid_s`` at
+the pooled exit rate, the threshold used, the exit rate and the quality against greedy
+(``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids)."""
 
 
 @dataclass
@@ -123,6 +138,8 @@ class ProfileValidation:
     """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
     bookkeeping: HFBookkeeping | None = None
     """HF generate's host time outside the forwards, measured before the rounds."""
+    free: list[FreeOutcome] = field(default_factory=list)
+    """FREE, timed in the same rounds (``--free``; ``measure.eval.free_eval``)."""
 
     @property
     def greedy_rel_err(self) -> float:
@@ -146,6 +163,7 @@ class ProfileValidation:
                      r.exact)
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
+        rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
     @property
@@ -173,7 +191,16 @@ class ProfileValidation:
             line(o, method_name="early exit")
             + ("" if o.steps_agree else "; HF's steps differ from the predicted ones")
             for o in self.early_exit
-        ]
+        ] + [
+            verdict_line(
+                o.config.label, o.greedy_measured, o.measured, tokens=o.predicted.tokens,
+                terms=o.predicted.terms, rel_err=o.rel_err, load=self.timing.load,
+                method_name="FREE",
+            )
+            + f"; quality vs greedy: tokens {o.quality.agreement:.3f}, ROUGE-L "
+            f"{o.quality.rouge_l:.3f} (approximate)"
+            for o in self.free
+        ]  # fmt: skip
 
     def summary(self) -> dict:
         """Median and worst |relative error| over configurations (PPD rows) and greedy's."""
@@ -282,6 +309,7 @@ def validate(
     early_exit=(),
     decoding: Decoding = GREEDY,
     seeds=None,
+    free=(),
 ) -> ProfileValidation:
     """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
 
@@ -291,7 +319,9 @@ def validate(
     profile and the layer match sequences measured separately on the same prompts; the other
     arguments (``head``: a trained early head or None; ``decoding``, ``seeds``: sampled
     decoding, whose baseline samples alike and whose runs are predicted from their own match
-    sequences, as greedy's) are ``time_repeated``'s.
+    sequences, as greedy's) are ``time_repeated``'s. ``free``: ``FreeConfig``s, timed in the
+    same rounds and predicted from the profile and each run's exit sequence
+    (``measure.eval.free_eval``; "auto" thresholds calibrated first, untimed).
     """
     d = model.config.get_text_config().num_hidden_layers
     if profile.d != d:
@@ -302,6 +332,19 @@ def validate(
         if not isinstance(e, EarlyExitConfig):
             raise ValueError(f"early_exit must hold EarlyExitConfig values, got {e!r}")
         e.check(d)
+    free = list(dict.fromkeys(free))
+    for f in free:
+        if not isinstance(f, FreeConfig):
+            raise ValueError(f"free must hold FreeConfig values, got {f!r}")
+        f.check(d)
+    settled, others = {}, []
+    for f in free:
+        kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, head=head)
+        thr = f.threshold
+        if thr == "auto":
+            thr = calibrate(model, prompts, f, **kw).threshold
+        settled[f] = float(thr)
+        others.append((f, lambda f=f, thr=thr, kw=kw: run_free(model, prompts, f, thr, **kw)))
     bookkeeping = None
     if early_exit:
         draft_lengths = (1, max(3, *(e.g for e in early_exit)))
@@ -323,6 +366,7 @@ def validate(
         early_exit=early_exit,
         decoding=decoding,
         seeds=seeds,
+        others=others,
     )
     greedy_pred = predict_greedy(profile, timing.greedy.runs)
     results = []
@@ -371,4 +415,13 @@ def validate(
             exact=timing.exact,
             bookkeeping=bookkeeping,
         )
-    return ProfileValidation(results, timing, profile, outcomes, bookkeeping)
+    free_outcomes = evaluate_free(
+        profile,
+        settled,
+        timing.others,
+        timing.greedy,
+        greedy_pred.closed_form_s,
+        timing.exact,
+        head=head,
+    )
+    return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes)
