@@ -41,6 +41,9 @@ import pandas as pd
 
 from ppdmodel.validation import MAX_EXACT_INT, as_int, check_columns
 
+_EXACT_FLOATS = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+"""read_csv options that read floats back exactly as written (pandas 3 does by default)."""
+
 LAYER_TIMES_COLUMNS = ("component", "layer", "batch", "seconds", "std_seconds", "n_samples")
 COMPONENTS = ("embed", "layer", "head", "token")
 EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s", "kind")
@@ -48,7 +51,7 @@ EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s"
 
 def read_layer_times(path: str | Path) -> pd.DataFrame:
     """Read and validate a per-layer times CSV; returns a DataFrame with the schema columns."""
-    df = pd.read_csv(path, float_precision="round_trip")  # floats back exactly as written
+    df = pd.read_csv(path, **_EXACT_FLOATS)
     missing = [c for c in LAYER_TIMES_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"layer-times file {path}: missing columns {missing}")
