@@ -6,13 +6,16 @@ not fitted) give its latency exactly under the profile's costs: the closed form
 ``SimConfig(costs=, early_head=)`` replaying m). Greedy's is ell G per run. Summed over the
 prompts, these are the predictions set beside the measured medians. The waterfall is the
 per-token split at the pooled match rate M / ell (``ppdmodel.latency_waterfall``), which
-sums to the closed form's total divided by the tokens.
+sums to the closed form's total divided by the tokens. Greedy is priced on the figures of the
+backend it is compared with (``predict_greedy(backend=)``): a ``dist`` configuration's
+speed-up rests on the ``dist`` figures alone, not on the ``single`` ones measured apart.
 
 On a CPU the ``single`` backend runs main and the candidate side on the same threads, one
 after the other, so the early head costs a pass the same on either side: both placements are
-predicted with the closed form's ``early_head="main"`` schedule and the profile's slowdown 2
-(``modelled_placement``, the profile's ``serial`` backends), exact while the candidate batch
-fits in main's remaining work.
+predicted with the closed form's ``early_head="main"`` schedule on a serial device
+(``modelled_placement``, the profile's ``serial`` backends, ``DecodeCosts.serial_device``):
+the batch runs to its end before main's suffix, exact also when it outlasts that suffix
+(W_c > W_m, e.g. k = 3 at d_bar = d/2).
 
 One end effect the per-pass model leaves out: the decoder's pass over the last allowed token
 (t = max_new_tokens) makes no early prediction, as no token follows it, so that pass costs
@@ -40,7 +43,7 @@ from ppdmodel.costs import DecodeCosts
 from ppdmodel.passes import pass_times
 
 GREEDY_BACKEND = "single"
-"""Greedy decoding runs in the calling process: its costs are the ``single`` backend's."""
+"""The backend greedy is priced on when no PPD backend is named (``predict_greedy``)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Prediction:
     """Runs (prompts) behind the prediction."""
     last_pass_s: float = 0.0
     """Seconds subtracted for last passes that made no early prediction (module docstring)."""
+    backend: str = GREEDY_BACKEND
+    """The profile backend whose figures priced it."""
 
     def terms(self) -> dict[str, float]:
         """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
@@ -127,14 +132,17 @@ def predict_ppd(
         d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=placement
     )
     return Prediction(
-        closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts
-    )
+        closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
+        backend=config.backend,
+    )  # fmt: skip
 
 
-def predict_greedy(profile: CostProfile, runs) -> Prediction:
-    """Closed-form and simulated seconds of greedy ``runs`` (GreedyResult per prompt)."""
+def predict_greedy(profile: CostProfile, runs, backend: str = GREEDY_BACKEND) -> Prediction:
+    """Closed-form and simulated seconds of greedy ``runs`` (GreedyResult per prompt), priced
+    on ``backend``'s figures (``CostProfile.greedy_costs``): the backend of the PPD runs it is
+    compared with, so both sides of a predicted speed-up were measured together."""
     d = profile.d
-    costs = profile.costs(GREEDY_BACKEND, d_bar=default_d_bar(d))
+    costs = profile.greedy_costs(backend, d_bar=default_d_bar(d))
     closed = simulated = 0.0
     tokens = 0
     for run in runs:
@@ -145,4 +153,4 @@ def predict_greedy(profile: CostProfile, runs) -> Prediction:
         )
         simulated += sim.simulate(config).latency_s
         tokens += ell
-    return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs))
+    return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs), backend=backend)

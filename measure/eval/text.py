@@ -19,8 +19,11 @@ def format_table(validation) -> str:
         quartiles = f"[{row['measured_q1_s']:.4g}, {row['measured_q3_s']:.4g}]"
         measured = f"{row['measured_s']:.4g} {quartiles}"
         flags = (" NOISY" if row["noisy"] else "") + ("" if row["exact"] else " INEXACT")
+        method = row["method"]
+        if method == "greedy":
+            method = f"greedy (priced on {row['backend']})"
         lines.append(
-            f"{row['method']:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
+            f"{method:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
             f"{measured:>26s} {100 * row['rel_err']:+7.1f}%  {row['agreement']:10s} "
             f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f}{flags}"
         )
@@ -51,7 +54,6 @@ def format_waterfall(result) -> str:
         f"{result.config.label}: {' + '.join(parts)} = predicted {1e3 * total:.4g} ms/token"
         f" | measured {1e3 * meas.median / tokens:.4g} [{1e3 * meas.q1 / tokens:.4g}, "
         f"{1e3 * meas.q3 / tokens:.4g}] ms/token"
-        + ("" if result.model_exact else " (single-CPU model not exact here: W_c > W_m)")
     )
 
 

@@ -33,11 +33,10 @@ from measure.eval.free_eval import (
     run_free,
 )
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
-from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
+from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.verdict import agreement, verdict_line
-from measure.profile.profile import single_cpu_exact
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
 
@@ -91,8 +90,6 @@ class ConfigResult:
     greedy_measured: Spread
     greedy_predicted: Prediction
     exact: bool
-    model_exact: bool = True
-    """False when the single-CPU slowdown-2 model is not exact here (``single_cpu_exact``)."""
     terms: pd.DataFrame | None = None
     """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
 
@@ -143,17 +140,23 @@ class ProfileValidation:
 
     @property
     def greedy_rel_err(self) -> float:
+        """Greedy's error priced on the first configuration's backend."""
         r = self.results[0]
         return r.greedy_predicted.closed_form_s / r.greedy_measured.median - 1
 
+    def greedy_predictions(self) -> dict[str, Prediction]:
+        """Greedy's prediction per backend it was priced on (the configurations' backends)."""
+        return {r.config.backend: r.greedy_predicted for r in self.results}
+
     @property
     def table(self) -> pd.DataFrame:
-        """One row for greedy and one per configuration (``TABLE_COLUMNS``)."""
-        first = self.results[0]
-        g, gp = first.greedy_measured, first.greedy_predicted
+        """One greedy row per backend it was priced on (``backend`` says which), then one per
+        configuration (``TABLE_COLUMNS``)."""
+        g = self.results[0].greedy_measured
         rows = [
-            _row("greedy", "single", None, None, None, gp, g, self.greedy_rel_err,
+            _row("greedy", backend, None, None, None, gp, g, gp.closed_form_s / g.median - 1,
                  gp.simulated_s / g.median - 1, 1.0, 1.0, True)
+            for backend, gp in self.greedy_predictions().items()
         ]  # fmt: skip
         for r in self.results:
             c = r.config
@@ -210,6 +213,10 @@ class ProfileValidation:
             "median_abs_rel_err": float(pd.Series(errors).median()),
             "worst_abs_rel_err": errors[-1],
             "greedy_rel_err": self.greedy_rel_err,
+            "greedy_rel_err_by_backend": {
+                b: gp.closed_form_s / self.results[0].greedy_measured.median - 1
+                for b, gp in self.greedy_predictions().items()
+            },
             "fitted_parameters": 0,
         }
 
@@ -368,25 +375,23 @@ def validate(
         seeds=seeds,
         others=others,
     )
-    greedy_pred = predict_greedy(profile, timing.greedy.runs)
+    greedy_preds = {
+        b: predict_greedy(profile, timing.greedy.runs, backend=b)
+        for b in dict.fromkeys(c.backend for c in configs)
+    }  # greedy priced on each compared backend's own figures
+    greedy_pred = greedy_preds.get("single") or next(iter(greedy_preds.values()))
     results = []
     for config in configs:
         method = timing.ppd[config]
         predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
-        exact_model = True
-        if config.backend == "single" and modelled_placement(config, profile) == "main":
-            exact_model = single_cpu_exact(
-                predicted.costs, d=d, d_bar=config.d_bar, k=config.k, early_head="main"
-            )
         results.append(
             ConfigResult(
                 config=config,
                 measured=method.spread,
                 predicted=predicted,
                 greedy_measured=timing.greedy.spread,
-                greedy_predicted=greedy_pred,
+                greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
-                model_exact=exact_model,
                 terms=term_check(profile, config, method.runs),
             )
         )
