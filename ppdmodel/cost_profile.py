@@ -25,8 +25,11 @@ travel with them), so ``CostProfile.costs(backend, d_bar=)`` is the DecodeCosts 
 configuration. ``greedy_host_s`` (optional) is greedy decoding's host time measured with
 that backend's figures, where ``costs.host_s`` is PPD's own (``dist``):
 ``CostProfile.greedy_costs(backend)`` prices greedy on the backend it is compared with.
-``figures``, ``provenance`` and ``warnings`` are carried along for reports (and the timed
-samples for intervals, ``ppdmodel.intervals``).
+``cost_replicates`` (optional) are bootstrap replicates of the entry (``costs``,
+``per_candidate_layer_s``, ``greedy_host_s``) rebuilt from the figures' timed samples redrawn
+(``measure.profile.replicates``): ``CostProfile.cost_replicates`` gives them as DecodeCosts
+for the intervals of ``ppdmodel.intervals``. ``figures`` (with their samples), ``provenance``
+and ``warnings`` are carried along for reports.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class BackendCosts:
     """Greedy decoding's host time per token measured with this backend's compute figures
     (its threads, at the same time), where ``base.host_s`` is PPD's own (the ``dist`` ranks'
     host time); None: ``base.host_s`` is greedy's too."""
+    replicates: tuple[BackendCosts, ...] = field(default=(), repr=False, compare=False)
+    """Bootstrap replicates of these costs from the profile's timed samples (empty for an
+    older profile): the spread behind a prediction's interval (``ppdmodel.intervals``)."""
 
     def placement(self, early_head: str) -> str:
         """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
@@ -107,6 +113,15 @@ class CostProfile:
     """Backend name (``single``, ``dist``) -> its costs."""
     data: Mapping = field(default_factory=dict, repr=False)
     """The whole decoded JSON object (figures, provenance, warnings)."""
+
+    def cost_replicates(self, backend: str = "single", *, d_bar: int, greedy: bool = False):
+        """The bootstrap replicates of ``costs(backend, d_bar=)`` (or of ``greedy_costs``), a
+        list of DecodeCosts; empty when the profile kept no timed samples."""
+        self.costs(backend, d_bar=d_bar)
+        reps = self.backends[backend].replicates
+        if greedy:
+            return [r.greedy_costs(d=self.d, d_bar=d_bar) for r in reps]
+        return [r.costs(d=self.d, d_bar=d_bar) for r in reps]
 
     def costs(self, backend: str = "single", *, d_bar: int) -> DecodeCosts:
         """DecodeCosts of ``backend`` at early layer ``d_bar``; ValueError for a backend not in
@@ -163,9 +178,9 @@ def _seconds(path: str, value, *, positive: bool = False) -> float:
     return float(value)
 
 
-def _backend(name: str, entry) -> BackendCosts:
-    """Check one ``backends.<name>`` entry and build its BackendCosts."""
-    prefix = f"backends.{name}"
+def _backend(name: str, entry, prefix: str | None = None) -> BackendCosts:
+    """Check one ``backends.<name>`` entry and build its BackendCosts (with its replicates)."""
+    prefix = prefix or f"backends.{name}"
     if not isinstance(entry, Mapping) or not isinstance(entry.get("costs"), Mapping):
         raise ValueError(f"cost profile: field {prefix}.costs is missing")
     costs = entry["costs"]
@@ -210,11 +225,21 @@ def _backend(name: str, entry) -> BackendCosts:
     greedy_host = entry.get("greedy_host_s")
     if greedy_host is not None:
         greedy_host = _seconds(f"{prefix}.greedy_host_s", greedy_host)
+    raw = entry.get("cost_replicates", [])
+    if not isinstance(raw, list):
+        raise ValueError(f"cost profile: {prefix}.cost_replicates must be a list")
+    replicates = tuple(
+        _backend(name, {**rep, "serial": serial}, f"{prefix}.cost_replicates[{i}]")
+        if isinstance(rep, Mapping)
+        else _backend(name, rep, f"{prefix}.cost_replicates[{i}]")
+        for i, rep in enumerate(raw)
+    )
     return BackendCosts(
         base=DecodeCosts.from_dict({**values, "serial_device": serial}),
         per_candidate_layer_s=per_layer,
         serial=serial,
         greedy_host_s=greedy_host,
+        replicates=replicates,
     )
 
 

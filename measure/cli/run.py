@@ -471,7 +471,9 @@ def _validate(args) -> int:
             f"{100 * err:+.1f} % (priced on {backend})"
             for backend, err in summary["greedy_rel_err_by_backend"].items()
         )
-        + "; 0 parameters fitted on these runs"
+        + "; 0 parameters fitted on these runs; measured median inside the predicted 95 % "
+        f"interval for {summary['inside_interval']} of {summary['with_interval']} "
+        "configuration(s) with one (profile cost replicates)"
     )
     print(
         f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "

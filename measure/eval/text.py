@@ -13,7 +13,8 @@ def format_table(validation) -> str:
     """Predicted (closed form, simulator), measured median [q1, q3], error and agreement."""
     lines = [
         f"{'method':34s} {'predicted':>10s} {'simulated':>10s} {'measured [q1, q3]':>26s} "
-        f"{'error':>8s}  {'agreement':10s} {'speed-up meas/pred':>18s}"
+        f"{'error':>8s}  {'agreement':10s} {'speed-up meas/pred':>18s} "
+        f"{'95 % interval (in/OUT)':>26s}"
     ]
     for _, row in validation.table.iterrows():
         quartiles = f"[{row['measured_q1_s']:.4g}, {row['measured_q3_s']:.4g}]"
@@ -25,9 +26,18 @@ def format_table(validation) -> str:
         lines.append(
             f"{method:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
             f"{measured:>26s} {100 * row['rel_err']:+7.1f}%  {row['agreement']:10s} "
-            f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f}{flags}"
+            f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f} "
+            f"{_interval(row):>26s}{flags}"
         )
     return "\n".join(lines)
+
+
+def _interval(row) -> str:
+    """'[low, high] in' or '... OUT' against the measured median; '-' without samples."""
+    low, high = row.get("predicted_low_s"), row.get("predicted_high_s")
+    if low is None or low != low:
+        return "-"
+    return f"[{low:.4g}, {high:.4g}] {'in' if row['inside'] else 'OUT'}"
 
 
 def _num(x) -> str:

@@ -69,6 +69,9 @@ TABLE_COLUMNS = (
     "exit_rate",
     "quality_tokens",
     "quality_rouge_l",
+    "predicted_low_s",
+    "predicted_high_s",
+    "inside",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -77,7 +80,10 @@ realized layer-L match sequences, ``iid_s`` the i.i.d. closed form, ``simulated_
 after each run's first step (the prefill step; ``measure.eval.early_exit``). FREE rows
 (``measure.eval.free_eval``): ``predicted_s`` exact on each run's exit sequence, ``iid_s`` at
 the pooled exit rate, the threshold used, the exit rate and the quality against greedy
-(``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids)."""
+(``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids).
+``predicted_low_s`` / ``predicted_high_s``: the closed form's 95 % interval over the
+profile's cost replicates (``ppdmodel.intervals``; empty for a profile without samples) and
+``inside``: whether the measured median lies in it."""
 
 
 @dataclass
@@ -218,7 +224,11 @@ class ProfileValidation:
                 for b, gp in self.greedy_predictions().items()
             },
             "fitted_parameters": 0,
-        }
+            "inside_interval": sum(bool(r.predicted.interval and
+                                        r.predicted.interval.contains(r.measured.median))
+                                   for r in self.results),
+            "with_interval": sum(r.predicted.interval is not None for r in self.results),
+        }  # fmt: skip
 
 
 def _early_exit_row(o: EarlyExitOutcome) -> dict:
@@ -252,7 +262,11 @@ def _early_exit_row(o: EarlyExitOutcome) -> dict:
 
 
 def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact):
+    band = pred.interval
     return dict(
+        predicted_low_s=band.low if band else float("nan"),
+        predicted_high_s=band.high if band else float("nan"),
+        inside=band.contains(meas.median) if band else None,
         method=method,
         backend=backend,
         d_bar=d_bar,

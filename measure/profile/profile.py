@@ -3,7 +3,9 @@
 ``measure_profile`` times the pieces of a decode step (``measure.profile.probes``) in
 interleaved rounds, warm-up excluded, and, for the ``dist`` backend, the link and the
 slowdown of two concurrent decode streams on two gloo ranks (``measure.profile.ranks``).
-Each figure is a median with its interquartile range (``measure.profile.stats.Spread``);
+Each figure is a median with its interquartile range (``measure.profile.stats.Spread``) and
+keeps its timed samples; each backend keeps bootstrap replicates of its costs built from them
+(``measure.profile.replicates``), the spread behind every prediction's interval;
 noisy figures and a loaded machine are recorded as warnings. The result is a
 ``ppdmodel.cost_profile.CostProfile`` (the one reader of the file, shared with ``ppd latency
 --costs``); ``write_profile`` / ``load_profile`` store and read it as JSON.
@@ -42,6 +44,7 @@ from measure.profile.probes import DecodeProbe, context_ids
 from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
+from measure.profile.replicates import cost_replicates
 from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
 from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import (
@@ -124,6 +127,10 @@ def measure_profile(
         figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
     for backend in wanted:
         entries[backend] = _backend_entry(backend, figures[backend], d, ks, shapes, device, link)
+        entries[backend]["cost_replicates"] = cost_replicates(
+            figures[backend],
+            lambda fig, b=backend: _backend_entry(b, fig, d, ks, shapes, device, link),
+        )
         entries[backend]["threads"] = counts[backend]
         warnings += _figure_warnings(backend, figures[backend])
         warnings += entries[backend].pop("warnings")

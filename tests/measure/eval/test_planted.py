@@ -136,3 +136,8 @@ def test_validate_predicts_a_batch_that_outlasts_mains_suffix(light_heads, plant
     assert result.table["exact"].all()
     assert result.table["rel_err"].abs().max() < 0.05, result.table[["method", "rel_err"]]
     assert result.table["simulated_rel_err"].abs().max() < 0.05
+    table = result.table  # every prediction has its interval from the profile's samples
+    assert len(profile.backends["single"].replicates) == 100
+    assert (table["predicted_low_s"] <= table["predicted_high_s"]).all()
+    assert table["inside"].map(lambda x: isinstance(x, bool)).all()
+    assert result.summary()["with_interval"] == 2
