@@ -45,6 +45,7 @@ from ppdmodel.free import (
     free_rows_layer_seconds,
     free_trace_latency_seconds,
 )
+from ppdmodel.intervals import Interval, p_draws, prediction_interval
 from ppdmodel.montecarlo import sample_latency, sample_runs
 from ppdmodel.seconds import (
     break_even_p,
@@ -68,6 +69,7 @@ _LAZY = {
 __all__ = [
     "DecodeCosts",
     "DecodeCostsGrid",
+    "Interval",
     "LatencyDistribution",
     "LatencyWaterfall",
     "break_even_p",
@@ -95,8 +97,10 @@ __all__ = [
     "latency_waterfall",
     "link_seconds",
     "overheads",
+    "p_draws",
     "paper",
     "plot_tradeoff",
+    "prediction_interval",
     "ptables",
     "ring_allreduce_seconds",
     "sample_latency",

@@ -176,6 +176,10 @@ class EngineHardware:
         sigma = max(both_host, 2 * device) / max(host, device)
         return np.where(shared, sigma, 1.0)
 
+    def serial_device(self, shared):
+        """Never serial: the shared-host slowdown above prices the streams' overlap."""
+        return np.zeros(np.shape(shared), dtype=bool)
+
     def _message(self, tp, nbytes, shared):
         seconds = self.engine.message_s + np.divide(nbytes, tp) / self.link.bandwidth_bytes_per_s
         return np.where(shared, 0.0, seconds)

@@ -129,8 +129,17 @@ class MatchTrace:
     """Generated token ids (optional)."""
     events: list[dict] | None = field(default=None, repr=False)
     """Timed layer blocks and hand-offs of a real PPD run (keys ``EVENT_KEYS``), optional."""
+    backend: str | None = None
+    """The PPD backend of a real run (``single``, ``dist``); None for a match-rate trace."""
+    early_head: str | None = None
+    """Where a real run's early head ran (``main``, ``candidates``); None for a match-rate
+    trace."""
 
     def __post_init__(self) -> None:
+        for name in ("backend", "early_head"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"trace {self.sequence!r}: {name} must be a string or None")
         for name in ("d", "d_bar", "k"):
             try:
                 setattr(self, name, as_int(name, getattr(self, name)))

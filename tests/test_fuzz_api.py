@@ -199,6 +199,23 @@ config_dict_mutations = st.builds(
 
 TARGETS = [
     # ppdmodel.__all__
+    Target("Interval", ppdmodel.Interval, dict(low=1.0, high=2.0, level=0.95)),
+    Target("p_draws", ppdmodel.p_draws, dict(p=0.5, n=100, draws=50, seed=0)),
+    Target(
+        "prediction_interval",
+        ppdmodel.prediction_interval,
+        dict(
+            predict=lambda costs, p: costs.layer_s * (1 - p),
+            costs=COSTS,
+            replicates=[COSTS],
+            p=0.5,
+            n=100,
+            level=0.9,
+            draws=20,
+            seed=0,
+        ),
+        {"costs": cost_values, "replicates": st.just([COSTS, "x"])},
+    ),  # fmt: skip
     Target("expected_latency", ppdmodel.expected_latency, THEOREM, {"p": st.just(P_T)}),
     Target("expected_compute", ppdmodel.expected_compute, {**THEOREM, "k": 3}),
     Target("latency_variance", ppdmodel.latency_variance, THEOREM),

@@ -467,7 +467,13 @@ def _validate(args) -> int:
         f"predicted vs measured: median |error| {100 * summary['median_abs_rel_err']:.1f} %, "
         f"worst {100 * summary['worst_abs_rel_err']:.1f} % over "
         f"{summary['configurations']} configuration(s); greedy "
-        f"{100 * summary['greedy_rel_err']:+.1f} %; 0 parameters fitted on these runs"
+        + ", ".join(
+            f"{100 * err:+.1f} % (priced on {backend})"
+            for backend, err in summary["greedy_rel_err_by_backend"].items()
+        )
+        + "; 0 parameters fitted on these runs; measured median inside the predicted 95 % "
+        f"interval for {summary['inside_interval']} of {summary['with_interval']} "
+        "configuration(s) with one (profile cost replicates)"
     )
     print(
         f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "

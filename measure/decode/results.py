@@ -92,6 +92,8 @@ def build_result(
         source="ppd_run",
         tokens=fields["tokens"],
         events=fields["events"],
+        backend=backend,
+        early_head=fields.get("early_head", "main"),
     )
     return PPDResult(
         tokens=fields["tokens"],

@@ -33,11 +33,10 @@ from measure.eval.free_eval import (
     run_free,
 )
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
-from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
+from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.verdict import agreement, verdict_line
-from measure.profile.profile import single_cpu_exact
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
 
@@ -70,6 +69,9 @@ TABLE_COLUMNS = (
     "exit_rate",
     "quality_tokens",
     "quality_rouge_l",
+    "predicted_low_s",
+    "predicted_high_s",
+    "inside",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -78,7 +80,10 @@ realized layer-L match sequences, ``iid_s`` the i.i.d. closed form, ``simulated_
 after each run's first step (the prefill step; ``measure.eval.early_exit``). FREE rows
 (``measure.eval.free_eval``): ``predicted_s`` exact on each run's exit sequence, ``iid_s`` at
 the pooled exit rate, the threshold used, the exit rate and the quality against greedy
-(``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids)."""
+(``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids).
+``predicted_low_s`` / ``predicted_high_s``: the closed form's 95 % interval over the
+profile's cost replicates (``ppdmodel.intervals``; empty for a profile without samples) and
+``inside``: whether the measured median lies in it."""
 
 
 @dataclass
@@ -91,8 +96,6 @@ class ConfigResult:
     greedy_measured: Spread
     greedy_predicted: Prediction
     exact: bool
-    model_exact: bool = True
-    """False when the single-CPU slowdown-2 model is not exact here (``single_cpu_exact``)."""
     terms: pd.DataFrame | None = None
     """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
 
@@ -143,17 +146,23 @@ class ProfileValidation:
 
     @property
     def greedy_rel_err(self) -> float:
+        """Greedy's error priced on the first configuration's backend."""
         r = self.results[0]
         return r.greedy_predicted.closed_form_s / r.greedy_measured.median - 1
 
+    def greedy_predictions(self) -> dict[str, Prediction]:
+        """Greedy's prediction per backend it was priced on (the configurations' backends)."""
+        return {r.config.backend: r.greedy_predicted for r in self.results}
+
     @property
     def table(self) -> pd.DataFrame:
-        """One row for greedy and one per configuration (``TABLE_COLUMNS``)."""
-        first = self.results[0]
-        g, gp = first.greedy_measured, first.greedy_predicted
+        """One greedy row per backend it was priced on (``backend`` says which), then one per
+        configuration (``TABLE_COLUMNS``)."""
+        g = self.results[0].greedy_measured
         rows = [
-            _row("greedy", "single", None, None, None, gp, g, self.greedy_rel_err,
+            _row("greedy", backend, None, None, None, gp, g, gp.closed_form_s / g.median - 1,
                  gp.simulated_s / g.median - 1, 1.0, 1.0, True)
+            for backend, gp in self.greedy_predictions().items()
         ]  # fmt: skip
         for r in self.results:
             c = r.config
@@ -210,8 +219,16 @@ class ProfileValidation:
             "median_abs_rel_err": float(pd.Series(errors).median()),
             "worst_abs_rel_err": errors[-1],
             "greedy_rel_err": self.greedy_rel_err,
+            "greedy_rel_err_by_backend": {
+                b: gp.closed_form_s / self.results[0].greedy_measured.median - 1
+                for b, gp in self.greedy_predictions().items()
+            },
             "fitted_parameters": 0,
-        }
+            "inside_interval": sum(bool(r.predicted.interval and
+                                        r.predicted.interval.contains(r.measured.median))
+                                   for r in self.results),
+            "with_interval": sum(r.predicted.interval is not None for r in self.results),
+        }  # fmt: skip
 
 
 def _early_exit_row(o: EarlyExitOutcome) -> dict:
@@ -245,7 +262,11 @@ def _early_exit_row(o: EarlyExitOutcome) -> dict:
 
 
 def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact):
+    band = pred.interval
     return dict(
+        predicted_low_s=band.low if band else float("nan"),
+        predicted_high_s=band.high if band else float("nan"),
+        inside=band.contains(meas.median) if band else None,
         method=method,
         backend=backend,
         d_bar=d_bar,
@@ -368,25 +389,23 @@ def validate(
         seeds=seeds,
         others=others,
     )
-    greedy_pred = predict_greedy(profile, timing.greedy.runs)
+    greedy_preds = {
+        b: predict_greedy(profile, timing.greedy.runs, backend=b)
+        for b in dict.fromkeys(c.backend for c in configs)
+    }  # greedy priced on each compared backend's own figures
+    greedy_pred = greedy_preds.get("single") or next(iter(greedy_preds.values()))
     results = []
     for config in configs:
         method = timing.ppd[config]
         predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
-        exact_model = True
-        if config.backend == "single" and modelled_placement(config, profile) == "main":
-            exact_model = single_cpu_exact(
-                predicted.costs, d=d, d_bar=config.d_bar, k=config.k, early_head="main"
-            )
         results.append(
             ConfigResult(
                 config=config,
                 measured=method.spread,
                 predicted=predicted,
                 greedy_measured=timing.greedy.spread,
-                greedy_predicted=greedy_pred,
+                greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
-                model_exact=exact_model,
                 terms=term_check(profile, config, method.runs),
             )
         )
