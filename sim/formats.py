@@ -132,7 +132,7 @@ def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
 def read_free_table(path: str | Path) -> pd.DataFrame:
     """Read and validate a FREE table CSV (module docstring); ValueError naming the file."""
     try:
-        df = pd.read_csv(path, float_precision="round_trip", keep_default_na=False,
+        df = pd.read_csv(path, keep_default_na=False,
                          na_values={c: [""] for c in FREE_TABLE_COLUMNS},
                          dtype={c: str for c in FREE_TABLE_OPTIONAL})  # fmt: skip
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
