@@ -7,7 +7,9 @@ calibration sentences (Table 6 analog).
 
 Speed is predicted from the profile (``ppdmodel.free_trace_latency_seconds`` on each run's
 exit sequence) against greedy's ell G; ``ppd validate --free`` measures it. Quality: token
-agreement with greedy and ROUGE-L of the decoded text against greedy's text. Writes CSVs.
+agreement with greedy and ROUGE-L of the decoded text against greedy's text. Writes CSVs:
+sweep.csv, calibration.csv and free_table.csv (sync rows in the planner's FREE table format,
+``sim.formats``; ``ppd plan --free-table``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from measure.free.quality import rouge_l, token_agreement
 from measure.free.threshold import AdaptiveThreshold
 from measure.profile.profile import load_profile
 from ppdmodel import free_trace_latency_seconds
+from sim.formats import write_free_table
 
 SPEC_BENCH = Path("/work/shared/data/spec_bench_questions.jsonl")
 
@@ -75,6 +78,9 @@ def main() -> None:
                 print(rows[-1], flush=True)
     sweep = pd.DataFrame(rows)
     sweep.to_csv(out / "sweep.csv", index=False)
+    sync = sweep[sweep["mode"] == "sync"]
+    write_free_table(out / "free_table.csv", sync.assign(
+        quality=sync.rouge_l_text, quality_metric="rouge_l_text_vs_greedy"))  # fmt: skip
     cal = []
     for L in args.exit_layers:
         for n in sorted({1, 2, 4, args.calibration_prompts}):

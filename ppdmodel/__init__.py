@@ -19,6 +19,8 @@ import importlib
 
 from ppdmodel.alternatives import (
     early_exit_seconds_per_token,
+    free_compute_per_token,
+    free_seconds_per_token,
     ring_allreduce_seconds,
     speculative_seconds_per_token,
     speculative_speedup,
@@ -84,9 +86,11 @@ __all__ = [
     "expected_compute_seconds",
     "expected_latency",
     "expected_latency_seconds",
+    "free_compute_per_token",
     "free_expected_compute_seconds",
     "free_expected_latency_seconds",
     "free_rows_layer_seconds",
+    "free_seconds_per_token",
     "free_trace_latency_seconds",
     "greedy_compute_seconds",
     "greedy_latency_seconds",

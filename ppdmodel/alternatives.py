@@ -37,6 +37,17 @@ devices needs two all-reduces of the [rows, hidden] activations per forward; a r
 all-reduce of B bytes costs 2 (n - 1) alpha + 2 (n - 1) / n * B / beta (Thakur, Rabenseifner &
 Gropp 2005, "Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1),
 section 4), alpha the link's per-message latency and beta its bandwidth.
+
+**FREE** (Bae et al., EMNLP 2023; ``ppdmodel.free``): shallow-deep early exit with
+synchronized parallel decoding, on the same axes: seconds per token E[T] / ell and busy
+device-seconds per token at an i.i.d. exit rate q, both from ``ppdmodel.free`` (not derived
+again here). It is the one *approximate* alternative: its output departs from greedy
+decoding's where a confident shallow token is wrong. Every alternative therefore carries a
+**quality** in [0, 1] against greedy decoding's output: ``EXACT_QUALITY`` (1.0) for the exact
+methods (greedy, PPD, tensor parallelism, speculative decoding with a separate draft,
+self-speculative early exit: their tokens equal greedy's), and for FREE a figure measured per
+threshold (agreement with greedy's tokens, or ROUGE-L against greedy's output; the planner's
+FREE table, ``sim.formats.read_free_table``). No quality is ever assumed for FREE.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.cost_grid import check_cost_terms
+from ppdmodel.free import free_expected_compute_seconds, free_expected_latency_seconds
 from ppdmodel.theorem import _as_result
 from ppdmodel.validation import (
     check_nonnegative,
@@ -56,6 +68,10 @@ MAX_DRAFT = 1024
 """Longest draft length g accepted (far beyond any useful one)."""
 MAX_SAMPLES = 10**8
 """Most uniforms one Monte Carlo call draws (n_steps * g)."""
+EXACT_QUALITY = 1.0
+"""Quality of a method whose output equals greedy decoding's (module docstring)."""
+MAX_FREE_POINTS = 10**4
+"""Most (d, exit_layer, q) combinations one FREE call evaluates (each walks ell tokens)."""
 
 
 def speculative_tokens_per_step(*, a, g):
@@ -164,3 +180,43 @@ def sample_speculative_steps(*, a: float, g: int, n_steps: int, seed=None) -> np
     rejected = u >= a
     first_reject = np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)
     return first_reject + 1
+
+
+def _free_per_token(expected, *, d, exit_layer, q, ell, costs):
+    """``expected`` (a ``ppdmodel.free`` expectation) / ell, broadcast over d, exit_layer, q."""
+    q = check_probability("q", q)
+    try:
+        d_arr, layer_arr, q_arr = np.broadcast_arrays(np.asarray(d), np.asarray(exit_layer), q)
+    except ValueError as exc:
+        raise ValueError(f"d, exit_layer and q must broadcast together: {exc}") from None
+    if d_arr.size == 0 or d_arr.size > MAX_FREE_POINTS:
+        raise ValueError(f"d, exit_layer and q must broadcast to 1..{MAX_FREE_POINTS} values")
+    ell = check_positive_int("ell", ell)
+    if np.ndim(ell):
+        raise ValueError("ell must be one integer (the tokens of a sequence)")
+    out = np.empty(d_arr.shape)
+    for i in np.ndindex(d_arr.shape):
+        total = expected(d=d_arr[i], exit_layer=layer_arr[i], ell=ell, q=float(q_arr[i]),
+                         costs=costs)  # fmt: skip
+        out[i] = total / int(ell)
+    return _as_result(out)
+
+
+def free_seconds_per_token(*, d, exit_layer, q, ell, costs):
+    """FREE's expected seconds per token at an i.i.d. exit rate ``q``: E[T] / ell, E[T] from
+    ``ppdmodel.free.free_expected_latency_seconds`` (exact for ``ell`` tokens).
+
+    ``exit_layer``: L_s, the shallow model's layers (1 <= L_s < d); ``q``: P(a token exits) in
+    [0, 1]; ``costs``: one ``DecodeCosts`` (its k-row batch times price a deep pass over
+    stacked tokens). Vectorised over d, exit_layer and q.
+    """
+    return _free_per_token(free_expected_latency_seconds, d=d, exit_layer=exit_layer, q=q,
+                           ell=ell, costs=costs)  # fmt: skip
+
+
+def free_compute_per_token(*, d, exit_layer, q, ell, costs):
+    """FREE's expected busy device-seconds per token (one device): E[T] / ell less host time,
+    from ``ppdmodel.free.free_expected_compute_seconds``. Arguments as
+    ``free_seconds_per_token``."""
+    return _free_per_token(free_expected_compute_seconds, d=d, exit_layer=exit_layer, q=q,
+                           ell=ell, costs=costs)  # fmt: skip

@@ -22,7 +22,7 @@ from ppdmodel.cli_args import (
 from sim.hardware import ENGINE_PRESETS
 
 TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "compute_s", "speedup",
-                 "compute_ratio", "p", "break_even_p")  # fmt: skip
+                 "compute_ratio", "p", "break_even_p", "quality")  # fmt: skip
 """Columns of the printed frontier (the CSV holds every column)."""
 SHOW = 10
 """Frontier points printed per workload (evenly spaced along it)."""
@@ -91,6 +91,14 @@ def register(subparsers) -> None:
     p.add_argument("--draft-cost-ratio", type=nonnegative_float, default=0.05,
                    help="its token time as a fraction of the target's (default 0.05)")
     p.add_argument("--no-alternatives", action="store_true", help="screen PPD and greedy only")
+    p.add_argument("--free-table", type=existing_file, default=None,
+                   help="FREE measured per exit layer and threshold (CSV: exit_layer, threshold, "
+                        "exit_rate, quality; sim/formats.py; ppd validate --free writes "
+                        "free_table.csv); without it FREE is left out")
+    p.add_argument("--min-quality", type=probability, default=1.0,
+                   help="recommend only methods whose quality against greedy's output is at "
+                        "least this (exact methods 1.0; default 1.0: exact only, FREE shown "
+                        "but not recommended)")
     p.add_argument("--confirm-n", type=nonnegative_int, default=64,
                    help="simulated sequences per frontier point (0: skip)")
     p.add_argument("--executor", default="local",
@@ -200,6 +208,7 @@ def run_plan(args: argparse.Namespace) -> int:
     shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
     ptable = _ptable(args, model_name)
+    free_table = _free_table(args, shape.num_layers)
     draft = None
     if args.draft_acceptance is not None:
         draft = DraftModel(args.draft_acceptance, args.draft_cost_ratio)
@@ -208,7 +217,7 @@ def run_plan(args: argparse.Namespace) -> int:
         ks=tuple(args.k) if args.k else None, early_heads=tuple(args.early_head),
         heads=tuple(args.head) if args.head else None,
         workloads=tuple(args.workload) if args.workload else None, ell=args.ell,
-        draft_model=draft, alternatives=not args.no_alternatives,
+        draft_model=draft, alternatives=not args.no_alternatives, free_table=free_table,
     )  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -217,7 +226,7 @@ def run_plan(args: argparse.Namespace) -> int:
         result = plan(hardware, ptable, space, d=shape.num_layers, max_compute=args.max_compute,
                       confirm_n=args.confirm_n, executor=executor, seed=args.seed,
                       out_dir=out / "confirm" if args.confirm_n else None,
-                      keep_screened=True)  # fmt: skip
+                      keep_screened=True, min_quality=args.min_quality)  # fmt: skip
     seconds = time.perf_counter() - started
     regimes = _advise(result, hardware, args.devices)
     result.frontier.to_csv(out / "plan.csv", index=False)
@@ -229,7 +238,7 @@ def run_plan(args: argparse.Namespace) -> int:
         f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
     )
     _write_png(result, out / "plan.png", title)
-    note = _depth_note(ptable, shape)
+    note = "; ".join(filter(None, (_depth_note(ptable, shape), _free_note(args))))
     if args.json:
         report = {
             "n_screened": result.n_screened,
@@ -260,6 +269,27 @@ def _advise(result, hardware, devices: int):
         if advice:
             result.recommendations[workload] += " " + advice
     return regime_table(hardware)
+
+
+def _free_table(args, d: int):
+    """--free-table, read and checked against the model's depth (None without it)."""
+    from sim.formats import read_free_table
+
+    if args.free_table is None:
+        return None
+    table = read_free_table(args.free_table)
+    if (table.exit_layer >= d).any():
+        deepest = int(table.exit_layer.max())
+        raise ValueError(f"--free-table {args.free_table}: exit_layer {deepest} is not below "
+                         f"the model's d = {d}")  # fmt: skip
+    return table
+
+
+def _free_note(args) -> str:
+    if args.free_table is None and not args.no_alternatives:
+        return ("FREE (approximate early exit) left out: give --free-table FILE with its exit "
+                "rate and quality per threshold, as ppd validate --free measures them")  # fmt: skip
+    return ""
 
 
 def _depth_note(ptable, shape) -> str:
@@ -310,6 +340,11 @@ def _print(result, seconds: float, note: str, out: Path, regimes) -> None:
                 f"{len(best)} points; every method's frontier is in plan.csv) =="
             )
             print(shown[columns].to_string(index=False))
+            free = rows[(rows.method == "free") & ~rows.pareto]
+            if len(free):
+                print("FREE (approximate; below --min-quality or not on that frontier):")
+                print(free[["config", "latency_s", "compute_s", "speedup", "compute_ratio",
+                            "quality"]].to_string(index=False))  # fmt: skip
             print(f"recommended: {result.recommendations[workload]}")
             table = result.by_devices[result.by_devices.workload == workload]
             speedups = table.pivot(index="budget", columns="method", values="speedup")

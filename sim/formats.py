@@ -1,4 +1,5 @@
-"""File formats shared by measure/ (writer) and sim/ (reader): per-layer times and match traces.
+"""File formats shared by measure/ (writer) and sim/ (reader): per-layer times, match traces
+and FREE tables.
 
 Both formats are plain text so that a run on one machine can be replayed on another:
 
@@ -27,6 +28,27 @@ Both formats are plain text so that a run on one machine can be replayed on anot
   (``ppdmodel.positions`` states the rule). ``tokens``,
   ``head``, ``source`` and ``events`` are optional. ``events`` (real PPD runs only) lists
   timed layer blocks and hand-offs as objects with keys ``EVENT_KEYS``.
+
+* **FREE tables** (CSV, ``FREE_TABLE_COLUMNS`` and optionally ``FREE_TABLE_OPTIONAL``), one
+  row per exit layer and threshold FREE was measured at (``ppd validate --free`` and
+  ``benchmarks/free_smollm2.py`` write ``free_table.csv``; ``ppd plan --free-table`` reads it):
+
+  ==============  =====  ==================================================================
+  column          type   meaning
+  ==============  =====  ==================================================================
+  exit_layer      int    L_s, the shallow model's layers (1 <= L_s < d of the planned model)
+  threshold       float  exit threshold on the exit head's top probability (>= 0; above 1:
+                         never exits)
+  exit_rate       float  share of generated tokens that exited, in [0, 1] (the planner's
+                         i.i.d. exit rate q)
+  quality         float  output quality against greedy decoding's, in [0, 1] (1: the same)
+  quality_metric  str    optional: what ``quality`` is (``rouge_l_vs_greedy``: ROUGE-L of the
+                         output against greedy's; ``tokens_vs_greedy``: share of equal tokens)
+  mode            str    optional: ``sync`` or ``copy`` (``measure.free``), for the label
+  head            str    optional: the exit head, named as the p-table names heads (priced as
+                         the planner prices that early head); default ``shared`` (logit lens)
+  workload        str    optional: the workload it was measured on (empty: every workload)
+  ==============  =====  ==================================================================
 """
 
 from __future__ import annotations
@@ -47,6 +69,9 @@ _EXACT_FLOATS = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precis
 LAYER_TIMES_COLUMNS = ("component", "layer", "batch", "seconds", "std_seconds", "n_samples")
 COMPONENTS = ("embed", "layer", "head", "token")
 EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s", "kind")
+FREE_TABLE_COLUMNS = ("exit_layer", "threshold", "exit_rate", "quality")
+FREE_TABLE_OPTIONAL = {"quality_metric": "", "mode": "sync", "head": "shared", "workload": ""}
+"""Optional FREE-table columns and the value an absent column or an empty cell takes."""
 
 
 def read_layer_times(path: str | Path) -> pd.DataFrame:
@@ -102,6 +127,56 @@ def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
     """Validate and write a per-layer times table (columns ``LAYER_TIMES_COLUMNS``)."""
     path = Path(path)
     df = validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return path
+
+
+def read_free_table(path: str | Path) -> pd.DataFrame:
+    """Read and validate a FREE table CSV (module docstring); ValueError naming the file."""
+    try:
+        df = pd.read_csv(path, keep_default_na=False,
+                         na_values={c: [""] for c in FREE_TABLE_COLUMNS},
+                         dtype={c: str for c in FREE_TABLE_OPTIONAL})  # fmt: skip
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"FREE table {path}: not a CSV ({exc})") from None
+    return validate_free_table(df, source=f"FREE table {path}")
+
+
+def validate_free_table(df: pd.DataFrame, source: str = "FREE table") -> pd.DataFrame:
+    """A checked copy of a FREE table: the schema's columns (optional ones filled), numbers in
+    range; ValueError naming the column otherwise."""
+    check_columns(source, df, FREE_TABLE_COLUMNS)
+    if not len(df):
+        raise ValueError(f"{source}: no rows")
+    out = pd.DataFrame(index=range(len(df)))
+    layers = _numbers(df, "exit_layer", source)
+    if not (np.all(np.isfinite(layers)) and np.all(layers == np.floor(layers))):
+        raise ValueError(f"{source}: exit_layer must hold integers")
+    if (layers < 1).any() or (layers > 10**6).any():
+        raise ValueError(f"{source}: exit_layer must be in [1, 10^6]")
+    out["exit_layer"] = layers.astype(int)
+    for column, high in (("threshold", None), ("exit_rate", 1.0), ("quality", 1.0)):
+        values = _numbers(df, column, source)
+        if not (np.all(np.isfinite(values)) and (values >= 0).all()):
+            raise ValueError(f"{source}: {column} must be finite and >= 0")
+        if high is not None and (values > high).any():
+            raise ValueError(f"{source}: {column} must be in [0, {high}]")
+        out[column] = values
+    for column, default in FREE_TABLE_OPTIONAL.items():
+        values = df[column] if column in df else pd.Series([default] * len(df))
+        text = [default if v is None or (isinstance(v, float) and np.isnan(v)) or v == ""
+                else v for v in values]  # fmt: skip
+        if any(not isinstance(v, str) for v in text):
+            raise ValueError(f"{source}: {column} must hold text")
+        out[column] = text
+    return out
+
+
+def write_free_table(path: str | Path, df: pd.DataFrame) -> Path:
+    """Validate and write a FREE table (``FREE_TABLE_COLUMNS`` + ``FREE_TABLE_OPTIONAL``)."""
+    path = Path(path)
+    df = validate_free_table(df, source=f"FREE table {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
     return path

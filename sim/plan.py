@@ -5,11 +5,15 @@
 1. screens every configuration of PPD and its alternatives in closed form (``sim.plan_grid``);
 2. keeps, per workload, the configurations within the constraints (devices; busy
    device-seconds per token at most ``max_compute`` times greedy decoding's on one device) and
-   the Pareto frontier of latency per token against compute per token among them;
+   the Pareto frontier of latency per token against compute per token among them (FREE's, the
+   one approximate method, also against its quality; the frontier of all methods only among
+   rows of quality >= ``min_quality``);
 3. confirms every frontier point by simulation through ``sim.sweep`` (any Executor): PPD and
    greedy with the SimPy schedule under their ``DecodeCosts``, the speculative methods with a
    Monte Carlo of their verify rule; the mean and its standard error per point;
-4. recommends, per workload, the fastest feasible configuration, and says why.
+4. recommends, per workload, the fastest feasible configuration of quality >= ``min_quality``
+   (default 1.0: exact methods only, so FREE is shown but recommended only when the bar is
+   lowered), and says why.
 """
 
 from __future__ import annotations
@@ -22,10 +26,15 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
 
-from ppdmodel.alternatives import early_exit_step_seconds, sample_speculative_steps
+from ppdmodel.alternatives import (
+    EXACT_QUALITY,
+    early_exit_step_seconds,
+    sample_speculative_steps,
+)
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
+from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
 from sim.run import simulate
 from sim.sweep import run_sweep
@@ -54,15 +63,32 @@ class Plan:
     """Wall seconds of the simulation of the frontier points."""
 
 
-def pareto_front(latency: np.ndarray, compute: np.ndarray) -> np.ndarray:
+def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.ndarray:
     """Boolean mask of the points no other point beats on both latency and compute (lower is
-    better; of equal points the first is kept)."""
+    better; of equal points the first is kept); with ``quality`` (higher is better) on all
+    three."""
+    if quality is not None:
+        return _pareto_3d(np.asarray(latency), np.asarray(compute), np.asarray(quality))
     order = np.lexsort((latency, compute))
     best = np.minimum.accumulate(latency[order])
     keep_sorted = np.concatenate([[True], latency[order][1:] < best[:-1]])
     mask = np.zeros(latency.size, dtype=bool)
     mask[order[keep_sorted]] = True
     return mask
+
+
+def _pareto_3d(latency, compute, quality) -> np.ndarray:
+    """``pareto_front`` on three axes (pairwise: for the few rows of one FREE table)."""
+    no_worse = (
+        (latency[None, :] <= latency[:, None])
+        & (compute[None, :] <= compute[:, None])
+        & (quality[None, :] >= quality[:, None])
+    )  # [i, j]: j no worse than i
+    equal = ((latency[None, :] == latency[:, None]) & (compute[None, :] == compute[:, None])
+             & (quality[None, :] == quality[:, None]))  # fmt: skip
+    earlier = np.tri(latency.size, k=-1, dtype=bool)  # [i, j]: j < i
+    beaten = no_worse & (~equal | earlier)
+    return ~beaten.any(axis=1)
 
 
 def label(row) -> str:
@@ -76,6 +102,8 @@ def label(row) -> str:
             f"PPD d_bar={int(row.d_bar)} k={int(row.k)} {row.head_kind} head on "
             f"{row.early_head}, main TP{int(row.tp_main)} + candidates {side} ({devices})"
         )
+    if row.method == "free":
+        return free_label(row)
     if row.method == "early-exit":
         reuse = ", reuse" if row.reuse else ""
         return (
@@ -85,9 +113,11 @@ def label(row) -> str:
     return f"draft model g={int(row.g)} a={row.p:.2f}, TP{int(row.tp_main)} ({devices})"
 
 
-def frontier_of(screened: pd.DataFrame, max_compute: float | None) -> pd.DataFrame:
+def frontier_of(screened: pd.DataFrame, max_compute: float | None,
+                min_quality: float = EXACT_QUALITY) -> pd.DataFrame:  # fmt: skip
     """Per workload: speed-up and compute against greedy on one device, the feasible rows,
-    and the Pareto frontier of each method (``pareto``: on the frontier of all methods)."""
+    and the Pareto frontier of each method (FREE's also over quality; ``pareto``: on the
+    frontier of all methods of quality >= ``min_quality``)."""
     out = []
     for _, rows in screened.groupby("workload", sort=False):
         base = rows[(rows.method == "greedy") & (rows.tp_main == 1)]
@@ -97,18 +127,33 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None) -> pd.DataFra
         )
         if max_compute is not None:
             rows = rows[rows.compute_ratio <= max_compute * (1 + 1e-12)]
-        overall = pareto_front(rows.latency_s.to_numpy(), rows.compute_s.to_numpy())
+        allowed = _allowed(rows, min_quality)
+        overall = np.zeros(len(rows), dtype=bool)
+        overall[allowed] = pareto_front(rows.latency_s.to_numpy()[allowed],
+                                        rows.compute_s.to_numpy()[allowed])  # fmt: skip
         rows = rows.assign(pareto=overall)
-        for _, by_method in rows.groupby("method", sort=False):
-            mask = pareto_front(by_method.latency_s.to_numpy(), by_method.compute_s.to_numpy())
+        for method, by_method in rows.groupby("method", sort=False):
+            quality = by_method.quality.to_numpy() if method == "free" else None
+            mask = pareto_front(by_method.latency_s.to_numpy(), by_method.compute_s.to_numpy(),
+                                quality)  # fmt: skip
             out.append(by_method[mask].sort_values("compute_s", kind="stable"))
     return pd.concat(out).reset_index(drop=True)
 
 
-def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None) -> pd.DataFrame:
-    """Each method's fastest configuration per workload and device budget (at most n devices),
-    with ``speedup`` against greedy on one device and ``wins`` for the fastest method."""
+def _allowed(rows: pd.DataFrame, min_quality: float) -> np.ndarray:
+    """Rows of quality >= ``min_quality`` (every row where no quality is given)."""
+    if "quality" not in rows:
+        return np.ones(len(rows), dtype=bool)
+    return (rows.quality >= min_quality).to_numpy()
+
+
+def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None,
+                    min_quality: float = EXACT_QUALITY) -> pd.DataFrame:  # fmt: skip
+    """Each method's fastest configuration of quality >= ``min_quality`` per workload and
+    device budget (at most n devices), with ``speedup`` against greedy on one device and
+    ``wins`` for the fastest method."""
     out = []
+    screened = screened[_allowed(screened, min_quality)]
     for _, rows in screened.groupby("workload", sort=False):
         base = rows[(rows.method == "greedy") & (rows.tp_main == 1)].latency_s.min()
         base_compute = rows[(rows.method == "greedy") & (rows.tp_main == 1)].compute_s.min()
@@ -138,10 +183,13 @@ def plan(
     seed=0,
     out_dir=None,
     keep_screened: bool = False,
+    min_quality: float = EXACT_QUALITY,
 ) -> Plan:
     """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
-    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s."""
+    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s;
+    ``min_quality``: the lowest quality against greedy's output a recommendation may have."""
     space = space or PlanSpace()
+    check_min_quality(min_quality)
     if max_compute is not None and not (np.isfinite(max_compute) and max_compute >= 1):
         raise ValueError(f"max_compute must be a finite multiple of greedy's compute >= 1, "
                          f"got {max_compute!r}")  # fmt: skip
@@ -152,7 +200,7 @@ def plan(
                          f"{hardware[0].shape.num_layers} layers")  # fmt: skip
     started = time.perf_counter()
     screened = screen(hardware, ptable, space, d)
-    front = frontier_of(screened, max_compute)
+    front = frontier_of(screened, max_compute, min_quality)
     screened_at = time.perf_counter()
     if confirm_n:
         front = confirm(front, hardware, space, d=d, n=int(confirm_n), executor=executor,
@@ -161,23 +209,34 @@ def plan(
     front["recommended"] = False
     reasons = {}
     for workload, rows in front.groupby("workload", sort=False):
+        rows = rows[_allowed(rows, min_quality)]
         best = rows.nsmallest(1, ["latency_s", "compute_s"]).index[0]
         front.loc[best, "recommended"] = True
-        reasons[workload] = explain(front.loc[best], rows, screened, max_compute)
+        reasons[workload] = explain(front.loc[best], rows, screened, max_compute, min_quality)
     front.insert(2, "config", [label(r) for r in front.itertuples()])
-    by_devices = best_by_devices(screened, max_compute)
+    by_devices = best_by_devices(screened, max_compute, min_quality)
     return Plan(front, reasons, len(screened), screened if keep_screened else None,
                 by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
 
 
-def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute) -> str:
+def check_min_quality(min_quality) -> float:
+    """``min_quality`` as a float in [0, 1]; ValueError naming it otherwise."""
+    ok = isinstance(min_quality, int | float | np.number) and not isinstance(min_quality, bool)
+    if not (ok and np.isfinite(min_quality) and 0 <= min_quality <= 1):
+        raise ValueError(f"min_quality must be a number in [0, 1] (quality against greedy's "
+                         f"output; 1: exact methods only), got {min_quality!r}")  # fmt: skip
+    return float(min_quality)
+
+
+def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute,
+            min_quality: float = EXACT_QUALITY) -> str:  # fmt: skip
     """Why ``best`` is recommended: its gain, what it beats and, for PPD, its p margin."""
     text = (
         f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
         f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
     )
     others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
-    others = others[others.devices <= best.devices]
+    others = others[(others.devices <= best.devices) & _allowed(others, min_quality)]
     if max_compute is not None:
         base = best.compute_s / best.compute_ratio
         others = others[others.compute_s <= max_compute * base * (1 + 1e-12)]
@@ -188,6 +247,11 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
             f"device{'s' if best.devices > 1 else ''}, "
             f"{label(rival)}, takes {rival.latency_s * 1e3:.3g} ms/token "
             f"({rival.latency_s / best.latency_s:.2f}x as long)"
+        )
+    if best.method == "free":
+        text += (
+            f"; approximate: quality {best.quality:.3f} against greedy's output "
+            f"({best.quality_metric or 'as measured'}; minimum quality {min_quality:g})"
         )
     if best.method == "ppd":
         main = f"greedy on main's {int(best.tp_main)} device(s)"
@@ -227,6 +291,8 @@ def _cell(row, hardware, space: PlanSpace, d: int, n: int) -> dict:
         config = SimConfig(d=d, d_bar=(d + 1) // 2, k=1, ell=space.ell, schedule="greedy",
                            costs=greedy_costs(hw, tp=int(row.tp_main)))  # fmt: skip
         cell["config"] = config.to_dict()
+    elif row.method == "free":
+        cell.update(free_cell(row, hw, d))
     else:  # speculative: step costs from the scalar DecodeCosts path (not the grid's)
         cell.update(a=float(row.p), g=int(row.g), **_step_seconds(row, hw, d))
     return cell
@@ -237,6 +303,8 @@ def _step_seconds(row, hw, d: int) -> dict:
     tp, g = int(row.tp_main), int(row.g)
     costs = replace(greedy_costs(hw, tp=tp), candidate_layer_s_by_k={g + 1: float(
         hw.layer_seconds(tp, g + 1))})  # fmt: skip
+    if row.method == "free":
+        return free_label(row)
     if row.method == "early-exit":
         costs = replace(costs, early_head_s=float(early_head_cost(hw, tp, row.head_kind)))
         draft, verify = early_exit_step_seconds(d=d, exit_layer=int(row.exit_layer), g=g,
@@ -265,6 +333,8 @@ def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
             side = busy[1] * cell["tp_candidates"] if len(busy) > 1 else 0.0
             lat[i] = res.latency_s / ell
             comp[i] = (busy[0] * cell["tp_main"] + side) / ell
+    elif cell["method"] == "free":
+        lat, comp = confirm_free(cell, seed)
     else:  # ell verify steps per sequence: time per token = steps * step_s / tokens
         lat, comp = np.empty(n), np.empty(n)
         for i, s in enumerate(seed.spawn(n)):

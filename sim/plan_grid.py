@@ -11,22 +11,33 @@ tensor-parallel group counted) and, for PPD, the break-even p. Methods:
 * ``early-exit``: self-speculative decoding drafting with the first ``exit_layer`` layers,
   acceptance a = p_correct(exit_layer, k = 1) of the row's head, ``ppdmodel.alternatives``;
 * ``draft-model``: speculative decoding with a separate draft of the given acceptance and
-  cost (a fraction of a greedy token), on main's devices.
+  cost (a fraction of a greedy token), on main's devices;
+* ``free``: FREE's shallow-deep early exit at the exit rates of a measured FREE table
+  (``space.free_table``; ``sim.plan_free``), the one approximate method.
+
+``quality`` is each row's output quality against greedy decoding's: ``EXACT_QUALITY`` (1.0)
+for every exact method, the table's measured figure for FREE.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from ppdmodel.alternatives import early_exit_step_seconds, speculative_tokens_per_step
+from ppdmodel.alternatives import (
+    EXACT_QUALITY,
+    early_exit_step_seconds,
+    speculative_tokens_per_step,
+)
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
+from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, early_head_cost
+from sim.plan_free import free_rows
 
-METHODS = ("ppd", "greedy", "early-exit", "draft-model")
+METHODS = ("ppd", "greedy", "early-exit", "draft-model", "free")
 """Decoding methods the planner compares."""
 
 
@@ -74,7 +85,10 @@ class PlanSpace:
     draft_model: DraftModel | None = None
     """A separate draft model to compare with (None: left out)."""
     alternatives: bool = True
-    """Screen greedy-TP, early-exit and draft-model rows too."""
+    """Screen greedy-TP, early-exit and draft-model rows too (and FREE's, given a table)."""
+    free_table: pd.DataFrame | None = field(default=None, compare=False, repr=False)
+    """A FREE table (``sim.formats.read_free_table``: exit layer, threshold, measured exit rate
+    and quality); None: FREE is left out (no quality is assumed for it)."""
 
     def __post_init__(self) -> None:
         if (
@@ -90,6 +104,8 @@ class PlanSpace:
                 raise ValueError(
                     f"early_heads must be in {EARLY_HEAD_PLACEMENTS}, got {placement!r}"
                 )
+        if self.free_table is not None:
+            object.__setattr__(self, "free_table", validate_free_table(self.free_table))
 
 
 def _mesh(**axes) -> dict[str, np.ndarray]:
@@ -259,9 +275,13 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
             frames.append(early_exit_rows(hw, i, pgrid, d, space, heads))
             if space.draft_model is not None:
                 frames.append(draft_model_rows(hw, i, len(workloads), d, space))
+            if space.free_table is not None:
+                frames.append(free_rows(hw, i, space.free_table, workloads, d,
+                                        max_devices=space.max_devices, ell=space.ell))  # fmt: skip
         else:  # the baseline, greedy on one device, is always screened
             frames.append(greedy_rows(hw, i, len(workloads), d, replace(space, max_devices=1)))
     out = pd.concat(frames, ignore_index=True)
+    out["quality"] = out.get("quality", pd.Series(np.nan, index=out.index)).fillna(EXACT_QUALITY)
     out["p_low"] = np.nan  # the lower end of p's 95 % interval, where the table gives one
     if p_low is not None:
         rows = out.method.isin(("ppd", "early-exit")).to_numpy()

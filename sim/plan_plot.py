@@ -10,6 +10,7 @@ METHOD_STYLE = {
     "greedy": ("tab:gray", "s", "greedy + tensor parallel"),
     "early-exit": ("tab:green", "^", "self-speculative early exit"),
     "draft-model": ("tab:orange", "D", "speculative, separate draft"),
+    "free": ("tab:purple", "v", "FREE (approximate; quality labelled)"),
 }
 """Colour, marker and legend text of each method."""
 
@@ -33,7 +34,12 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
             part = rows[rows.method == method].sort_values("compute_s")
             if len(part):
                 ax.plot(part.compute_s * 1e3, part.latency_s * 1e3, marker=marker, ms=4,
-                        color=colour, lw=1.2, label=text)  # fmt: skip
+                        color=colour, lw=0 if method == "free" else 1.2, label=text)  # fmt: skip
+            if method == "free":  # quality is FREE's third axis: written beside each point
+                for r in part.itertuples():
+                    ax.annotate(f"{r.quality:.2f}", (r.compute_s * 1e3, r.latency_s * 1e3),
+                                textcoords="offset points", xytext=(7, -11), fontsize=6,
+                                color=colour, zorder=6)  # fmt: skip
         best = rows[rows.pareto].sort_values("compute_s")
         ax.step(best.compute_s * 1e3, best.latency_s * 1e3, where="post", color="black",
                 lw=0.8, ls="--", label="frontier, all methods")  # fmt: skip
@@ -59,7 +65,8 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
         ax.xaxis.set_minor_formatter(ScalarFormatter())
         lo, hi = rows.compute_s.min() * 1e3, rows.compute_s.max() * 1e3
         ax.set_xlim(lo / 1.25, hi * 1.25)
-        ax.set_ylim(0, base.max() * 1e3 * 1.3)
+        top = min(max(rows.latency_s.max() * 1.08, base.max() * 1.3), base.max() * 3)
+        ax.set_ylim(0, top * 1e3)  # every method's frontier, up to 3x greedy's latency
         ax.set_title(str(workload))
         ax.set_xlabel("compute per token (busy device-ms)")
         ax.grid(alpha=0.3, which="both")

@@ -260,6 +260,18 @@ TARGETS = [
         {"costs": cost_values, "exits": st.lists(st.integers(-1, 2), max_size=6)},
     ),
     Target(
+        "free_seconds_per_token",
+        ppdmodel.free_seconds_per_token,
+        dict(d=30, exit_layer=10, q=0.5, ell=16, costs=COSTS),
+        {"costs": cost_values, "q": st.just([0.2, 0.9]), "exit_layer": st.just([5, 29])},
+    ),
+    Target(
+        "free_compute_per_token",
+        ppdmodel.free_compute_per_token,
+        dict(d=30, exit_layer=10, q=0.5, ell=16, costs=COSTS),
+        {"costs": cost_values},
+    ),
+    Target(
         "free_rows_layer_seconds",
         ppdmodel.free_rows_layer_seconds,
         dict(rows=[1, 2, 5], costs=COSTS),

@@ -383,12 +383,13 @@ def _validate(args) -> int:
         return _validate_fitted(args)
     import torch
 
+    from measure.eval.free_eval import free_table
     from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
     from measure.eval.repeat import PPDConfig
     from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
     from measure.eval.validate import validate
     from measure.profile.report import plot_layer_times
-    from sim.formats import write_traces
+    from sim.formats import write_free_table, write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
     decoding, seeds = _sampling(args, names)
@@ -434,6 +435,8 @@ def _validate(args) -> int:
     result.table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
     result.terms.to_csv(out / "terms.csv", index=False)
+    if result.free:  # what ppd plan --free-table reads
+        write_free_table(out / "free_table.csv", free_table(result.free))
     traces = [r.trace for m in result.timing.ppd.values() for r in m.runs]
     write_traces(out / "traces.jsonl", traces)
     plot_waterfalls(result, out / "waterfall.png")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 import sim
 from measure.eval.verdict import agreement
@@ -35,6 +36,7 @@ from ppdmodel.free import (
     free_trace_latency_seconds,
     stacked_counts,
 )
+from sim.formats import FREE_TABLE_COLUMNS
 
 BACKEND = "single"
 """FREE runs in the calling process: its costs are the profile's ``single`` backend's."""
@@ -220,6 +222,22 @@ def evaluate_free(
             )
         )  # fmt: skip
     return out
+
+
+QUALITY_METRIC = "rouge_l_vs_greedy"
+"""The ``quality`` a FREE table from ``free_table`` holds: ROUGE-L against greedy's tokens."""
+
+
+def free_table(outcomes: list[FreeOutcome]) -> pd.DataFrame:
+    """The planner's FREE table (``sim.formats``; ``ppd plan --free-table``): per method its exit
+    layer, the threshold used, the pooled exit rate and ROUGE-L against greedy's output."""
+    rows = [
+        dict(exit_layer=o.config.exit_layer, threshold=o.threshold, exit_rate=o.predicted.exit_rate,
+             quality=o.quality.rouge_l, quality_metric=QUALITY_METRIC, mode=o.config.mode)
+        for o in outcomes
+        if o.config.mode != "oracle"  # the oracle runs every deep layer: not FREE's schedule
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=[*FREE_TABLE_COLUMNS, "quality_metric", "mode"])
 
 
 def free_row(o: FreeOutcome, columns) -> dict:

@@ -6,6 +6,7 @@ import importlib.util
 import os
 
 import nbformat
+import pandas as pd
 import pytest
 
 from measure.datasets import sample_path
@@ -22,6 +23,7 @@ NOTEBOOKS = (
     "03_measure_p_correct.ipynb",
     "04_validation.ipynb",
     "05_planning.ipynb",
+    "06_free_vs_ppd.ipynb",
 )
 
 SPEC_BENCH_SAMPLE = sample_path("spec-bench")
@@ -63,9 +65,22 @@ SMALL = {
         "WORKERS": 1,
         "SMOLLM2_ATLAS": "paper",
     },
+    "06_free_vs_ppd.ipynb": {
+        "PROMPTS_FILE": str(SPEC_BENCH_SAMPLE),
+        "CATEGORIES": ("translation", "qa"),
+        "N_PROMPTS": 2,
+        "MAX_NEW_TOKENS": 6,
+        "PROFILE_REPEATS": 3,
+        "D_BAR": 2,
+        "EXIT_LAYER": 2,
+        "DRAFT_TOKENS": 2,
+        "THRESHOLDS": (0.0, 2.0),
+        "MIN_QUALITY": 0.0,
+        "REPEATS": 2,
+    },
 }
 """Parameter overrides that keep each notebook to a few seconds on CPU (model dirs added below)."""
-MEASURE_NOTEBOOKS = ("03_measure_p_correct.ipynb", "04_validation.ipynb")
+MEASURE_NOTEBOOKS = ("03_measure_p_correct.ipynb", "04_validation.ipynb", "06_free_vs_ppd.ipynb")
 """Notebooks that run a real model: SmolLM2 by default, a tiny model in the tests."""
 REPO_ROOT = NOTEBOOKS_DIR.parent
 IGNORED_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
@@ -177,6 +192,20 @@ def test_04_validation(kernel_env, tiny_model_dir):
                 "latency_breakdown.png"):  # fmt: skip
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     assert (out / "profile.json").exists() and (out / "validation.csv").exists()
+
+
+def test_06_free_vs_ppd(kernel_env, tiny_model_dir):
+    """Threshold 0 exits every token, 2.0 none (quality 1.0); --min-quality 0 lets FREE win."""
+    name = "06_free_vs_ppd.ipynb"
+    out, text = _run_measure_notebook(name, SMALL[name], kernel_env, tiny_model_dir)
+    for png in ("side_by_side.png", "quality_vs_speedup.png", "plan_min_quality.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    side = pd.read_csv(out / "side_by_side.csv")
+    assert list(side.kind) == ["exact"] * 3 + ["approximate"] * 2
+    assert (side.quality[:3] == 1.0).all() and side.quality.iloc[-1] == 1.0  # never exits
+    free = pd.read_csv(out / "free_table.csv")
+    assert list(free.threshold) == [0.0, 2.0] and list(free.exit_rate) == [1.0, 0.0]
+    assert "--min-quality 1: recommended" in text and "--min-quality 0: recommended" in text
 
 
 def test_05_planning(kernel_env):

@@ -1,4 +1,4 @@
-"""Speculative decoding, self-speculative early exit and tensor parallelism in closed form."""
+"""Speculative decoding, self-speculative early exit, tensor parallelism and FREE in closed form."""
 
 import math
 
@@ -6,10 +6,18 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from ppdmodel import DecodeCosts, symbolic
+from ppdmodel import (
+    DecodeCosts,
+    free_expected_compute_seconds,
+    free_expected_latency_seconds,
+    symbolic,
+)
 from ppdmodel.alternatives import (
+    EXACT_QUALITY,
     early_exit_seconds_per_token,
     early_exit_step_seconds,
+    free_compute_per_token,
+    free_seconds_per_token,
     ring_allreduce_seconds,
     sample_speculative_steps,
     speculative_seconds_per_token,
@@ -143,3 +151,47 @@ def test_ring_allreduce():
 def test_bad_inputs_name_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+FREE_COSTS = DecodeCosts(
+    layer_s=1e-3, candidate_layer_s_by_k={2: 1.1e-3, 8: 1.6e-3}, embedding_s=1e-4,
+    early_head_s=4e-3, final_head_s=4e-3, host_s=2e-4,
+)  # fmt: skip
+
+
+def test_free_on_the_alternatives_axes_is_ppdmodel_free_on_a_grid():
+    """One definition: FREE's seconds and compute per token are ppdmodel.free's E[T] / ell."""
+    d, ell = 30, 48
+    layers, qs = np.meshgrid([1, 12, 24, 29], [0.0, 0.3, 0.83, 1.0], indexing="ij")
+    lat = free_seconds_per_token(d=d, exit_layer=layers, q=qs, ell=ell, costs=FREE_COSTS)
+    comp = free_compute_per_token(d=d, exit_layer=layers, q=qs, ell=ell, costs=FREE_COSTS)
+    assert lat.shape == comp.shape == layers.shape
+    for i in np.ndindex(layers.shape):
+        kw = dict(d=d, exit_layer=int(layers[i]), ell=ell, q=float(qs[i]), costs=FREE_COSTS)
+        assert lat[i] == pytest.approx(free_expected_latency_seconds(**kw) / ell, rel=1e-12)
+        assert comp[i] == pytest.approx(free_expected_compute_seconds(**kw) / ell, rel=1e-12)
+        assert comp[i] == pytest.approx(lat[i] - FREE_COSTS.host_s, rel=1e-12)
+
+
+def test_free_never_exiting_pays_greedy_plus_the_exit_head_and_quality_is_defined():
+    lat = free_seconds_per_token(d=30, exit_layer=20, q=0.0, ell=16, costs=FREE_COSTS)
+    greedy = FREE_COSTS.greedy_token_seconds(30)
+    assert isinstance(lat, float) and lat == pytest.approx(greedy + FREE_COSTS.early_head_s)
+    assert EXACT_QUALITY == 1.0
+
+
+@pytest.mark.parametrize(
+    "kw,name",
+    [
+        (dict(q=1.5), "q"),
+        (dict(exit_layer=30), "exit_layer"),
+        (dict(ell=0), "ell"),
+        (dict(ell=[4, 8]), "ell"),
+        (dict(q=[0.1, 0.2], exit_layer=[1, 2, 3]), "broadcast"),
+        (dict(q=np.full(10**4 + 1, 0.5)), "broadcast to"),
+    ],
+)
+def test_free_per_token_refuses_bad_inputs_naming_them(kw, name):
+    args = dict(d=30, exit_layer=10, q=0.5, ell=16, costs=FREE_COSTS) | kw
+    with pytest.raises(ValueError, match=name):
+        free_seconds_per_token(**args)

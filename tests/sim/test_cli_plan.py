@@ -164,3 +164,70 @@ def test_plan_engine_options_need_an_engine(tmp_path, capsys):
         main(["plan", "--host-us-per-layer", "500", "--out", str(tmp_path)])
     assert err.value.code == 2
     assert "require --engine" in capsys.readouterr().err
+
+
+FREE_CSV = (
+    "exit_layer,threshold,exit_rate,quality,quality_metric\n"
+    "20,0.5,0.8,0.3,rouge_l_vs_greedy\n20,0.9,0.4,0.6,rouge_l_vs_greedy\n"
+)
+
+
+def test_plan_without_a_free_table_leaves_free_out_with_a_note(tmp_path, capsys):
+    assert main(SMALL + ["--out", str(tmp_path)]) == 0
+    assert "FREE (approximate early exit) left out: give --free-table" in capsys.readouterr().out
+    front = pd.read_csv(tmp_path / "plan.csv")
+    assert "free" not in set(front.method) and (front.quality == 1.0).all()
+
+
+def test_plan_free_table_quality_column_and_min_quality(tmp_path, capsys):
+    table = tmp_path / "free_table.csv"
+    table.write_text(FREE_CSV)
+    argv = SMALL + ["--free-table", str(table), "--out", str(tmp_path / "exact")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "left out" not in out and "FREE (approximate; below --min-quality" in out
+    front = pd.read_csv(tmp_path / "exact" / "plan.csv")
+    assert set(front[front.method == "free"].quality) == {0.3, 0.6}
+    assert (front[front.method != "free"].quality == 1.0).all()
+    assert front[front.recommended].method.iloc[0] != "free"  # default --min-quality 1.0
+    argv = SMALL + ["--free-table", str(table), "--min-quality", "0.25", "--json"]
+    assert main(argv + ["--out", str(tmp_path / "approx")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["recommendations"]["SQuAD"].startswith("FREE L_s=20 threshold=0.5")
+    assert "approximate: quality 0.300" in report["recommendations"]["SQuAD"]
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--min-quality", "1.5"], "argument --min-quality: must be a number in [0, 1]"),
+        (["--min-quality", "-0.1"], "argument --min-quality"),
+        (["--min-quality", "nan"], "argument --min-quality"),
+        (["--free-table", "missing.csv"], "argument --free-table: file not found"),
+    ],
+)
+def test_plan_bad_free_options_exit_2_naming_the_option(tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit) as exc:
+        main(SMALL + ["--confirm-n", "0", "--out", str(tmp_path)] + extra)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (FREE_CSV.replace("20,0.5", "40,0.5"), "exit_layer 40 is not below the model's d = 40"),
+        ("exit_layer,threshold,exit_rate\n20,0.5,0.8\n", "missing columns ['quality']"),
+        (FREE_CSV.replace("0.8,0.3", "0.8,1.3"), "quality must be in [0, 1.0]"),
+    ],
+)
+def test_plan_malformed_free_table_exits_2_before_any_work(tmp_path, capsys, text, message):
+    table = tmp_path / "free_table.csv"
+    table.write_text(text)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(SMALL + ["--free-table", str(table), "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "ppd plan: error:" in err and message in err and "free_table.csv" in err
+    assert not (out / "plan.csv").exists()

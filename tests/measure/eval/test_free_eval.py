@@ -7,11 +7,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from measure.eval.free_eval import FreeConfig, free_costs, predict_free  # noqa: E402
+from measure.eval.free_eval import FreeConfig, free_costs, free_table, predict_free  # noqa: E402
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
+from sim.formats import validate_free_table  # noqa: E402
 from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
@@ -55,6 +56,11 @@ def test_validate_predicts_planted_free(planted):
         assert sum(o.predicted.terms.values()) * o.predicted.tokens == pytest.approx(
             o.predicted.predicted_s
         )
+    table = free_table(result.free)  # the planner's FREE table, read back as ppd plan does
+    back = validate_free_table(table)
+    assert list(back.threshold) == [2.0, 0.1, result.free[2].threshold]
+    assert list(back.quality) == [o.quality.rouge_l for o in result.free]
+    assert list(back.exit_rate) == [o.predicted.exit_rate for o in result.free]
     lines = result.verdicts()
     assert len(lines) == 4 and lines[1].startswith("free L_s=2 threshold=2.0 sync: ")
     assert "quality vs greedy" in lines[1] and "prediction agreed" in lines[1]
