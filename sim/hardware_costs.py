@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -43,6 +43,7 @@ SHARED_GPU_SLOWDOWN = 2.0
 """Assumed slowdown of two memory-bound decode streams on one GPU (they split its bandwidth)."""
 
 
+@runtime_checkable
 class HardwareModel(Protocol):
     """What the planner needs from hardware: seconds per part, vectorised over arrays."""
 

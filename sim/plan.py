@@ -23,10 +23,12 @@ import pandas as pd
 from scipy.stats import t as student_t
 
 from ppdmodel.alternatives import early_exit_step_seconds, sample_speculative_steps
+from ppdmodel.validation import as_real
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_grid import PlanSpace, screen
+from sim.plan_limits import check_confirm_work, check_plan_args
 from sim.run import simulate
 from sim.sweep import run_sweep
 
@@ -140,13 +142,15 @@ def plan(
     keep_screened: bool = False,
 ) -> Plan:
     """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
-    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s."""
-    space = space or PlanSpace()
-    if max_compute is not None and not (np.isfinite(max_compute) and max_compute >= 1):
-        raise ValueError(f"max_compute must be a finite multiple of greedy's compute >= 1, "
-                         f"got {max_compute!r}")  # fmt: skip
-    if isinstance(confirm_n, bool) or int(confirm_n) != confirm_n or confirm_n < 0:
-        raise ValueError(f"confirm_n must be an integer >= 0, got {confirm_n!r}")
+    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s.
+
+    Refuses (ValueError) a screen or confirmation above ``sim.plan_limits``' work limits
+    before starting it; Ctrl-C or any exception ends the confirmation's local workers.
+    """
+    space = PlanSpace() if space is None else space
+    if max_compute is not None:  # a finite multiple of greedy's compute
+        max_compute = as_real("max_compute", max_compute, minimum=1)
+    d, confirm_n = check_plan_args(hardware, ptable, space, d, confirm_n)  # and work limits
     if hardware and hardware[0].shape.num_layers != d:
         raise ValueError(f"d={d} but the hardware's model shape has "
                          f"{hardware[0].shape.num_layers} layers")  # fmt: skip
@@ -289,6 +293,7 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     t ~ 4.6 for m = 100, n = 64); deterministic points (s.e. 0) to 1e-9 relative.
     """
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
+    check_confirm_work(cells, n)
     results = run_sweep(confirm_cell, cells, seed=seed, executor=executor, out_dir=out_dir)
     front = front.copy()
     front[["sim_latency_s", "sim_latency_se", "sim_compute_s"]] = np.nan
