@@ -97,7 +97,7 @@ def run_sweep(
         done = [pd.read_parquet(finished[c]) for c in chunks if c in finished]
         chunks = [c for c in chunks if c not in finished]
     if executor is None and len(chunks) == 1:  # one task: no pool to start
-        (a, b), = chunks
+        ((a, b),) = chunks
         frame = pd.DataFrame(_run_chunk(fn, cells[a:b], seeds[a:b], a))
         if out_dir is not None:
             _write_part(out_dir, (a, b), frame)
