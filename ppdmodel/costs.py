@@ -122,6 +122,7 @@ class DecodeCosts:
 
     def candidate_layer_seconds(self, k):
         """Per-layer seconds of the k-row candidate batch (vectorised over k)."""
+        k = check_positive_int("k", k)  # float64: no integer wrap-around
         if self.candidate_layer_s_by_k:
             ks, secs = zip(*self.candidate_layer_s_by_k, strict=True)
             out = np.interp(k, ks, secs)
@@ -137,6 +138,7 @@ class DecodeCosts:
 
     def greedy_token_seconds(self, d) -> float:
         """One greedy token: embedding + d layers + final head + host time, seconds."""
+        d = check_positive_int("d", d)
         return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
 
     def to_dict(self) -> dict:

@@ -111,6 +111,9 @@ def check_costs(costs) -> DecodeCosts:
 
 def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
     """(W_m, W_c, delta, main_head): device work after the split and the dispatch delay."""
+    if not all(hasattr(costs, f) for f in ("early_head_s", "candidate_layer_seconds")):
+        raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
+                         f"{type(costs).__name__}")  # fmt: skip
     gap = np.subtract(d, d_bar)
     on_main = check_early_head(early_head) == "main"
     main_head = costs.early_head_s if on_main else 0.0

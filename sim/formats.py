@@ -98,6 +98,7 @@ def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
 def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
     """Validate and write a per-layer times table (columns ``LAYER_TIMES_COLUMNS``)."""
     path = Path(path)
+    check_columns("df", df, LAYER_TIMES_COLUMNS)
     df = validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
@@ -159,6 +160,8 @@ class MatchTrace:
 
     @classmethod
     def from_dict(cls, data: dict) -> MatchTrace:
+        if not isinstance(data, dict):
+            raise ValueError(f"data must be a dict (a trace line), got {type(data).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{key: value for key, value in data.items() if key in known})
 

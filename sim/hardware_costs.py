@@ -33,10 +33,13 @@ import numpy as np
 from ppdmodel.alternatives import ring_allreduce_seconds
 from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
 from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.validation import as_int, check_instance, check_nonnegative, check_positive_int
 from sim.cost import RooflineCost
 from sim.hardware import GPUSpec, Link
 from sim.shape import SHAPE_PRESETS, ModelShape
 
+MAX_ROWS = 2**20
+"""Largest tensor-parallel degree or batch of rows the cost functions model."""
 TOKEN_ID_BYTES = 8
 """Bytes of one candidate token id in a dispatch message (int64)."""
 SHARED_GPU_SLOWDOWN = 2.0
@@ -104,6 +107,9 @@ class RooflineHardware:
     """Label; default ``gpu+link``."""
 
     def __post_init__(self) -> None:
+        check_instance("shape", self.shape, ModelShape)
+        check_instance("gpu", self.gpu, GPUSpec)
+        check_instance("link", self.link, Link)
         if not self.name:
             object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}")
         if isinstance(self.max_tp, bool) or not isinstance(self.max_tp, int) or self.max_tp < 1:
@@ -149,10 +155,12 @@ class RooflineHardware:
     early_head_seconds = final_head_seconds
 
     def _message(self, tp, nbytes, shared):
+        tp = check_positive_int("tp", tp, limit=MAX_ROWS)
         seconds = self.link.latency_s + np.divide(nbytes, tp) / self.link.bandwidth_bytes_per_s
         return np.where(shared, 0.0, seconds)
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
         kv = np.multiply(gap, self.shape.kv_bytes_per_token_layer())
         if check_early_head(early_head) == "main":
             nbytes = np.multiply(k, TOKEN_ID_BYTES) + kv
@@ -161,6 +169,7 @@ class RooflineHardware:
         return self._message(tp, nbytes, shared)
 
     def handoff_seconds(self, tp, gap, shared):
+        gap = _check_gap(gap)
         hidden = self.shape.hidden_size * self.shape.dtype_bytes
         nbytes = hidden + np.multiply(gap, self.shape.kv_bytes_per_token_layer())
         return self._message(tp, nbytes, shared)
@@ -193,6 +202,9 @@ class ProfileHardware:
     """Label."""
 
     def __post_init__(self) -> None:
+        check_instance("base", self.base, DecodeCosts)
+        check_instance("shape", self.shape, ModelShape)
+        check_instance("per_candidate_layer_s", self.per_candidate_layer_s, Mapping)
         if self.layout not in PROFILE_LAYOUTS:
             raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
         object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
@@ -245,19 +257,32 @@ class ProfileHardware:
         return getattr(self.base, name) + np.multiply(gap, self.per_candidate_layer_s.get(name, 0))
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
         name = "candidate_dispatch_s" if check_early_head(early_head) == "main" else (
             "hidden_dispatch_s")  # fmt: skip
         zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(k), np.shape(shared)))
         return zeros + self._grown(name, gap)
 
     def handoff_seconds(self, tp, gap, shared):
+        gap = _check_gap(gap)
         zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(shared)))
         return zeros + self._grown("handoff_s", gap)
 
 
+def _check_gap(gap):
+    """Candidate layers e = d - d_bar: an integer in [0, MAX_ROWS] (float64)."""
+    gap = check_nonnegative("gap", gap)
+    if np.any(np.asarray(gap) > MAX_ROWS) or np.any(np.asarray(gap) != np.floor(gap)):
+        raise ValueError(f"gap (d - d_bar) must be a whole number of layers <= {MAX_ROWS}")
+    return gap
+
+
 def _table(fn, *args):
-    """Evaluate the scalar ``fn`` once per distinct combination of the integer ``args``."""
-    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in args))
+    """Evaluate the scalar ``fn`` once per distinct combination of the integer ``args``
+    (tensor-parallel degrees and batch rows: positive integers, checked)."""
+    args = [check_positive_int("tp" if i == 0 else "batch", a, limit=MAX_ROWS, as_float=False)
+            for i, a in enumerate(args)]  # fmt: skip
+    arrays = np.broadcast_arrays(*(np.asarray(a).astype(np.int64) for a in args))
     keys = np.stack([a.ravel() for a in arrays], axis=1)
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     values = np.array([fn(*map(int, row)) for row in unique], dtype=float)
@@ -268,6 +293,7 @@ def translator_extra_seconds(hw: HardwareModel, tp):
     """Extra early-head time of an affine translator (an h x h matrix before the LM head):
     one layer's time scaled by h^2 / the layer's weights (memory-bound; same rule for any
     hardware)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
     h = hw.shape.hidden_size
     return np.asarray(hw.layer_seconds(tp, 1)) * (h * h / hw.shape.layer_params())
 
@@ -279,6 +305,8 @@ a trained full head of the same size) costs the LM head."""
 
 def early_head_cost(hw: HardwareModel, tp, head: str):
     """Seconds of the early head ``head`` on ``tp`` devices."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    check_instance("head", head, str)
     base = np.asarray(hw.early_head_seconds(tp))
     extra = HEAD_EXTRA.get(head)
     return base if extra is None else base + extra(hw, tp)
@@ -290,6 +318,11 @@ def decode_costs(
 ) -> DecodeCosts:  # fmt: skip
     """The DecodeCosts of one PPD configuration: main on ``tp_main`` devices, the candidate
     batch on ``tp_candidates`` more (None: on main's devices, slowed by sharing them)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    d_bar = as_int("d_bar", d_bar, limit=hw.shape.num_layers - 1)
+    k, tp_main = as_int("k", k, limit=MAX_ROWS), as_int("tp_main", tp_main, limit=MAX_ROWS)
+    if tp_candidates is not None:
+        tp_candidates = as_int("tp_candidates", tp_candidates, limit=MAX_ROWS)
     shared = tp_candidates is None
     tp_c = tp_main if shared else tp_candidates
     gap = hw.shape.num_layers - d_bar
@@ -310,6 +343,8 @@ def decode_costs(
 
 def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
     """Greedy decoding's DecodeCosts on ``tp`` devices (batch-1 layers, heads, host time)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    tp = as_int("tp", tp, limit=MAX_ROWS)
     return DecodeCosts(
         layer_s=float(hw.layer_seconds(tp, 1)),
         embedding_s=float(hw.embedding_seconds(tp)),

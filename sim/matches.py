@@ -107,7 +107,7 @@ class Replay:
     @classmethod
     def from_trace(cls, trace: MatchTrace) -> Replay:
         """Replay one sequence of a match-trace file (``sim.formats.read_traces``)."""
-        return cls(trace.m)
+        return cls(check_instance("trace", trace, MatchTrace).m)
 
     @property
     def ell(self) -> int:

@@ -23,12 +23,20 @@ import pandas as pd
 from scipy.stats import t as student_t
 
 from ppdmodel.alternatives import early_exit_step_seconds, sample_speculative_steps
-from ppdmodel.validation import as_real
+from ppdmodel.validation import as_real, check_instance
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_grid import PlanSpace, screen
-from sim.plan_limits import check_confirm_work, check_plan_args
+from sim.plan_limits import (
+    check_cell,
+    check_confirm_work,
+    check_plan_args,
+    check_points,
+    check_row,
+    check_screened,
+)
+from sim.ptable import PTable
 from sim.run import simulate
 from sim.sweep import run_sweep
 
@@ -59,6 +67,7 @@ class Plan:
 def pareto_front(latency: np.ndarray, compute: np.ndarray) -> np.ndarray:
     """Boolean mask of the points no other point beats on both latency and compute (lower is
     better; of equal points the first is kept)."""
+    latency, compute = check_points(latency, compute)
     order = np.lexsort((latency, compute))
     best = np.minimum.accumulate(latency[order])
     keep_sorted = np.concatenate([[True], latency[order][1:] < best[:-1]])
@@ -69,6 +78,7 @@ def pareto_front(latency: np.ndarray, compute: np.ndarray) -> np.ndarray:
 
 def label(row) -> str:
     """A configuration in a few words."""
+    check_row("row", row)
     devices = f"{int(row.devices)} dev"
     if row.method == "greedy":
         return f"greedy, TP{int(row.tp_main)} ({devices})"
@@ -90,6 +100,8 @@ def label(row) -> str:
 def frontier_of(screened: pd.DataFrame, max_compute: float | None) -> pd.DataFrame:
     """Per workload: speed-up and compute against greedy on one device, the feasible rows,
     and the Pareto frontier of each method (``pareto``: on the frontier of all methods)."""
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     out = []
     for _, rows in screened.groupby("workload", sort=False):
         base = rows[(rows.method == "greedy") & (rows.tp_main == 1)]
@@ -110,6 +122,8 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None) -> pd.DataFra
 def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None) -> pd.DataFrame:
     """Each method's fastest configuration per workload and device budget (at most n devices),
     with ``speedup`` against greedy on one device and ``wins`` for the fastest method."""
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     out = []
     for _, rows in screened.groupby("workload", sort=False):
         base = rows[(rows.method == "greedy") & (rows.tp_main == 1)].latency_s.min()
@@ -176,6 +190,10 @@ def plan(
 
 def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute) -> str:
     """Why ``best`` is recommended: its gain, what it beats and, for PPD, its p margin."""
+    check_row("best", best, ("speedup", "compute_ratio"))
+    check_screened("front", front)
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     text = (
         f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
         f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
@@ -258,6 +276,8 @@ def _step_seconds(row, hw, d: int) -> dict:
 def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
     """Simulate one frontier point: mean seconds and busy device-seconds per token, with the
     standard error of the latency mean (a sweep task; ``sim.sweep.run_sweep``)."""
+    check_cell(cell)
+    check_instance("seed", seed, np.random.SeedSequence)
     n, ell = cell["n"], cell["ell"]
     if cell["method"] in ("ppd", "greedy"):
         config = SimConfig.from_dict(cell["config"])
@@ -292,6 +312,8 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     pass together with probability 1 - ``FAMILY_ALPHA`` (Bonferroni: 1 - alpha / (2m) each;
     t ~ 4.6 for m = 100, n = 64); deterministic points (s.e. 0) to 1e-9 relative.
     """
+    check_screened("front", front)
+    d, n = check_plan_args(hardware, PTable.paper(), space, d, n, check_size=False)
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
     check_confirm_work(cells, n)
     results = run_sweep(confirm_cell, cells, seed=seed, executor=executor, out_dir=out_dir)

@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing.connection import wait
 
-from ppdmodel.validation import as_int
+from ppdmodel.validation import as_int, check_instance
 
 PR_SET_PDEATHSIG = 1
 """prctl option: the signal this process gets when its parent dies (linux/prctl.h)."""
@@ -74,7 +74,7 @@ def _watchdog(parent_pid: int) -> None:
     os._exit(ORPHAN_EXIT)
 
 
-def tie_worker(parent_pid: int) -> None:
+def _tie_worker(parent_pid: int) -> None:
     """Worker initializer: ignore SIGINT and end within about a second of the parent's death
     (at once if it is already gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -87,6 +87,7 @@ def tie_worker(parent_pid: int) -> None:
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel what is queued and end the workers now (SIGTERM, then SIGKILL), then wait."""
+    check_instance("pool", pool, ProcessPoolExecutor)
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
@@ -109,7 +110,7 @@ def tied_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """
     workers = as_int("workers", workers, limit=MAX_WORKERS)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(
-        "spawn"), initializer=tie_worker, initargs=(os.getpid(),))  # fmt: skip
+        "spawn"), initializer=_tie_worker, initargs=(os.getpid(),))  # fmt: skip
     try:
         yield pool
     except BaseException:

@@ -41,7 +41,12 @@ MAX_CELLS = 10**6
 
 def cell_seeds(n_cells: int, seed) -> list[np.random.SeedSequence]:
     """One SeedSequence per cell, spawned from ``SeedSequence(seed)`` (cell i gets the i-th)."""
-    return np.random.SeedSequence(seed).spawn(int(n_cells))
+    n_cells = as_int("n_cells", n_cells, minimum=0, limit=MAX_CELLS)
+    try:
+        return np.random.SeedSequence(seed).spawn(n_cells)
+    except (TypeError, ValueError, OverflowError) as err:
+        message = f"seed must be None, an integer >= 0 or a sequence of them: {err}"
+        raise ValueError(message) from None
 
 
 def _run_chunk(fn: Callable, cells: list[dict], seeds: list, first: int) -> list[dict]:
