@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.validation import check_nonnegative
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,9 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
 def overlap_excess(work_main, work_cand, delta, slowdown):
     """(sigma - 1) o with o = min(max(W_m - delta, 0), W_c): main's loss to sharing
     (``slowdown`` a factor, or an array of them broadcasting with the work)."""
+    work_main, work_cand = check_nonnegative("work_main", work_main), check_nonnegative(
+        "work_cand", work_cand)  # fmt: skip
+    delta, slowdown = check_nonnegative("delta", delta), check_nonnegative("slowdown", slowdown)
     if np.ndim(slowdown) == 0 and slowdown == 1:
         return np.zeros_like(np.add(work_main, work_cand), dtype=float)
     overlap = np.minimum(np.maximum(np.subtract(work_main, delta), 0.0), work_cand)

@@ -38,4 +38,12 @@ def m_from_positions(matches_by_position):
     """
     if isinstance(matches_by_position, list | tuple):
         return list(matches_by_position[:-1])
-    return np.asarray(matches_by_position)[..., :-1]
+    arr = np.asarray(matches_by_position)
+    if arr.ndim == 0 or arr.dtype.kind not in "biuf":
+        raise ValueError(
+            "matches_by_position must be a list or an array of matches or rates "
+            f"(last axis = position), got {matches_by_position!r:.60}"
+        )
+    if arr.size and not (arr.min() >= 0 and arr.max() <= 1):
+        raise ValueError("matches_by_position must hold 0/1 matches or rates in [0, 1]")
+    return arr[..., :-1]

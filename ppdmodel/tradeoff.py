@@ -88,6 +88,7 @@ MEASURED_COLUMNS = ("label", "p_correct", "k")
 def measured_points(measured: pd.DataFrame, *, layer: int, d: int) -> pd.DataFrame:
     """Figure 3/4 coordinates of measured (p, k) points (an atlas cell, a ``ppd run``), with
     each point's own ``layer`` and ``d`` when given, else the curves' layer and d."""
+    check_columns("measured", measured, ())
     missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if missing:
         raise ValueError(f"measured must have columns {MEASURED_COLUMNS}; missing {missing}")

@@ -22,6 +22,7 @@ import pkgutil
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Number
 from pathlib import Path
@@ -550,6 +551,8 @@ VALID_BY_NAME = {
 }  # fmt: skip
 """A valid value per parameter name, for the targets built from a signature."""
 
+FUZZ_EXECUTOR = ThreadPoolExecutor(1)
+"""Confirmation tasks of the fuzzed planner run in a thread (a process pool takes seconds)."""
 VALID_OVERRIDES = {
     "ppdmodel.costs.DecodeCosts.from_dict": {"data": COSTS.to_dict()},
     "sim.formats.MatchTrace.from_dict": {"data": MatchTrace("s", 4, 2, 1, [1, 0]).to_dict()},
@@ -560,6 +563,8 @@ VALID_OVERRIDES = {
                                        "step_s": 1e-2, "busy_s": 1e-2},
                               "seed": np.random.SeedSequence(0)},
     "sim.ptable.PTable.builtin": {"name": "paper"},
+    "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR},
+    "sim.plan.confirm": {"n": 2, "executor": FUZZ_EXECUTOR},
     "sim.sweep.sweep_id": {"cells": [{"x": 1}], "seed": 0, "chunk_size": 1},
 }  # fmt: skip
 """Valid values for parameters whose meaning differs from ``VALID_BY_NAME``'s."""
@@ -671,8 +676,9 @@ finally:
     os.chdir(_HOME)
 ALL_TARGETS = TARGETS + AUTO_TARGETS
 
-NON_NEGATIVE_EXEMPT = ("sim.plan.pareto_front", "ppdmodel.validation", "sim.run.sequence_seed")
-"""Targets whose results may be negative or non-finite by contract (masks, echoes of input)."""
+NON_NEGATIVE_EXEMPT = ("ppdmodel.validation",)
+"""Targets whose results may be negative or non-finite by contract (validators return their
+input: ``d_bar_or_half_depth``, ``check_broadcast``)."""
 NON_FINITE_OK = ("break_even_p",)
 """Targets that return inf by contract (no p at which PPD breaks even)."""
 
@@ -699,9 +705,10 @@ def _call(func, kwargs: dict, name: str = "") -> tuple[str, float]:
         result = func(**kwargs)
         outcome = "ok"
         bad = _bad_number(result)
-        if bad == "non-finite" and not name.endswith(NON_FINITE_OK):
+        exempt = name.startswith(NON_NEGATIVE_EXEMPT)
+        if bad == "non-finite" and not (exempt or name.endswith(NON_FINITE_OK)):
             outcome = f"silent non-finite result {result!r:.100}"
-        elif bad == "negative" and not name.startswith(NON_NEGATIVE_EXEMPT):
+        elif bad == "negative" and not exempt:
             outcome = f"silent negative result {result!r:.100}"
     except (ValueError, TypeError) as exc:
         outcome = "TypeError" if isinstance(exc, TypeError) else "ValueError"
