@@ -42,6 +42,8 @@ class CostsSchedule:
     def __init__(self, config: SimConfig, m, record_events: bool = True) -> None:
         self.config = check_instance("config", config, SimConfig)
         self.m = check_trace_m(m)
+        if config.costs is None:
+            raise ValueError("config must carry DecodeCosts (SimConfig(costs=...)) for this engine")
         self.record_events = record_events
         self.env = simpy.Environment()
         self.records: list[tuple] = []

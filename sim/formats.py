@@ -95,8 +95,17 @@ def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
     return series.to_numpy(dtype=float)
 
 
+def check_path(name: str, path) -> None:
+    """Refuse anything but a non-empty file path (``""`` would name the working directory)."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise ValueError(f"{name} must be a file path, got {path!r:.80}")
+    if Path(path).is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
+
+
 def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
     """Validate and write a per-layer times table (columns ``LAYER_TIMES_COLUMNS``)."""
+    check_path("path", path)
     path = Path(path)
     check_columns("df", df, LAYER_TIMES_COLUMNS)
     df = validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
@@ -168,6 +177,13 @@ class MatchTrace:
 
 def write_traces(path: str | Path, traces: Iterable[MatchTrace], append: bool = False) -> Path:
     """Write traces as JSON Lines; with ``append`` add to an existing file (for resumable runs)."""
+    check_path("path", path)
+    traces = list(traces) if isinstance(traces, list | tuple) else traces
+    if not isinstance(traces, list):
+        raise ValueError(f"traces must be a list of MatchTrace, got {type(traces).__name__}")
+    for i, trace in enumerate(traces):
+        if not isinstance(trace, MatchTrace):
+            raise ValueError(f"traces[{i}] must be a MatchTrace, got {type(trace).__name__}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a" if append else "w", encoding="utf-8") as fh:

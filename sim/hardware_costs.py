@@ -143,7 +143,8 @@ class RooflineHardware:
     def layer_seconds(self, tp, batch):
         row = self.shape.hidden_size * self.shape.dtype_bytes
         shard = _table(lambda n, b: self._roofline(n).block_seconds(1, 1, b), tp, batch)
-        return shard + 2.0 * np.asarray(self._allreduce(tp, np.multiply(batch, row)))
+        rows = np.multiply(np.asarray(batch, dtype=float), row)  # float64: no int8 wrap-around
+        return shard + 2.0 * np.asarray(self._allreduce(tp, rows))
 
     def embedding_seconds(self, tp):
         return _table(lambda n: self._roofline(n).embed_seconds(1), tp)

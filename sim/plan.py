@@ -68,6 +68,8 @@ def pareto_front(latency: np.ndarray, compute: np.ndarray) -> np.ndarray:
     """Boolean mask of the points no other point beats on both latency and compute (lower is
     better; of equal points the first is kept)."""
     latency, compute = check_points(latency, compute)
+    if not latency.size:
+        return np.zeros(0, dtype=bool)
     order = np.lexsort((latency, compute))
     best = np.minimum.accumulate(latency[order])
     keep_sorted = np.concatenate([[True], latency[order][1:] < best[:-1]])

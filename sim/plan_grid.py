@@ -241,7 +241,8 @@ def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
 
 def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
-    d = _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1])
+    d = _check_inputs(hw, space, d)
+    _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1])
     exits = space.exit_layers or tuple(range(1, d))
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], exit_layer=exits,
               g=space.draft_lengths, head=np.arange(len(heads)),

@@ -19,6 +19,9 @@ MAX_RUNS = 10**6
 """Largest n of monte_carlo (one seed and one row per run)."""
 MAX_PROCESSES = 256
 """Largest worker pool of monte_carlo."""
+POOL_MIN_WORK = 2 * 10**6
+"""Least work (units of ~1 us) monte_carlo spreads over processes: spawning workers takes
+about a second or two, so less runs in this process."""
 SAMPLE_COLUMNS = ("latency_units", "latency_s", "compute_units", "n_runs")
 
 EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind")
@@ -195,6 +198,8 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
         )
     seeds = np.random.SeedSequence(seed).spawn(int(n))  # seeds[i] == sequence_seed(seed, i)
     jobs = [(config, s) for s in seeds]
+    if n * estimated_work(config) < POOL_MIN_WORK:  # a pool would take longer to start
+        processes = 1
     if processes > 1:
         with tied_pool(processes) as pool:
             rows = list(pool.map(_run_one, jobs, chunksize=max(1, n // (4 * processes))))
@@ -206,7 +211,11 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
 
 def sequence_seed(seed, i: int) -> np.random.SeedSequence:
     """The seed of sequence i of ``monte_carlo(config, n, seed)`` (any n > i)."""
-    return np.random.SeedSequence(seed, spawn_key=(int(i),))
+    i = as_int("i", i, minimum=0)
+    try:
+        return np.random.SeedSequence(seed, spawn_key=(i,))
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"seed must be None or an integer >= 0: {err}") from None
 
 
 def summarise(samples: pd.DataFrame) -> MonteCarloSummary:
