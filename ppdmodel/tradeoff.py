@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_columns, check_d_bar, check_positive_int
+from ppdmodel.validation import check_columns, check_d_bar, check_flag, check_positive_int
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
@@ -75,6 +75,9 @@ def _order_key(order: dict):
 
 def curve_label(dataset: str, trained: bool) -> str:
     """Legend label in the paper's style: "SQuAD+tr" for a trained head."""
+    if not isinstance(dataset, str):
+        raise ValueError(f"dataset must be a name, got {dataset!r:.60}")
+    check_flag("trained", trained)
     return f"{dataset}+tr" if trained else dataset
 
 

@@ -48,6 +48,7 @@ EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s"
 
 def read_layer_times(path: str | Path) -> pd.DataFrame:
     """Read and validate a per-layer times CSV; returns a DataFrame with the schema columns."""
+    check_input_file("path", path)
     df = pd.read_csv(path)
     missing = [c for c in LAYER_TIMES_COLUMNS if c not in df.columns]
     if missing:
@@ -93,6 +94,16 @@ def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
     if series.dtype.kind not in "iuf":
         raise ValueError(f"{source}: {column} must hold numbers, got dtype {series.dtype}")
     return series.to_numpy(dtype=float)
+
+
+def check_input_file(name: str, path) -> None:
+    """Refuse anything but the path of an existing file, naming ``name`` and the path."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise ValueError(f"{name} must be a file path, got {path!r:.80}")
+    if Path(path).is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
+    if not Path(path).is_file():
+        raise ValueError(f"{name}: no such file {str(path)!r}")
 
 
 def check_path(name: str, path) -> None:
@@ -212,6 +223,7 @@ def parse_jsonl(lines: Iterable[str], source: str | Path) -> Iterator[tuple[int,
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """``parse_jsonl`` over a file's lines (UTF-8)."""
+    check_input_file("path", path)
     with Path(path).open(encoding="utf-8") as fh:
         yield from parse_jsonl(fh, path)
 
