@@ -49,6 +49,12 @@ def is_finite(value) -> bool:
         return False
 
 
+def _check_limit_type(limit) -> None:
+    """A check's own ``limit`` argument must be a real number (a caller's mistake otherwise)."""
+    if not _is_number(limit):
+        raise TypeError(f"limit must be a real number, got {_show(limit)}")
+
+
 def _is_number(value) -> bool:
     """True for a real scalar that is not a bool (numpy scalars included)."""
     return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
@@ -90,6 +96,7 @@ def check_positive_int(
     values above ``limit`` (default 2^53) are not. ``as_float=False`` returns an array
     unconverted (the caller computes in float64 itself, saving a copy).
     """
+    _check_limit_type(limit)
     if _is_number(value):
         if isinstance(value, Integral):
             ok = value >= 1
@@ -250,6 +257,9 @@ def check_broadcast(**shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def check_limit(name: str, value, limit, what: str = "") -> None:
     """Refuse a size above ``limit`` (time or memory), naming the parameter and the limit."""
+    _check_limit_type(limit)
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {_show(value)}")
     if value > limit:
         reason = f" ({what})" if what else ""
         raise ValueError(f"{name} must be <= {limit}{reason}, got {_show(value)}")

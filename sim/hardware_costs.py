@@ -238,6 +238,7 @@ class ProfileHardware:
 
     def layer_seconds(self, tp, batch):
         self._check_tp(tp)
+        batch = check_positive_int("batch", batch, limit=MAX_ROWS)
         batched = np.asarray(self.base.candidate_layer_seconds(np.maximum(batch, 1)))
         return np.where(np.asarray(batch) == 1, self.base.layer_s, batched)
 

@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,7 +38,7 @@ from sim.plan_limits import (
     check_screened,
 )
 from sim.ptable import PTable
-from sim.run import simulate
+from sim.run import POOL_MIN_WORK, simulate
 from sim.sweep import run_sweep
 
 
@@ -317,8 +318,9 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     check_screened("front", front)
     d, n = check_plan_args(hardware, PTable.paper(), space, d, n, check_size=False)
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
-    check_confirm_work(cells, n)
-    results = run_sweep(confirm_cell, cells, seed=seed, executor=executor, out_dir=out_dir)
+    small = check_confirm_work(cells, n) < POOL_MIN_WORK  # less than starting workers takes
+    with ThreadPoolExecutor(1) if small and executor is None else nullcontext(executor) as pool:
+        results = run_sweep(confirm_cell, cells, seed=seed, executor=pool, out_dir=out_dir)
     front = front.copy()
     front[["sim_latency_s", "sim_latency_se", "sim_compute_s"]] = np.nan
     idx = results["row"].to_numpy()

@@ -127,12 +127,15 @@ class PlanSpace:
                 )
 
 
-def _check_inputs(hw, space, d, pgrid=None, **layers) -> int:
+_NOT_NEEDED = object()
+
+
+def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     """Check a screening helper's inputs (``screen`` passes checked ones); return d."""
     check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
     check_instance("space", space, PlanSpace)
     d = as_int("d", d, limit=10**5)
-    if pgrid is not None:
+    if pgrid is not _NOT_NEEDED:
         if not (isinstance(pgrid, np.ndarray) and pgrid.ndim == 4 and pgrid.shape[2] == d + 1):
             raise ValueError(f"pgrid must be PTable.grid(d)'s array, got {type(pgrid).__name__}")
         for name, values in layers.items():

@@ -102,8 +102,9 @@ def confirm_work(cells: list[dict]) -> float:
     return total
 
 
-def check_confirm_work(cells: list[dict], n: int) -> None:
-    """Refuse a confirmation above ``MAX_CONFIRM_WORK``, naming ``confirm_n`` and the limit."""
+def check_confirm_work(cells: list[dict], n: int) -> float:
+    """Refuse a confirmation above ``MAX_CONFIRM_WORK``, naming ``confirm_n`` and the limit;
+    return its work."""
     work = confirm_work(cells)
     if not np.isfinite(work) or work > MAX_CONFIRM_WORK:
         raise ValueError(
@@ -111,6 +112,7 @@ def check_confirm_work(cells: list[dict], n: int) -> None:
             f"{work / 1e6:,.0f} s of simulation, above the limit of {MAX_CONFIRM_WORK / 1e6:,.0f}"
             " s (sim.plan_limits.MAX_CONFIRM_WORK): reduce confirm_n"
         )
+    return work
 
 
 SCREEN_COLUMNS = ("workload", "method", "devices", "tp_main", "latency_s", "compute_s")
