@@ -40,10 +40,17 @@ _EXPORTS = {
     "ReferenceModelConfig": "measure.train.reference_model",
     "train_reference_model": "measure.train.reference_model",
     "ppd_generate": "measure.decode.backends",
+    "ppd_generate_hf": "measure.decode.hf_generate",
+    "custom_generate_dir": "measure.decode.hf_generate",
+    "PPDGenerateOutput": "measure.decode.hf_generate",
     "PPDResult": "measure.decode.results",
     "greedy_generate": "measure.decode.greedy",
     "table3": "measure.eval.report",
     "validate_results": "measure.eval.validate",
+    "free_generate": "measure.free.decode",
+    "FreeResult": "measure.free.decode",
+    "AdaptiveThreshold": "measure.free.threshold",
+    "rouge_l": "measure.free.quality",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -6,7 +6,9 @@ p_correct tables (``ppdmodel.ptables``: the paper's Table 2 and a measured SmolL
 as this project's extension, latency in seconds with every cost term (``DecodeCosts``,
 ``expected_latency_seconds``, ``break_even_p``, ``latency_waterfall``, compute in busy
 device-seconds ``expected_compute_seconds``, and the alternatives PPD is planned against:
-speculative decoding, self-speculative early exit, tensor parallelism's all-reduce).
+speculative decoding, self-speculative early exit, tensor parallelism's all-reduce; and FREE's
+shallow-deep early exit, ``ppdmodel.free``), and the overheads a real implementation paid,
+inferred from its published timings (``ppdmodel.overheads``).
 ``import ppdmodel`` loads numpy only; pandas, scipy.stats, matplotlib and sympy are imported
 when the parts that need them are first used (``ppdmodel.symbolic`` imports sympy).
 """
@@ -37,6 +39,13 @@ from ppdmodel.early_exit import (
     early_exit_steps,
     early_exit_trace_seconds,
 )
+from ppdmodel.free import (
+    free_expected_compute_seconds,
+    free_expected_latency_seconds,
+    free_rows_layer_seconds,
+    free_trace_latency_seconds,
+)
+from ppdmodel.intervals import Interval, p_draws, prediction_interval
 from ppdmodel.montecarlo import sample_latency, sample_runs
 from ppdmodel.seconds import (
     break_even_p,
@@ -49,6 +58,7 @@ from ppdmodel.theorem import expected_compute, expected_latency, latency_varianc
 from ppdmodel.waterfall import LatencyWaterfall, latency_waterfall
 
 _LAZY = {
+    "overheads": ("ppdmodel.overheads", None),
     "paper": ("ppdmodel.paper", None),
     "ptables": ("ppdmodel.ptables", None),
     "symbolic": ("ppdmodel.symbolic", None),
@@ -59,6 +69,7 @@ _LAZY = {
 __all__ = [
     "DecodeCosts",
     "DecodeCostsGrid",
+    "Interval",
     "LatencyDistribution",
     "LatencyWaterfall",
     "break_even_p",
@@ -73,6 +84,10 @@ __all__ = [
     "expected_compute_seconds",
     "expected_latency",
     "expected_latency_seconds",
+    "free_expected_compute_seconds",
+    "free_expected_latency_seconds",
+    "free_rows_layer_seconds",
+    "free_trace_latency_seconds",
     "greedy_compute_seconds",
     "greedy_latency_seconds",
     "latency_distribution",
@@ -81,8 +96,11 @@ __all__ = [
     "latency_variance",
     "latency_waterfall",
     "link_seconds",
+    "overheads",
+    "p_draws",
     "paper",
     "plot_tradeoff",
+    "prediction_interval",
     "ptables",
     "ring_allreduce_seconds",
     "sample_latency",

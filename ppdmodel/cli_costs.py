@@ -4,6 +4,9 @@ The terms of ``ppdmodel.DecodeCosts`` come from flags (``--layer-s`` ...) or a p
 (``--costs FILE`` from ``ppd measure profile``, read by ``ppdmodel.cost_profile``; the flags
 override its terms). Each row then gains PPD and greedy seconds per token, the speed-up and
 the break-even p, per early-head placement, and with ``--waterfall`` the per-token split.
+Greedy is priced on the same backend's figures (``CostProfile.greedy_costs``). A profile that
+kept its timed samples (or ``--p-tokens N``, the tokens behind --p) adds 95 % intervals:
+``ppd_s_low``/``ppd_s_high`` and ``speedup_low``/``speedup_high`` (``ppdmodel.intervals``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
+
 from ppdmodel.cli_args import existing_file, nonnegative_float, positive_float, positive_int
 from ppdmodel.cost_profile import parse_cost_profile
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts
+from ppdmodel.intervals import prediction_interval
 from ppdmodel.seconds import break_even_p, expected_latency_seconds, greedy_latency_seconds
 from ppdmodel.waterfall import latency_waterfall
 
@@ -69,6 +75,14 @@ def add_cost_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
     group.add_argument(
         "--waterfall", action="store_true", help="print where PPD's time per token goes"
     )
+    group.add_argument(
+        "--p-tokens",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="predictable tokens behind --p (its sampling error joins the profile's spread in "
+        "the 95 %% interval columns ppd_s_low/high and speedup_low/high)",
+    )
     if not with_k:
         group.add_argument(
             "--k",
@@ -110,6 +124,7 @@ class CostTerms:
         self.backend = args.backend or "single"
         self.placements = args.early_head or ["main"]
         self.waterfall = args.waterfall
+        self.p_tokens = args.p_tokens
         if self.profile is None:
             DecodeCosts(**self.overrides)  # bad values are refused before any row is printed
         elif self.backend not in self.profile.backends:
@@ -122,7 +137,7 @@ class CostTerms:
     def from_args(cls, args):
         """CostTerms when any cost option was given, else None (the unit-layer model only)."""
         used = args.costs is not None or args.backend is not None or args.waterfall
-        used = used or args.early_head is not None
+        used = used or args.early_head is not None or args.p_tokens is not None
         used = used or any(getattr(args, f"cost_{name}") is not None for name in COST_FLAGS)
         return cls(args) if used else None
 
@@ -138,19 +153,39 @@ class CostTerms:
             return DecodeCosts(**self.overrides)
         return dataclasses.replace(self.profile.costs(self.backend, d_bar=d_bar), **self.overrides)
 
+    def greedy_costs(self, d_bar: int) -> DecodeCosts:
+        """Greedy's costs on the same backend (``CostProfile.greedy_costs``), flags on top."""
+        if self.profile is None:
+            return self.costs(d_bar)
+        costs = self.profile.greedy_costs(self.backend, d_bar=d_bar)
+        return dataclasses.replace(costs, **self.overrides)
+
+    def replicates(self, d_bar: int) -> list[tuple[DecodeCosts, DecodeCosts]]:
+        """(PPD, greedy) cost replicates of the profile (flags on top); [] without samples."""
+        if self.profile is None:
+            return []
+        pairs = zip(
+            self.profile.cost_replicates(self.backend, d_bar=d_bar),
+            self.profile.cost_replicates(self.backend, d_bar=d_bar, greedy=True),
+            strict=True,
+        )
+        return [(dataclasses.replace(c, **self.overrides),
+                 dataclasses.replace(g, **self.overrides)) for c, g in pairs]  # fmt: skip
+
 
 def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
     """``row`` once per early-head placement, with PPD and greedy seconds per token, the
     speed-up and the break-even p (and the waterfall's terms when asked for)."""
     d, d_bar, ell, p = params["d"], params["d_bar"], params["ell"], params["p"]
     k = params.get("k") or 1
-    costs = terms.costs(d_bar)
+    costs, greedy_costs = terms.costs(d_bar), terms.greedy_costs(d_bar)
+    replicates = terms.replicates(d_bar)
     out = []
     for early_head in terms.placements:
         schedule = terms.schedule(early_head)
         shape = dict(d=d, d_bar=d_bar, k=k, costs=costs, early_head=schedule)
         ppd = expected_latency_seconds(ell=ell, p=p, **shape) / ell
-        greedy = greedy_latency_seconds(d=d, ell=ell, costs=costs) / ell
+        greedy = greedy_latency_seconds(d=d, ell=ell, costs=greedy_costs) / ell
         extra = {
             "early_head": early_head,
             "ppd_s_per_token": ppd,
@@ -158,6 +193,8 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
             "speedup": greedy / ppd,
             "break_even_p": break_even_p(**shape),
         }
+        if (replicates or terms.p_tokens) and np.ndim(p) == 0:
+            extra.update(_interval_columns(d, d_bar, k, ell, p, schedule, terms, replicates))
         if terms.profile is not None:
             extra["backend"] = terms.backend
             extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
@@ -168,6 +205,27 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
             extra["waterfall_s"] = {name: float(v) for name, v in split.terms().items()}
         out.append({**row, **extra})
     return out
+
+
+def _interval_columns(d, d_bar, k, ell, p, schedule, terms, replicates) -> dict:
+    """95 % intervals of PPD's seconds per token and of the speed-up (``ppdmodel.intervals``):
+    the profile's cost replicates and, with --p-tokens, p's sampling error."""
+    pairs = replicates or [(terms.costs(d_bar), terms.greedy_costs(d_bar))]
+    by_id = {id(c): g for c, g in pairs}
+
+    def ppd(c, q):
+        return expected_latency_seconds(d=d, d_bar=d_bar, ell=ell, p=q, k=k, costs=c,
+                                        early_head=schedule) / ell  # fmt: skip
+
+    def speedup(c, q):
+        return greedy_latency_seconds(d=d, ell=ell, costs=by_id[id(c)]) / ell / ppd(c, q)
+
+    ppd_costs = [c for c, _ in pairs]
+    args = dict(p=float(p), n=terms.p_tokens)
+    band = prediction_interval(ppd, ppd_costs[0], ppd_costs, **args)
+    gain = prediction_interval(speedup, ppd_costs[0], ppd_costs, **args)
+    return {"ppd_s_low": band.low, "ppd_s_high": band.high,
+            "speedup_low": gain.low, "speedup_high": gain.high}  # fmt: skip
 
 
 WATERFALL_LABELS = {

@@ -17,8 +17,10 @@ Per trace with M = sum_t m_t accepted predictions (the last pass, t = ell, is a 
 
 exact on separate devices (the simulator's ``busy_s``; on one shared device the simulator's
 fluid sharing, each stream's own busy time). Expectations replace M by sum_{t=2..ell} p_t.
-Greedy decoding: ell (e + d L + h_f). A side spread over n devices (tensor parallel) counts n
-times its busy time (``devices_main``, ``devices_candidates``).
+On a serial device (``DecodeCosts.serial_device``) nothing is slowed (sigma is unused) and
+the batch always runs to its end: c_match = c_miss = W_c. Greedy decoding: ell (e + d L +
+h_f). A side spread over n devices (tensor parallel) counts n times its busy time
+(``devices_main``, ``devices_candidates``).
 """
 
 from __future__ import annotations
@@ -61,12 +63,17 @@ def compute_terms(*, d, d_bar, k, costs, early_head: str) -> ComputeTerms:
     work_main, work_cand, delta, main_head = device_work(
         d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head
     )
-    excess = overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)
+    serial = np.asarray(costs.serial_device, dtype=bool)
+    slowdown = np.where(serial, 1.0, costs.shared_device_slowdown) if serial.any() else (
+        costs.shared_device_slowdown)  # fmt: skip
+    excess = overlap_excess(work_main, work_cand, delta, slowdown)
     fresh = (costs.embedding_s + main_head) + np.multiply(d_bar, costs.layer_s)
     resumed = main_head + np.multiply(np.subtract(np.multiply(2, d_bar), d), costs.layer_s)
     end_main = work_main + excess
     cand_match = work_cand + excess
     cand_miss = np.clip(end_main + costs.host_s - delta, 0.0, cand_match)
+    if serial.any():  # the batch runs to its end before main's suffix, matched or not
+        cand_miss = np.where(serial, cand_match, cand_miss)
     return ComputeTerms(
         main_fresh_s=fresh + end_main,
         main_saving_s=fresh - resumed,

@@ -56,12 +56,20 @@ class DecodeCostsGrid:
     """Host time per generated token, seconds."""
     shared_device_slowdown: object = 1.0
     """Factor >= 1 per row (1: separate devices)."""
+    serial_device: object = False
+    """True per row where main and the candidates run one after the other on one device
+    (``DecodeCosts.serial_device``; the slowdown is then unused)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             name = f"DecodeCostsGrid.{f.name}"
-            if f.name in ("layer_s", "candidate_layer_s"):
+            if f.name == "serial_device":
+                flags = np.asarray(value)
+                if flags.dtype != bool:
+                    raise ValueError(f"{name} must be booleans, got {value!r}")
+                value = bool(flags) if flags.ndim == 0 else flags
+            elif f.name in ("layer_s", "candidate_layer_s"):
                 value = check_positive(name, value)
             else:
                 value = check_nonnegative(name, value)

@@ -14,14 +14,22 @@ Layout (``PROFILE_FORMAT``, version ``PROFILE_VERSION``)::
 
 ``costs`` holds every ``DecodeCosts`` field in seconds with the message terms at zero
 candidate layers; ``serial`` (optional, default false) says the backend runs main and the
-candidate side one after the other on one device (the single backend on a CPU), so a pass
-costs the same whichever side runs the early head: ``BackendCosts.placement`` then evaluates
-both placements with the closed form's ``main`` schedule (and the slowdown of 2 in
-``costs``); ``per_candidate_layer_s`` says how much ``handoff_s``,
-``candidate_dispatch_s`` and ``hidden_dispatch_s`` grow per candidate layer e = d - d_bar (the
-KV entries of layers [0, e) travel with them), so ``CostProfile.costs(backend, d_bar=)`` is the
-DecodeCosts of one configuration. ``figures``, ``provenance`` and ``warnings`` are carried
-along for reports and are not needed to predict.
+candidate side one after the other on one device (the single backend), so a pass costs the
+same whichever side runs the early head: ``BackendCosts.placement`` then evaluates both
+placements with the closed form's ``main`` schedule, and the costs carry
+``DecodeCosts.serial_device`` (the batch runs to its end before main's suffix; exact whether
+or not it outlasts that suffix; the slowdown of 2 in ``costs`` is kept for older readers).
+``per_candidate_layer_s`` says how much ``handoff_s``, ``candidate_dispatch_s`` and
+``hidden_dispatch_s`` grow per candidate layer e = d - d_bar (the KV entries of layers [0, e)
+travel with them), so ``CostProfile.costs(backend, d_bar=)`` is the DecodeCosts of one
+configuration. ``greedy_host_s`` (optional) is greedy decoding's host time measured with
+that backend's figures, where ``costs.host_s`` is PPD's own (``dist``):
+``CostProfile.greedy_costs(backend)`` prices greedy on the backend it is compared with.
+``cost_replicates`` (optional) are bootstrap replicates of the entry (``costs``,
+``per_candidate_layer_s``, ``greedy_host_s``) rebuilt from the figures' timed samples redrawn
+(``measure.profile.replicates``): ``CostProfile.cost_replicates`` gives them as DecodeCosts
+for the intervals of ``ppdmodel.intervals``. ``figures`` (with their samples), ``provenance``
+and ``warnings`` are carried along for reports.
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ PROFILE_VERSION = 1
 """The layout version this module reads and ``measure.profile`` writes."""
 PER_LAYER_FIELDS = ("handoff_s", "candidate_dispatch_s", "hidden_dispatch_s")
 """DecodeCosts fields that grow with the number of candidate layers e = d - d_bar."""
-COST_FIELDS = tuple(f.name for f in fields(DecodeCosts))
-"""Every field a backend's ``costs`` must give (none is defaulted when reading a profile)."""
+COST_FIELDS = tuple(f.name for f in fields(DecodeCosts) if f.name != "serial_device")
+"""Every field a backend's ``costs`` must give (none is defaulted when reading a profile);
+``DecodeCosts.serial_device`` comes from the entry's ``serial``."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,13 @@ class BackendCosts:
     """Seconds added to each of ``PER_LAYER_FIELDS`` per candidate layer (missing: 0)."""
     serial: bool = False
     """Main and the candidate side run one after the other on one device (module doc)."""
+    greedy_host_s: float | None = None
+    """Greedy decoding's host time per token measured with this backend's compute figures
+    (its threads, at the same time), where ``base.host_s`` is PPD's own (the ``dist`` ranks'
+    host time); None: ``base.host_s`` is greedy's too."""
+    replicates: tuple[BackendCosts, ...] = field(default=(), repr=False, compare=False)
+    """Bootstrap replicates of these costs from the profile's timed samples (empty for an
+    older profile): the spread behind a prediction's interval (``ppdmodel.intervals``)."""
 
     def placement(self, early_head: str) -> str:
         """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
@@ -70,6 +86,14 @@ class BackendCosts:
             for name in PER_LAYER_FIELDS
         }
         return replace(self.base, **grown)
+
+    def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
+        """DecodeCosts that price greedy decoding on this backend's measured compute figures
+        (its layers, embedding, final head, and greedy's own host time)."""
+        costs = self.costs(d=d, d_bar=d_bar)
+        if self.greedy_host_s is None:
+            return costs
+        return replace(costs, host_s=self.greedy_host_s)
 
     @property
     def measured_ks(self) -> tuple[int, ...]:
@@ -90,6 +114,15 @@ class CostProfile:
     data: Mapping = field(default_factory=dict, repr=False)
     """The whole decoded JSON object (figures, provenance, warnings)."""
 
+    def cost_replicates(self, backend: str = "single", *, d_bar: int, greedy: bool = False):
+        """The bootstrap replicates of ``costs(backend, d_bar=)`` (or of ``greedy_costs``), a
+        list of DecodeCosts; empty when the profile kept no timed samples."""
+        self.costs(backend, d_bar=d_bar)
+        reps = self.backends[backend].replicates
+        if greedy:
+            return [r.greedy_costs(d=self.d, d_bar=d_bar) for r in reps]
+        return [r.costs(d=self.d, d_bar=d_bar) for r in reps]
+
     def costs(self, backend: str = "single", *, d_bar: int) -> DecodeCosts:
         """DecodeCosts of ``backend`` at early layer ``d_bar``; ValueError for a backend not in
         the profile."""
@@ -99,6 +132,17 @@ class CostProfile:
                 f"got {backend!r}"
             )
         return self.backends[backend].costs(d=self.d, d_bar=d_bar)
+
+    def greedy_costs(self, backend: str = "single", *, d_bar: int) -> DecodeCosts:
+        """Greedy decoding priced on ``backend``'s figures (``BackendCosts.greedy_costs``), so
+        a backend's predicted speed-up rests on figures measured together."""
+        self.costs(backend, d_bar=d_bar)  # the backend is in the profile
+        backend_costs = self.backends[backend]
+        if backend_costs.greedy_host_s is None and backend != "single":
+            host = self.data.get("figures", {}).get(backend, {}).get("host_s")
+            if isinstance(host, Mapping) and isinstance(host.get("median"), Real):
+                backend_costs = replace(backend_costs, greedy_host_s=float(host["median"]))
+        return backend_costs.greedy_costs(d=self.d, d_bar=d_bar)
 
     @property
     def warnings(self) -> list[str]:
@@ -134,9 +178,9 @@ def _seconds(path: str, value, *, positive: bool = False) -> float:
     return float(value)
 
 
-def _backend(name: str, entry) -> BackendCosts:
-    """Check one ``backends.<name>`` entry and build its BackendCosts."""
-    prefix = f"backends.{name}"
+def _backend(name: str, entry, prefix: str | None = None) -> BackendCosts:
+    """Check one ``backends.<name>`` entry and build its BackendCosts (with its replicates)."""
+    prefix = prefix or f"backends.{name}"
     if not isinstance(entry, Mapping) or not isinstance(entry.get("costs"), Mapping):
         raise ValueError(f"cost profile: field {prefix}.costs is missing")
     costs = entry["costs"]
@@ -178,8 +222,24 @@ def _backend(name: str, entry) -> BackendCosts:
     serial = entry.get("serial", False)
     if not isinstance(serial, bool):
         raise ValueError(f"cost profile: {prefix}.serial must be true or false, got {serial!r}")
+    greedy_host = entry.get("greedy_host_s")
+    if greedy_host is not None:
+        greedy_host = _seconds(f"{prefix}.greedy_host_s", greedy_host)
+    raw = entry.get("cost_replicates", [])
+    if not isinstance(raw, list):
+        raise ValueError(f"cost profile: {prefix}.cost_replicates must be a list")
+    replicates = tuple(
+        _backend(name, {**rep, "serial": serial}, f"{prefix}.cost_replicates[{i}]")
+        if isinstance(rep, Mapping)
+        else _backend(name, rep, f"{prefix}.cost_replicates[{i}]")
+        for i, rep in enumerate(raw)
+    )
     return BackendCosts(
-        base=DecodeCosts.from_dict(values), per_candidate_layer_s=per_layer, serial=serial
+        base=DecodeCosts.from_dict({**values, "serial_device": serial}),
+        per_candidate_layer_s=per_layer,
+        serial=serial,
+        greedy_host_s=greedy_host,
+        replicates=replicates,
     )
 
 

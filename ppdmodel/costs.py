@@ -103,7 +103,13 @@ class DecodeCosts:
     """Host time per generated token (sampling, bookkeeping, launches), greedy and PPD, s."""
     shared_device_slowdown: float = 1.0
     """Factor (>= 1) by which device work of main and of the candidates slows while both run
-    on one device; 1: separate devices (or no contention)."""
+    on one device; 1: separate devices (or no contention). Not used when ``serial_device``."""
+    serial_device: bool = False
+    """True: main and the candidate batch share one device one stream at a time (the
+    ``single`` backend: a CPU runs the batch on main's threads, and eager CUDA is launch-bound
+    from one Python thread). At the split the whole batch runs (dispatch, the early head on
+    the candidate side, embedding and d - d_bar layers of the k rows), rejected or not, and
+    only then main's suffix (``ppdmodel.passes``); ``shared_device_slowdown`` is then unused."""
 
     def __post_init__(self) -> None:
         for name in _SECONDS_FIELDS:
@@ -114,6 +120,11 @@ class DecodeCosts:
             raise ValueError(
                 f"DecodeCosts.shared_device_slowdown must be a finite factor >= 1, got {slowdown!r}"
             )
+        if not isinstance(self.serial_device, bool | np.bool_):
+            raise ValueError(
+                f"DecodeCosts.serial_device must be True or False, got {self.serial_device!r}"
+            )
+        object.__setattr__(self, "serial_device", bool(self.serial_device))
         object.__setattr__(self, "candidate_layer_s_by_k", _table(self.candidate_layer_s_by_k))
 
     @classmethod
@@ -123,8 +134,9 @@ class DecodeCosts:
 
     @property
     def shared_device(self) -> bool:
-        """True when main and candidates slow each other (shared_device_slowdown > 1)."""
-        return self.shared_device_slowdown > 1
+        """True when main and candidates share one device: they slow each other
+        (shared_device_slowdown > 1) or run one after the other (``serial_device``)."""
+        return self.serial_device or self.shared_device_slowdown > 1
 
     def candidate_layer_seconds(self, k):
         """Per-layer seconds of the k-row candidate batch (vectorised over k)."""

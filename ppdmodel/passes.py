@@ -37,6 +37,15 @@ closed form then errs by at most 2 (sigma - 1) K_max per pass (K_max: the longes
 layer with an embedding or head attached, or a head alone), |T_kernel - T| <= 2 ell (sigma - 1)
 K_max, tested against the simulator (SmolLM2-like costs: within 5%).
 
+A serial device (``DecodeCosts.serial_device``: the single backend, one stream at a time)
+runs, at the split, the whole candidate side first (delta, then W_c: it runs to its end,
+rejected or not) and only then main's W_m, so main's device work ends at
+    E_m = delta + W_c + W_m,   with no wait on a match (w = 0; the batch is already done),
+exact for every trace whether W_c fits in W_m or outlasts it (the slowdown-2 fluid model
+agrees with it only while W_c <= W_m - delta, and is short by W_c - W_m on a miss beyond).
+Its per-pass loss to the candidates, E_m - W_m = delta + W_c, takes the place of (sigma - 1) o
+in every formula below (``main_loss``).
+
 So a pass that starts s in {fresh, resumed} and ends in a miss or a match takes
     P_s + E_m + tau  [+ w + eta on a match]
 and, summing over passes (pass t resumes iff m_t = 1; it ends in a match iff m_{t+1} = 1),
@@ -45,7 +54,8 @@ where M = sum_{t=2..ell} m_t is the number of accepted predictions: exact for ev
 Taking expectations, E[T] = ell B - S sum_{t=2..ell} p_t (= ell B - S (ell - 1) p, i.i.d.).
 With unit layers and everything else free, B = d and S = d - d_bar: Theorem 4.1.
 Greedy decoding takes G = e + d L + h_f + tau per token; PPD's excess at p = 0 is
-B - G = [h_e if "main"] + (sigma - 1) o >= 0, so the break-even p is that excess over S.
+B - G = [h_e if "main"] + (sigma - 1) o >= 0 (serial: + delta + W_c instead of the
+sharing term), so the break-even p is that excess over S.
 """
 
 from __future__ import annotations
@@ -73,7 +83,7 @@ class PassTimes:
     handoff_s: float
     """eta: the hand-off after a match."""
     overlap_excess_s: object
-    """(sigma - 1) o: time main loses to a shared device per pass."""
+    """(sigma - 1) o: time main loses to a shared device per pass (serial: delta + W_c)."""
     main_head_s: float
     """h_e when the early head runs on main's critical path, else 0."""
 
@@ -138,17 +148,30 @@ def overlap_excess(work_main, work_cand, delta, slowdown):
     return (slowdown - 1.0) * overlap
 
 
+def main_loss(work_main, work_cand, delta, costs):
+    """What main loses per pass to the candidates on its device: (sigma - 1) o under fluid
+    sharing, delta + W_c on a serial device (``costs.serial_device``, scalar or array)."""
+    serial = np.asarray(costs.serial_device, dtype=bool)
+    if not serial.any():
+        return overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)
+    slowdown = np.where(serial, 1.0, costs.shared_device_slowdown)
+    fluid = overlap_excess(work_main, work_cand, delta, slowdown)
+    return np.where(serial, np.add(delta, work_cand), fluid)
+
+
 def pass_times(*, d, d_bar, k, costs: DecodeCosts, early_head: str) -> PassTimes:
     """The per-pass schedule (module docstring) for already validated arguments."""
     work_main, work_cand, delta, main_head = device_work(
         d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head
     )
-    excess = overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)
+    excess = main_loss(work_main, work_cand, delta, costs)
     layer = costs.layer_s
     fresh = (costs.embedding_s + main_head) + np.multiply(d_bar, layer)
     resumed = main_head + np.multiply(np.subtract(np.multiply(2, d_bar), d), layer)
     slack = work_main + costs.host_s
     wait = np.maximum((delta + work_cand) - slack, 0.0)
+    if np.any(costs.serial_device):  # the batch ran before main's suffix: never waited for
+        wait = np.where(costs.serial_device, 0.0, wait)
     return PassTimes(
         fresh_prefix_s=fresh,
         resumed_prefix_s=resumed,

@@ -8,13 +8,16 @@ sum_t p_t / ell over a given ell). Expanded,
             + h_f                                          final head
             + [h_e if early_head = "main"]                 early head on main's path
             + (sigma - 1) o                                sharing one device
+                                                           (serial device: delta + W_c)
             + tau                                          host
             + p eta                                        hand-off
             + p w                                          waiting for the candidate batch
 
 and the wait w = max(e - h_f - tau + D (L_k - L) + [h_e on candidates] + delta, 0) is
 attributed to its parts in that order (embedding, batching, early head, dispatch): each gets
-the increase of the max when its part is added, so the parts telescope to w exactly.
+the increase of the max when its part is added, so the parts telescope to w exactly. On a
+serial device (``DecodeCosts.serial_device``) w = 0 and the whole candidate side, delta + W_c,
+is the sharing term.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ppdmodel.passes import check_costs, device_work, overlap_excess
+from ppdmodel.passes import check_costs, device_work, main_loss
 from ppdmodel.theorem import _as_result, expected_matches, validate_theorem_args
 from ppdmodel.validation import check_d_bar, check_positive_int, check_probability
 
@@ -45,7 +48,8 @@ class LatencyWaterfall:
     dispatch_s: object
     """Wait caused by the message that starts the candidates."""
     sharing_s: object
-    """Main's slowdown while it shares its device with the candidates."""
+    """Main's slowdown while it shares its device with the candidates (a serial device: the
+    whole candidate side, which runs before main's suffix)."""
     handoff_s: object
     """Hand-offs of accepted candidates: p eta."""
     host_s: object
@@ -94,8 +98,9 @@ def latency_waterfall(
     x0 = costs.embedding_s - costs.final_head_s - costs.host_s
     x1 = x0 + gap * (costs.candidate_layer_seconds(k) - costs.layer_s)
     x2 = x1 + cand_head
-    w0, w1, w2, w3 = (np.maximum(x, 0.0) for x in (x0, x1, x2, x2 + delta))
-    excess = overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)
+    waits = np.logical_not(costs.serial_device)  # a serial device never waits (passes)
+    w0, w1, w2, w3 = (waits * np.maximum(x, 0.0) for x in (x0, x1, x2, x2 + delta))
+    excess = main_loss(work_main, work_cand, delta, costs)
 
     def out(x):
         return _as_result(np.broadcast_to(x, np.broadcast_shapes(*shapes)) + 0.0)

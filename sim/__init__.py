@@ -1,7 +1,9 @@
-"""SimPy discrete-event simulator of PPD layer schedules on modelled GPUs."""
+"""SimPy discrete-event simulator of PPD layer schedules on modelled GPUs (and FREE's:
+``simulate_free``)."""
 
 from sim.config import SimConfig
 from sim.cost import MeasuredCost, RooflineCost, UniformCost
+from sim.free_schedule import monte_carlo_free, simulate_free
 from sim.hardware import GPUSpec, Link
 from sim.matches import Bernoulli, PerPosition, Replay
 from sim.run import MonteCarloSummary, SimResult, monte_carlo, simulate
@@ -29,6 +31,8 @@ __all__ = [
     "SimResult",
     "UniformCost",
     "monte_carlo",
+    "monte_carlo_free",
     "plot_gantt",
     "simulate",
+    "simulate_free",
 ]

@@ -19,6 +19,7 @@ from ppdmodel.cli_args import (
     positive_int,
     probability,
 )
+from sim.hardware import ENGINE_PRESETS
 
 TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "compute_s", "speedup",
                  "compute_ratio", "p", "break_even_p")  # fmt: skip
@@ -55,11 +56,22 @@ def register(subparsers) -> None:
     p.add_argument("--devices", type=positive_int, default=8, help="devices available")
     p.add_argument("--shared-slowdown", type=positive_float, default=None,
                    help="slowdown (>= 1) of main and candidates on one GPU (default 2)")
-    p.add_argument("--host-us", type=nonnegative_float, default=0.0, help="host us per token")
-    p.add_argument("--flops-efficiency", type=probability, default=0.6,
-                   help="fraction of peak FLOP/s reached (roofline; default 0.6)")
-    p.add_argument("--bandwidth-efficiency", type=probability, default=0.8,
-                   help="fraction of peak HBM bandwidth reached (roofline; default 0.8)")
+    p.add_argument("--engine", choices=sorted(ENGINE_PRESETS), default=None,
+                   help="execution regime preset (sim/hardware.py cites each number): hf-eager "
+                        "(Hugging Face eager: Python launches every kernel), torch-compiled "
+                        "(CUDA graphs: one launch per step); default: an ideal engine (roofline)")
+    p.add_argument("--host-us", type=nonnegative_float, default=None,
+                   help="host us per token outside the layers (default 0, or the engine's)")
+    p.add_argument("--host-us-per-layer", type=nonnegative_float, default=None,
+                   help="host us to issue one layer's kernels (with --engine; yours measured)")
+    p.add_argument("--launch-us", type=nonnegative_float, default=None,
+                   help="host us per extra kernel launch: heads, all-reduces (with --engine)")
+    p.add_argument("--message-us", type=nonnegative_float, default=None,
+                   help="fixed us of one PPD message between processes (with --engine)")
+    p.add_argument("--flops-efficiency", type=probability, default=None,
+                   help="fraction of peak FLOP/s reached (default 0.6, or the engine's)")
+    p.add_argument("--bandwidth-efficiency", type=probability, default=None,
+                   help="fraction of peak HBM bandwidth reached (default 0.8, or the engine's)")
     p.add_argument("--table", default=None,
                    help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet"
                         " (default: the profiled model's shipped atlas if any, else Table 2)")
@@ -122,15 +134,49 @@ def _hardware(args, shape) -> list:
                         for hw in backends if hw.layout == "shared"] + [
                         hw for hw in backends if hw.layout != "shared"]  # fmt: skip
         return backends
+    if args.engine:
+        return _engine_hardware(args, shape)
+    tuned = [f"--{n.replace('_', '-')}" for n in ENGINE_OVERRIDES if getattr(args, n) is not None]
+    if tuned:
+        raise ValueError(f"{', '.join(tuned)} require --engine NAME")
     slowdown = SHARED_GPU_SLOWDOWN if args.shared_slowdown is None else args.shared_slowdown
     return [
         RooflineHardware(shape, GPUSpec.from_name(gpu), Link.from_name(link),
-                         max_tp=args.devices, flops_efficiency=args.flops_efficiency,
-                         bandwidth_efficiency=args.bandwidth_efficiency,
-                         shared_device_slowdown=slowdown, host_s=args.host_us * 1e-6)
+                         max_tp=args.devices, flops_efficiency=_or(args.flops_efficiency, 0.6),
+                         bandwidth_efficiency=_or(args.bandwidth_efficiency, 0.8),
+                         shared_device_slowdown=slowdown, host_s=_or(args.host_us, 0.0) * 1e-6)
         for gpu in args.gpu or ["h100-sxm"]
         for link in args.link
     ]  # fmt: skip
+
+
+ENGINE_OVERRIDES = {"host_us_per_layer": "host_per_layer_s", "launch_us": "launch_s",
+                    "message_us": "message_s", "host_us": "host_per_step_s"}  # fmt: skip
+"""``ppd plan`` options (microseconds) that replace an engine preset's field (seconds)."""
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _engine_hardware(args, shape) -> list:
+    """--engine: one EngineHardware per GPU and link, the preset with the user's numbers."""
+    from sim.engine import EngineHardware
+    from sim.hardware import Engine, GPUSpec, Link
+
+    if args.profile:
+        raise ValueError("--engine prices a model shape on --gpu presets; a --profile is "
+                         "measured already: give one or the other")  # fmt: skip
+    if args.shared_slowdown is not None:
+        raise ValueError("--shared-slowdown: with --engine the slowdown follows the regime")
+    overrides = {field: getattr(args, name) * 1e-6 for name, field in ENGINE_OVERRIDES.items()
+                 if getattr(args, name) is not None}  # fmt: skip
+    engine = Engine.from_name(args.engine).with_overrides(
+        flops_efficiency=args.flops_efficiency, bandwidth_efficiency=args.bandwidth_efficiency,
+        **overrides)  # fmt: skip
+    return [EngineHardware(shape, GPUSpec.from_name(gpu), Link.from_name(link), engine,
+                           max_tp=args.devices)
+            for gpu in args.gpu or ["h100-sxm"] for link in args.link]  # fmt: skip
 
 
 def _ptable(args, model_name: str = ""):
@@ -173,8 +219,11 @@ def run_plan(args: argparse.Namespace) -> int:
                       out_dir=out / "confirm" if args.confirm_n else None,
                       keep_screened=True)  # fmt: skip
     seconds = time.perf_counter() - started
+    regimes = _advise(result, hardware, args.devices)
     result.frontier.to_csv(out / "plan.csv", index=False)
     result.by_devices.to_csv(out / "by_devices.csv", index=False)
+    if len(regimes):
+        regimes.to_csv(out / "regimes.csv", index=False)
     hardware_names = ", ".join(hw.name for hw in hardware)
     title = (
         f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
@@ -189,12 +238,28 @@ def run_plan(args: argparse.Namespace) -> int:
             "seconds": seconds,
             "note": note,
             "recommendations": result.recommendations,
+            "regimes": json.loads(regimes.to_json(orient="records")),
             "frontier": json.loads(result.frontier.to_json(orient="records")),
         }
         print(json.dumps(report, indent=2))
     else:
-        _print(result, seconds, note, out)
+        _print(result, seconds, note, out, regimes)
     return 0
+
+
+def _advise(result, hardware, devices: int):
+    """The regime table of --engine hardware, and each recommendation's regime sentence."""
+    from sim.engine import regime_advice, regime_table
+
+    by_name = {hw.name: hw for hw in hardware}
+    for workload, rows in result.frontier.groupby("workload", sort=False):
+        best = rows[rows.recommended].iloc[0]
+        table = result.by_devices[result.by_devices.workload == workload]
+        advice = regime_advice(by_name[best.hardware_name], table, int(best.tp_main),
+                               min(devices, 2))  # fmt: skip
+        if advice:
+            result.recommendations[workload] += " " + advice
+    return regime_table(hardware)
 
 
 def _depth_note(ptable, shape) -> str:
@@ -214,7 +279,7 @@ def _write_png(result, path, title: str) -> None:
     plt.close(fig)
 
 
-def _print(result, seconds: float, note: str, out: Path) -> None:
+def _print(result, seconds: float, note: str, out: Path, regimes) -> None:
     import numpy as np
     import pandas as pd
 
@@ -225,6 +290,13 @@ def _print(result, seconds: float, note: str, out: Path) -> None:
           f"{result.screen_s:.1f} s; {confirmed}; {seconds:.1f} s in all")  # fmt: skip
     if note:
         print(f"note: {note}")
+    if len(regimes):
+        print("\ngreedy decoding per tensor-parallel degree, and what bounds it:")
+        with pd.option_context("display.width", 250, "display.max_colwidth", 200,
+                               "display.float_format", "{:.4g}".format):  # fmt: skip
+            print(regimes.drop(columns="why").to_string(index=False))
+        for r in regimes.itertuples():
+            print(f"  {r.hardware_name} TP{r.tp}: {r.regime}: {r.why}")
     columns = list(TABLE_COLUMNS) + [c for c in ("sim_latency_s", "agrees")
                                      if c in result.frontier]  # fmt: skip
     with pd.option_context("display.width", 200, "display.max_colwidth", 80,
@@ -244,4 +316,5 @@ def _print(result, seconds: float, note: str, out: Path) -> None:
             winner = table[table.wins].set_index("budget").method
             print("speed-up over greedy on one device, best of each method on <= n devices:")
             print(speedups.assign(fastest=winner).rename_axis("n devices").to_string())
-    print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'} and {out / 'plan.png'}")
+    extra = f", {out / 'regimes.csv'}" if len(regimes) else ""
+    print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'}{extra} and {out / 'plan.png'}")

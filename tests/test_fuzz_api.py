@@ -233,6 +233,23 @@ config_dict_mutations = st.builds(
 
 TARGETS = [
     # ppdmodel.__all__
+    Target("Interval", ppdmodel.Interval, dict(low=1.0, high=2.0, level=0.95)),
+    Target("p_draws", ppdmodel.p_draws, dict(p=0.5, n=100, draws=50, seed=0)),
+    Target(
+        "prediction_interval",
+        ppdmodel.prediction_interval,
+        dict(
+            predict=lambda costs, p: costs.layer_s * (1 - p),
+            costs=COSTS,
+            replicates=[COSTS],
+            p=0.5,
+            n=100,
+            level=0.9,
+            draws=20,
+            seed=0,
+        ),
+        {"costs": cost_values, "replicates": st.just([COSTS, "x"])},
+    ),  # fmt: skip
     Target("expected_latency", ppdmodel.expected_latency, THEOREM, {"p": st.just(P_T)}),
     Target("expected_compute", ppdmodel.expected_compute, {**THEOREM, "k": 3}),
     Target("latency_variance", ppdmodel.latency_variance, THEOREM),
@@ -258,6 +275,30 @@ TARGETS = [
             "per_handoff_overhead_s": 0.0,
         },
     ),  # fmt: skip
+    Target(
+        "free_expected_latency_seconds",
+        ppdmodel.free_expected_latency_seconds,
+        dict(d=30, exit_layer=10, ell=16, q=0.5, costs=COSTS),
+        {"costs": cost_values, "q": st.just([0.5] * 16)},
+    ),
+    Target(
+        "free_expected_compute_seconds",
+        ppdmodel.free_expected_compute_seconds,
+        dict(d=30, exit_layer=10, ell=16, q=0.5, costs=COSTS),
+        {"costs": cost_values},
+    ),
+    Target(
+        "free_trace_latency_seconds",
+        ppdmodel.free_trace_latency_seconds,
+        dict(d=30, exit_layer=10, exits=[1, 0, 1, 1, 0], costs=COSTS),
+        {"costs": cost_values, "exits": st.lists(st.integers(-1, 2), max_size=6)},
+    ),
+    Target(
+        "free_rows_layer_seconds",
+        ppdmodel.free_rows_layer_seconds,
+        dict(rows=[1, 2, 5], costs=COSTS),
+        {"costs": cost_values},
+    ),
     Target(
         "greedy_latency_seconds",
         ppdmodel.greedy_latency_seconds,
@@ -494,6 +535,18 @@ TARGETS = [
         sim.monte_carlo,
         dict(config=sim.SimConfig(**SMALL), n=3, seed=0, processes=1),
         {"config": sim_values},
+    ),
+    Target(
+        "simulate_free",
+        sim.simulate_free,
+        dict(d=12, exit_layer=4, costs=COSTS, exits=[1, 0, 1], q=None, ell=None, seed=0),
+        {"costs": cost_values, "exits": st.lists(st.integers(-1, 2), max_size=4)},
+    ),
+    Target(
+        "monte_carlo_free",
+        sim.monte_carlo_free,
+        dict(d=12, exit_layer=4, costs=COSTS, ell=8, q=0.5, n_runs=3, seed=0),
+        {"costs": cost_values},
     ),
     Target(
         "plot_gantt",

@@ -48,6 +48,13 @@ def test_measure_quickstart_runs_on_a_local_model(tmp_path):
     greedy = greedy_generate(model, input_ids, max_new_tokens=16)
     assert out.tokens == greedy.tokens
     assert set(namespace["df"]["k"]) == {1, 3}
+    import torch
+
+    ids = torch.tensor([input_ids])
+    assert namespace["seq"].tolist() == model.generate(ids, max_new_tokens=16).tolist()
+    torch.manual_seed(0)
+    sampled = model.generate(ids, do_sample=True, top_k=50, max_new_tokens=16)
+    assert namespace["sampled"].tokens == sampled[0, ids.shape[1] :].tolist()
 
 
 def test_measure_exports_resolve_lazily():

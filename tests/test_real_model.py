@@ -154,3 +154,71 @@ def test_logit_lens_rates_equal_hidden_states(smollm2):
     assert checked == len(records) >= 2 * 4 * len(LAYERS) * len(KS) and near_ties <= 2
     rates = records.groupby(["layer", "k"])["match"].mean()
     assert rates[(28, 5)] > rates[(8, 1)]  # later layers and larger k predict better
+
+
+@pytest.mark.parametrize("sampling", [{"top_k": 50}, {"top_p": 0.9}])
+def test_sampled_ppd_equals_sampled_generate(smollm2, sampling):
+    """Appendix B on a real model: seeded generate(do_sample=True) == sampled PPD, 3 seeds,
+    both placements (the prompts rotate over the seeds to keep the file fast)."""
+    import torch
+
+    from measure.decode.backends import ppd_generate
+
+    model, tokenizer, prompts, _ = smollm2
+    for seed in (0, 1, 2):
+        prompt = prompts[seed % len(prompts)]
+        ids = torch.tensor([prompt])
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            ref = model.generate(ids, do_sample=True, max_new_tokens=NEW_TOKENS, **sampling)
+        ref = ref[0, len(prompt) :].tolist()
+        for early_head, k in (("main", 3), ("candidates", 1)):
+            got = ppd_generate(
+                model,
+                prompt,
+                d_bar=15,
+                k=k,
+                max_new_tokens=NEW_TOKENS,
+                eos_token_id=tokenizer.eos_token_id,
+                do_sample=True,
+                seed=seed,
+                early_head=early_head,
+                **sampling,
+            )
+            assert got.tokens == ref, (seed, early_head, sampling)
+
+
+def test_custom_generate_equals_generate(smollm2):
+    """generate(custom_generate=ppd_generate_hf): sampled, with a streamer and the statistics."""
+    import torch
+
+    from measure.decode.hf_generate import ppd_generate_hf
+
+    model, _, prompts, _ = smollm2
+    ids = torch.tensor([prompts[1]])
+    kwargs = dict(do_sample=True, top_p=0.9, max_new_tokens=NEW_TOKENS)
+    torch.manual_seed(4)
+    with torch.no_grad():
+        ref = model.generate(ids, **kwargs)
+    puts = []
+
+    class Streamer:
+        def put(self, value):
+            puts.append(value.tolist())
+
+        def end(self):
+            puts.append("end")
+
+    torch.manual_seed(4)
+    out = model.generate(
+        ids,
+        **kwargs,
+        custom_generate=ppd_generate_hf,
+        d_bar=15,
+        k=3,
+        streamer=Streamer(),
+        return_dict_in_generate=True,
+    )
+    assert out.sequences.tolist() == ref.tolist()
+    assert [x for p in puts[1:-1] for x in p] == ref[0, ids.shape[1] :].tolist()
+    assert puts[-1] == "end" and out.n_runs == 1 + len(out.ppd.m) - out.matches

@@ -15,9 +15,11 @@ from ppdmodel.cli_args import (
     existing_dir,
     existing_file,
     int_at_least,
+    nonnegative_int,
     output_dir,
     positive_float,
     positive_int,
+    probability,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 
@@ -67,7 +69,9 @@ def register(subparsers) -> None:
         "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
         "predicted_vs_measured.png and layer_times.png. --early-exit L --draft-tokens G adds "
         "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
-        "rounds, predicted from the profile and the layer-L match sequences. "
+        "rounds, predicted from the profile and the layer-L match sequences. --free L_S "
+        "--threshold X|auto adds FREE (approximate: quality against greedy is reported), "
+        "predicted from the profile and each run's exit sequence. "
         "--fit runs the older comparison "
         "instead, with overheads FITTED on half of the prompts.",
     )
@@ -110,6 +114,31 @@ def register(subparsers) -> None:
         default=[],
         metavar="G",
         help="draft lengths g of --early-exit (each L x each g; required with --early-exit)",
+    )
+    validate.add_argument(
+        "--free",
+        type=positive_int,
+        nargs="+",
+        default=[],
+        metavar="L_S",
+        help="also time FREE (measure.free: shallow-deep early exit, synchronized parallel "
+        "decoding) with each shallow depth L_S in [1, d - 1] and each --threshold, in the same "
+        "rounds; predicted from the profile and each run's exit sequence (default: none)",
+    )
+    validate.add_argument(
+        "--threshold",
+        type=free_threshold,
+        nargs="+",
+        default=[],
+        metavar="X|auto",
+        help="FREE's exit thresholds (required with --free): a number (above 1: never exit) or "
+        "auto (Algorithm 1's Beta mixture, calibrated first on --calibration-sentences prompts)",
+    )
+    validate.add_argument(
+        "--calibration-sentences",
+        type=positive_int,
+        default=1,
+        help="prompts --threshold auto calibrates on, untimed, before the rounds (default 1)",
     )
     validate.add_argument(
         "--fit",
@@ -164,6 +193,42 @@ def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
         "--threads", type=positive_int, default=None, help="torch threads in this process"
     )
     p.add_argument("--out", required=True, type=output_dir, metavar="DIR", help="output directory")
+    _add_sampling(p)
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    """Sampled decoding (paper Appendix B): main samples as ``model.generate`` does."""
+    group = p.add_argument_group(
+        "sampling (paper Appendix B)",
+        "main samples its token exactly as model.generate(do_sample=True, ...) does (the "
+        "model's generation config and transformers' defaults apply, e.g. top_k 50); a match is "
+        "the sampled token among the k candidates; the baseline samples with the same draws",
+    )
+    group.add_argument("--do-sample", action="store_true", help="sample instead of greedy")
+    group.add_argument("--temperature", type=positive_float, default=None, help="temperature > 0")
+    group.add_argument("--top-k", type=nonnegative_int, default=None, help="top-k sampling")
+    group.add_argument("--top-p", type=probability, default=None, help="top-p in (0, 1]")
+    group.add_argument(
+        "--seed",
+        type=nonnegative_int,
+        default=0,
+        help="prompt i is seeded with measure.decode.sampling.prompt_seed(SEED, its id), as "
+        "`ppd measure match-rate --seed` seeds it (default 0)",
+    )
+
+
+def _sampling(args, names):
+    """(Decoding, seeds per prompt or None) from the sampling flags; ValueError if misused."""
+    from measure.decode.sampling import Decoding, prompt_seed
+
+    given = [f"--{n.replace('_', '-')}" for n in ("temperature", "top_k", "top_p")
+             if getattr(args, n) is not None]  # fmt: skip
+    if given and not args.do_sample:
+        raise ValueError(f"{', '.join(given)}: sampling options need --do-sample")
+    if not args.do_sample:
+        return Decoding(), None
+    decoding = Decoding(True, args.temperature, args.top_k, args.top_p)
+    return decoding, [prompt_seed(args.seed, name) for name in names]
 
 
 def check_world_size(args) -> None:
@@ -230,6 +295,7 @@ def _run(args) -> int:
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
+    decoding, seeds = _sampling(args, names)
     report = table3(
         model,
         ids,
@@ -247,6 +313,8 @@ def _run(args) -> int:
         repeats=args.repeats,
         progress=not args.no_progress,
         head=head,
+        decoding=decoding,
+        seeds=seeds,
     )
     _warn_degenerate("run", names, report.greedy, eos)
     out = Path(args.out)
@@ -256,7 +324,12 @@ def _run(args) -> int:
     print(
         f"d = {model.config.get_text_config().num_hidden_layers}, d_bar = {d_bar}, "
         f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}, "
-        f"early head on {args.early_head}"
+        f"early head on {args.early_head}, {decoding.label}"
+        + (
+            f" (seed {args.seed}; 'greedy' in verdicts: the sampled baseline)"
+            if decoding.do_sample
+            else ""
+        )
     )
     print(format_table(report.table))
     print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")
@@ -280,6 +353,8 @@ def _early_exit_configs(args) -> list:
     """The --early-exit x --draft-tokens methods (checked before any model is loaded)."""
     from measure.eval.hf_early_exit import EarlyExitConfig
 
+    if args.do_sample and (args.early_exit or args.fit):
+        raise ValueError("--do-sample: --early-exit and --fit time greedy decoding only")
     if bool(args.early_exit) != bool(args.draft_tokens):
         raise ValueError("--early-exit and --draft-tokens must be given together")
     if args.early_exit and args.fit:
@@ -291,8 +366,37 @@ def _early_exit_configs(args) -> list:
     ]
 
 
+def free_threshold(text: str):
+    """A --threshold value: "auto" or a number >= 0."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or auto, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or auto, got {text!r}")
+    return value
+
+
+def _free_configs(args) -> list:
+    """The --free x --threshold methods (checked before any model is loaded)."""
+    from measure.eval.free_eval import FreeConfig
+
+    if bool(args.free) != bool(args.threshold):
+        raise ValueError("--free and --threshold must be given together")
+    if args.free and args.fit:
+        raise ValueError("--free is not available with --fit")
+    return [
+        FreeConfig(exit_layer=L, threshold=t, calibration_sentences=args.calibration_sentences)
+        for L in dict.fromkeys(args.free)
+        for t in dict.fromkeys(args.threshold)
+    ]
+
+
 def _validate(args) -> int:
     early_exit = _early_exit_configs(args)
+    free = _free_configs(args)
     if args.fit:
         return _validate_fitted(args)
     import torch
@@ -305,10 +409,14 @@ def _validate(args) -> int:
     from sim.formats import write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
+    decoding, seeds = _sampling(args, names)
     d = model.config.get_text_config().num_hidden_layers
     for e in early_exit:
         if not 1 <= e.exit_layer <= d - 1:
             raise ValueError(f"--early-exit: {e.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
+    for f in free:
+        if not 1 <= f.exit_layer <= d - 1:
+            raise ValueError(f"--free: {f.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     profile = _validation_profile(args, model, ids, out)
@@ -336,6 +444,9 @@ def _validate(args) -> int:
         head=head,
         progress=not args.no_progress,
         early_exit=early_exit,
+        decoding=decoding,
+        seeds=seeds,
+        free=free,
     )
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
@@ -349,7 +460,13 @@ def _validate(args) -> int:
     summary = result.summary()
     print(
         f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
-        f"{args.repeats} interleaved rounds; {result.timing.load.describe()}"
+        f"{args.repeats} interleaved rounds, {decoding.label}"
+        + (
+            f" (seed {args.seed}; 'greedy' rows: the sampled baseline)"
+            if decoding.do_sample
+            else ""
+        )
+        + f"; {result.timing.load.describe()}"
     )
     print(format_table(result))
     print("waterfall per token (predicted from the profile; measured beside it):")
@@ -360,13 +477,21 @@ def _validate(args) -> int:
         print("  " + line)
     for line in format_early_exit(result):
         print(line)
+    for o in result.free:
+        print("FREE (approximate; quality against greedy's tokens): " + o.describe())
     for line in result.verdicts():
         print("verdict: " + line)
     print(
         f"predicted vs measured: median |error| {100 * summary['median_abs_rel_err']:.1f} %, "
         f"worst {100 * summary['worst_abs_rel_err']:.1f} % over "
         f"{summary['configurations']} configuration(s); greedy "
-        f"{100 * summary['greedy_rel_err']:+.1f} %; 0 parameters fitted on these runs"
+        + ", ".join(
+            f"{100 * err:+.1f} % (priced on {backend})"
+            for backend, err in summary["greedy_rel_err_by_backend"].items()
+        )
+        + "; 0 parameters fitted on these runs; measured median inside the predicted 95 % "
+        f"interval for {summary['inside_interval']} of {summary['with_interval']} "
+        "configuration(s) with one (profile cost replicates)"
     )
     print(
         f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "

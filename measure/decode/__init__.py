@@ -1,4 +1,4 @@
-"""Real PPD decoding (paper Algorithm 2), token-for-token equal to greedy decoding.
+"""Real PPD decoding (paper Algorithm 2), token-for-token equal to greedy (or sampled) decoding.
 
 - ``loop.py``: the main process's loop (``run_main``), shared by every backend;
 - ``executor.py``: the ``CandidateExecutor`` protocol the loop drives;
@@ -6,5 +6,9 @@
 - ``dist.py`` / ``comm.py`` / ``launch.py``: the torch.distributed message protocol, its
   point-to-point messages, and the ranks' launcher;
 - ``backends.py``: ``ppd_generate`` / ``ppd_many``, the one dispatch over backends;
-- ``greedy.py``: the greedy reference; ``checks.py``: argument checks; ``results.py``: results.
+- ``greedy.py``: the greedy reference; ``checks.py``: argument checks; ``results.py``: results;
+- ``sampling.py``: main's token rule, greedy or sampled as transformers' ``generate`` samples
+  (paper Appendix B);
+- ``hf_generate.py``: PPD as ``model.generate(custom_generate=ppd_generate_hf)``, and the
+  ``custom_generate/`` folder that loads it by path.
 """

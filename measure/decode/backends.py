@@ -11,6 +11,7 @@ from pathlib import Path
 from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
+from measure.decode.sampling import GREEDY, Decoding, check_seed
 from measure.hf.loading import load_model
 from ppdmodel.costs import check_early_head
 
@@ -40,16 +41,22 @@ def ppd_many(
     head=None,
     warmup=True,
     early_head="main",
+    decoding: Decoding = GREEDY,
+    seeds=None,
+    generator=None,
 ):
     """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts in one job.
 
     ``model_dir`` (a local directory holding ``model``'s weights) spares ``dist`` a temporary
-    copy; ``warmup`` decodes two tokens of the first prompt untimed first (``single``);
-    ``early_head`` as in ``ppd_generate``.
+    copy; ``warmup`` decodes two tokens of the first prompt untimed first (``single``, greedy,
+    so it draws nothing); ``early_head`` as in ``ppd_generate``. ``decoding``: greedy or
+    sampled (``measure.decode.sampling.Decoding``); sampled, ``seeds`` (one per prompt) seeds
+    main's global generator before each prompt, or ``generator`` gives every draw.
     """
     check_backend(backend)
     check_early_head(early_head)
     names = sequences or [str(i) for i in range(len(prompts))]
+    seeds = _check_seeds(seeds, generator, len(prompts))
     if backend == "dist":
         return ppd_dist_many(
             model_dir or model,
@@ -63,6 +70,9 @@ def ppd_many(
             head=head,
             sequences=names,
             early_head=early_head,
+            decoding=decoding,
+            seeds=seeds,
+            generator=generator,
         )
     if isinstance(model, str | Path):  # a local model directory
         model = load_model(model)[0]
@@ -89,9 +99,25 @@ def ppd_many(
             head=head,
             sequence=name,
             early_head=early_head,
+            decoding=decoding,
+            seed=seed,
+            generator=generator,
         )
-        for p, name in zip(prompts, names, strict=True)
+        for p, name, seed in zip(prompts, names, seeds, strict=True)
     ]
+
+
+def _check_seeds(seeds, generator, n: int) -> list:
+    """One seed (or None) per prompt; ValueError for a bad seed or a list of the wrong length."""
+    if seeds is None:
+        check_seed(None, generator)
+        return [None] * n
+    seeds = list(seeds)
+    if len(seeds) != n:
+        raise ValueError(f"seeds must hold one seed per prompt ({n}), got {len(seeds)}")
+    for seed in seeds:
+        check_seed(seed, generator)
+    return seeds
 
 
 def ppd_generate(
@@ -108,8 +134,15 @@ def ppd_generate(
     timeout_s=120.0,
     sequence="0",
     early_head="main",
+    do_sample=False,
+    temperature=None,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    generator=None,
 ):
-    """Real PPD decoding (paper Algorithm 2); the tokens equal greedy decoding's.
+    """Real PPD decoding (paper Algorithm 2); the tokens equal greedy decoding's, or sampled
+    decoding's (paper Appendix B).
 
     model: a Hugging Face causal LM (or a local model directory); input_ids: one prompt ([P],
     [1, P] or a list); d_bar: early-prediction layer, d/2 <= d_bar < d; k: candidates,
@@ -118,7 +151,19 @@ def ppd_generate(
     and sends the k ids, Algorithm 2) or ``candidates`` (main hands its layer-d_bar hidden
     state over and goes on; the candidate side runs the early head and the top-k, and main
     gets the k ids back when it decides the match), see ``measure.decode.loop``.
+
+    Sampling (``do_sample=True``; ``temperature`` > 0, ``top_k`` >= 0, ``top_p`` in (0, 1],
+    None: the model's generation config, then transformers' defaults): main samples its final
+    token as ``model.generate(do_sample=True, ...)`` does (the same logits processors in the
+    same order, one draw per token) and a match is the sampled token among the k candidates,
+    which never draw. ``seed=s`` seeds torch's global generator with s first (on ``dist``:
+    main's process's), so ``torch.manual_seed(s); model.generate(ids, do_sample=True, top_k=K,
+    max_new_tokens=N)`` gives the same tokens; ``generator`` (``single``: used as is; ``dist``:
+    main's process starts from its state) gives the draws instead. See
+    ``measure.decode.sampling`` for what is refused.
     """
+    decoding = Decoding(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
+    check_seed(seed, generator)
     (result,) = ppd_many(
         model,
         [input_ids],
@@ -133,5 +178,8 @@ def ppd_generate(
         head=head,
         warmup=False,
         early_head=early_head,
+        decoding=decoding,
+        seeds=[seed],
+        generator=generator,
     )
     return result

@@ -103,6 +103,13 @@ class DistTask:
     """Names of the prompts in the traces (default "0", "1", ...)."""
     early_head: str = "main"
     """Where the early head runs: ``main`` (rank 0) or ``candidates`` (the candidate ranks)."""
+    decoding: dict | None = None
+    """Main's rule (``measure.decode.sampling.Decoding.to_dict``); None: greedy."""
+    seeds: list[int | None] | None = None
+    """Sampled: per prompt, the seed of rank 0's global generator before decoding it."""
+    generator_state: list[int] | None = None
+    """Sampled: the state (``torch.Generator.get_state``) of the generator rank 0 draws from,
+    for every prompt in turn (instead of seeds); candidate ranks never draw."""
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Plain greedy decoding with PPD's prefill/decode split: the reference PPD must reproduce."""
+"""Plain decoding with PPD's prefill/decode split (greedy, or sampled): the reference PPD must
+reproduce token for token."""
 
 from __future__ import annotations
 
@@ -12,20 +13,44 @@ from measure.decode.checks import (
     eos_set,
 )
 from measure.decode.results import GreedyResult
+from measure.decode.sampling import GREEDY, check_seed, next_token_rule
 from measure.hf.layer_split import LayerSplitModel
 from measure.profile import clock as clocks
 from measure.profile.clock import synchronize
 
 
 @torch.no_grad()
-def greedy_generate(model, input_ids, *, max_new_tokens, eos_token_id=None, return_cache=False):
-    """Plain greedy decoding with the same prefill/decode split as PPD (the exactness reference)."""
+def greedy_generate(
+    model,
+    input_ids,
+    *,
+    max_new_tokens,
+    eos_token_id=None,
+    return_cache=False,
+    decoding=GREEDY,
+    seed=None,
+    generator=None,
+):
+    """Plain decoding with the same prefill/decode split as PPD (the exactness reference).
+
+    Greedy by default; ``decoding`` (``measure.decode.sampling.Decoding``), ``seed`` and
+    ``generator`` sample the tokens as ``ppd_generate`` does, from the same draws.
+    """
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
     check_max_new_tokens(max_new_tokens)
+    check_seed(seed, generator)
     ids = as_prompt_ids(input_ids, lsm.device)
     check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
     check_context(lsm.model.config, ids.shape[1], max_new_tokens)
-    eos = eos_set(eos_token_id)
+    rule = next_token_rule(
+        lsm.model,
+        ids,
+        decoding,
+        max_new_tokens=max_new_tokens,
+        eos=eos_set(eos_token_id),
+        seed=seed,
+        generator=generator,
+    )
     cache = lsm.new_cache()
     t0 = clocks.host_clock()
     if ids.shape[1] > 1:
@@ -34,10 +59,10 @@ def greedy_generate(model, input_ids, *, max_new_tokens, eos_token_id=None, retu
     t1 = clocks.host_clock()
     token, position, tokens, times = ids[:, -1:], ids.shape[1] - 1, [], []
     for _ in range(max_new_tokens):
-        nxt = int(lsm.decode_step(token, cache, position).float().argmax(-1))
+        nxt = rule.choose(lsm.decode_step(token, cache, position))  # logits [1, V]
         tokens.append(nxt)
         times.append(clocks.host_clock() - t1)
-        if nxt in eos:
+        if rule.stop(nxt):
             break
         token = torch.full((1, 1), nxt, dtype=torch.long, device=lsm.device)
         position += 1

@@ -46,6 +46,7 @@ from measure.decode.dist import (
 from measure.decode.lifeline import run_tied
 from measure.decode.loop import run_main
 from measure.decode.results import build_result, handoff_nbytes
+from measure.decode.sampling import GREEDY, Decoding, next_token_rule
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.loading import load_causal_lm, resolve_model_dir
 from measure.profile import clock as clocks
@@ -117,19 +118,30 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
         d, task.d_bar, task.k, lsm.model.config.get_text_config().vocab_size, task.max_new_tokens
     )
     check_early_head(task.early_head)
+    decoding = Decoding.from_dict(task.decoding)
+    generator = _generator(task.generator_state, lsm.device)
     results = []
     for i, prompt in enumerate(task.prompts):
         ids = torch.tensor([prompt], dtype=torch.long)
         for r in range(1, job.world_size):
             comm.send_header(r, PROMPT, ids.shape[1])
             comm.send(ids.to(comm.device), r)
+        next_token = next_token_rule(  # seeds this process's global generator (sampled)
+            lsm.model,
+            ids.to(lsm.device),
+            decoding,
+            max_new_tokens=task.max_new_tokens,
+            eos=eos_set(task.eos_token_id),
+            seed=task.seeds[i] if task.seeds else None,
+            generator=generator,
+        )
         fields, cache = run_main(
             lsm,
             ids.to(lsm.device),
             d_bar=task.d_bar,
             k=task.k,
             max_new_tokens=task.max_new_tokens,
-            eos=eos_set(task.eos_token_id),
+            next_token=next_token,
             candidates_factory=lambda c, e, rec: RemoteCandidates(
                 lsm, c, e, rec, comm, job.world_size, k=task.k
             ),
@@ -148,6 +160,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
                 head_name=head_name(lsm.head),
                 nbytes=handoff_nbytes(lsm, cache, d - task.d_bar),
                 link=link,
+                decoding=decoding.label,
             )
         )
         progress(i)
@@ -155,6 +168,15 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
         comm.send_header(r, STOP)
     comm.flush()
     return results
+
+
+def _generator(state: list[int] | None, device: torch.device) -> torch.Generator | None:
+    """A generator on `device` restored from a ``get_state()`` byte list, or None."""
+    if state is None:
+        return None
+    generator = torch.Generator(device=device)
+    generator.set_state(torch.tensor(state, dtype=torch.uint8))
+    return generator
 
 
 def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> None:
@@ -396,13 +418,18 @@ def ppd_dist_many(
     head=None,
     sequences=None,
     early_head="main",
+    decoding: Decoding = GREEDY,
+    seeds=None,
+    generator=None,
     **job_kwargs,
 ):
     """Distributed PPD of several prompts in one spawned job; a list of PPDResult.
 
     model: a local model directory or a loaded model (saved to a temporary directory so
     every rank loads identical weights); early_head: ``main`` or ``candidates`` (the
-    candidate ranks run the early head on main's layer-d_bar hidden state).
+    candidate ranks run the early head on main's layer-d_bar hidden state); decoding,
+    seeds (one per prompt, or None), generator: main's rule and draws (``ppd_many``); rank 0
+    starts from ``generator``'s state (the caller's generator is not advanced).
     """
     check_early_head(early_head)
     config = _config(model)
@@ -423,6 +450,9 @@ def ppd_dist_many(
             sequences=sequences,
             head_dir=_head_dir(head, tmp),
             early_head=early_head,
+            decoding=decoding.to_dict() if decoding.do_sample else None,
+            seeds=None if seeds is None or all(x is None for x in seeds) else list(seeds),
+            generator_state=None if generator is None else generator.get_state().tolist(),
         )
         job = DistJob(
             tasks=[task],

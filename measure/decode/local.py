@@ -14,6 +14,7 @@ from measure.decode.checks import (
 )
 from measure.decode.loop import CANDIDATES, MAIN, Recorder, run_main
 from measure.decode.results import build_result, handoff_nbytes
+from measure.decode.sampling import GREEDY, NextToken, check_seed, next_token_rule
 from measure.hf.kv_ops import append_entries, last_entries, share_prefix
 from measure.hf.layer_split import LayerSplitModel
 from measure.train.head_io import head_name
@@ -128,9 +129,18 @@ def ppd_single(
     sequence="0",
     return_cache=False,
     early_head="main",
+    decoding=GREEDY,
+    seed=None,
+    generator=None,
+    next_token: NextToken | None = None,
 ):
-    """PPD in one process (sequential on CPU, two CUDA streams on a GPU); see ``ppd_generate``."""
+    """PPD in one process (sequential on CPU, two CUDA streams on a GPU); see ``ppd_generate``.
+
+    ``next_token`` (a ``measure.decode.sampling.NextToken``) replaces the rule built from
+    ``decoding``, ``seed``, ``generator`` and ``eos_token_id`` (``measure.generate_hf``).
+    """
     check_early_head(early_head)
+    check_seed(seed, generator)
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model, head=head)
     d = lsm.num_layers
     vocab = lsm.model.config.get_text_config().vocab_size
@@ -139,13 +149,23 @@ def ppd_single(
     ids = as_prompt_ids(input_ids, lsm.device)
     check_prompt_ids(ids, vocab)
     check_context(lsm.model.config, ids.shape[1], max_new_tokens)
+    if next_token is None:
+        next_token = next_token_rule(
+            lsm.model,
+            ids,
+            decoding,
+            max_new_tokens=max_new_tokens,
+            eos=eos_set(eos_token_id),
+            seed=seed,
+            generator=generator,
+        )
     fields, cache = run_main(
         lsm,
         ids,
         d_bar=d_bar,
         k=k,
         max_new_tokens=max_new_tokens,
-        eos=eos_set(eos_token_id),
+        next_token=next_token,
         candidates_factory=lambda c, e, rec: LocalCandidates(lsm, c, e, rec, k=k),
         early_head=early_head,
     )
@@ -158,5 +178,6 @@ def ppd_single(
         backend="single",
         head_name=head_name(lsm.head),
         nbytes=handoff_nbytes(lsm, cache, d - d_bar),
+        decoding=decoding.label,
     )
     return (result, cache) if return_cache else result

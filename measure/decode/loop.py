@@ -18,9 +18,11 @@ The prompt minus its last token is prefilled; then each generated token t = 1..e
    the next pass starts at layer 0 (m_t = 0) and the batch is rejected.
 
 Main's own computation is the greedy computation, so the tokens are greedy's whatever the
-placement; after a hand-off main's cache equals greedy's up to the rounding of the batched
-candidate rows (exactly so at k = 1 on CPU). Latency in layer units is d_bar*ell + e*N
-(N = 1 + sum(1 - m_t)).
+placement (or, sampled, ``generate``'s with the same seed: main samples its final token as
+transformers does and the candidate side never draws, ``measure.decode.sampling``; a match is
+the sampled token among the candidates, paper Appendix B); after a hand-off main's cache
+equals greedy's up to the rounding of the batched candidate rows (exactly so at k = 1 on
+CPU). Latency in layer units is d_bar*ell + e*N (N = 1 + sum(1 - m_t)).
 
 Trace events (``sim.formats.EVENT_KEYS``; ``process`` 0 = main, 1.. = candidate side; layers
 0-based, [layer_start, layer_end)): main's ``layers`` blocks [a, d_bar) and [d_bar, d) of
@@ -51,6 +53,7 @@ from collections.abc import Callable
 import torch
 
 from measure.decode.executor import CandidateExecutor
+from measure.decode.sampling import NextToken
 from measure.profile import clock as clocks
 from measure.profile.clock import Clock, synchronize
 
@@ -112,7 +115,7 @@ def run_main(
     d_bar,
     k,
     max_new_tokens,
-    eos,
+    next_token: NextToken,
     candidates_factory: CandidatesFactory,
     host_clock=False,
     early_head="main",
@@ -120,7 +123,9 @@ def run_main(
     """The main process of PPD (shared by both backends); returns (result fields, cache).
 
     ``candidates_factory(cache, e, recorder)`` gives the ``CandidateExecutor`` of the backend;
-    ``early_head`` (``"main"`` or ``"candidates"``, already checked) places the early head.
+    ``early_head`` (``"main"`` or ``"candidates"``, already checked) places the early head;
+    ``next_token`` chooses main's token from its final logits and says when the sequence ends
+    (``measure.decode.sampling``: greedy up to EOS, or sampled as ``generate`` samples).
     """
     d = lsm.num_layers
     e = d - d_bar
@@ -158,11 +163,11 @@ def run_main(
         h = lsm.run_layers(h, d_bar, d, cache, pos)
         late = rec.mark()
         rec.add(MAIN, t, d_bar, d, "layers", early, late)
-        nxt = int(lsm.logits(h)[:, -1].float().argmax(-1))
+        nxt = next_token.choose(lsm.logits(h)[:, -1])  # logits [1, V]
         rec.add(MAIN, t, d, d, "head", late, rec.mark())
         tokens.append(nxt)
         times.append(rec.host_seconds())
-        if nxt in eos or not started:
+        if next_token.stop(nxt) or not started:
             break
         hits = [j for j, c in enumerate(cand.candidate_ids()) if c == nxt]
         if hits:

@@ -12,7 +12,8 @@ class PPDResult:
     """One PPD generation: the tokens, the match outcomes and the timed trace."""
 
     tokens: list[int]
-    """Generated token ids (prompt excluded); equal to greedy decoding's."""
+    """Generated token ids (prompt excluded); equal to greedy decoding's (sampled: to seeded
+    ``generate(do_sample=True)``'s)."""
     m: list[int]
     """m_t for t = 2..ell: 1 if pass t started from a handed-off candidate."""
     n_runs: int
@@ -33,6 +34,8 @@ class PPDResult:
     """(bytes, one-way seconds) of link probes between ranks (``dist`` only)."""
     early_head: str = "main"
     """Where the early head ran: ``main`` (on main's critical path) or ``candidates``."""
+    decoding: str = "greedy"
+    """Main's rule: ``greedy`` or ``sample ...`` (``measure.decode.sampling.Decoding.label``)."""
 
     @property
     def ell(self) -> int:
@@ -42,7 +45,8 @@ class PPDResult:
     def __repr__(self) -> str:
         return (
             f"PPDResult(ell={self.ell}, n_runs={self.n_runs}, matches={sum(self.m)}, "
-            f"backend={self.backend!r}, early_head={self.early_head!r}, wall_s={self.wall_s:.4g})"
+            f"backend={self.backend!r}, early_head={self.early_head!r}, "
+            f"decoding={self.decoding!r}, wall_s={self.wall_s:.4g})"
         )
 
 
@@ -73,7 +77,9 @@ def handoff_nbytes(lsm, cache, e: int) -> int:
     return size * (hidden_size + sum(per_layer))
 
 
-def build_result(fields: dict, *, d, d_bar, k, sequence, backend, head_name, nbytes=0, link=()):
+def build_result(
+    fields: dict, *, d, d_bar, k, sequence, backend, head_name, nbytes=0, link=(), decoding="greedy"
+):
     """Assemble a PPDResult (and its MatchTrace) from ``run_main``'s fields."""
     m = fields["m"]
     trace = MatchTrace(
@@ -86,6 +92,8 @@ def build_result(fields: dict, *, d, d_bar, k, sequence, backend, head_name, nby
         source="ppd_run",
         tokens=fields["tokens"],
         events=fields["events"],
+        backend=backend,
+        early_head=fields.get("early_head", "main"),
     )
     return PPDResult(
         tokens=fields["tokens"],
@@ -99,4 +107,5 @@ def build_result(fields: dict, *, d, d_bar, k, sequence, backend, head_name, nby
         handoff_bytes=nbytes,
         link_samples=list(link),
         early_head=fields.get("early_head", "main"),
+        decoding=decoding,
     )

@@ -81,9 +81,11 @@ def _waterfall(ax, result) -> None:
 
 
 def _point_name(row) -> str:
-    """'greedy', 'd_bar/k/head/backend' for PPD or 'EE L/g' for early exit."""
+    """'greedy', 'd_bar/k/head/backend' for PPD, 'EE L/g' for early exit or 'FREE L_s/threshold'."""
     if row["method"] == "greedy":
         return "greedy"
+    if row.get("threshold") is not None and row.get("threshold") == row.get("threshold"):
+        return f"FREE {int(row['exit_layer'])}/{row['threshold']:.3g}"
     if row.get("exit_layer") is not None and row.get("exit_layer") == row.get("exit_layer"):
         return f"EE {int(row['exit_layer'])}/{int(row['draft_tokens'])}"
     return f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"

@@ -6,13 +6,18 @@ not fitted) give its latency exactly under the profile's costs: the closed form
 ``SimConfig(costs=, early_head=)`` replaying m). Greedy's is ell G per run. Summed over the
 prompts, these are the predictions set beside the measured medians. The waterfall is the
 per-token split at the pooled match rate M / ell (``ppdmodel.latency_waterfall``), which
-sums to the closed form's total divided by the tokens.
+sums to the closed form's total divided by the tokens. Greedy is priced on the figures of the
+backend it is compared with (``predict_greedy(backend=)``): a ``dist`` configuration's
+speed-up rests on the ``dist`` figures alone, not on the ``single`` ones measured apart.
+Each prediction carries the closed form's interval over the profile's bootstrap replicates
+(``Prediction.interval``, ``ppdmodel.intervals``).
 
 On a CPU the ``single`` backend runs main and the candidate side on the same threads, one
 after the other, so the early head costs a pass the same on either side: both placements are
-predicted with the closed form's ``early_head="main"`` schedule and the profile's slowdown 2
-(``modelled_placement``, the profile's ``serial`` backends), exact while the candidate batch
-fits in main's remaining work.
+predicted with the closed form's ``early_head="main"`` schedule on a serial device
+(``modelled_placement``, the profile's ``serial`` backends, ``DecodeCosts.serial_device``):
+the batch runs to its end before main's suffix, exact also when it outlasts that suffix
+(W_c > W_m, e.g. k = 3 at d_bar = d/2).
 
 One end effect the per-pass model leaves out: the decoder's pass over the last allowed token
 (t = max_new_tokens) makes no early prediction, as no token follows it, so that pass costs
@@ -37,10 +42,11 @@ from ppdmodel import (
 from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.costs import DecodeCosts
+from ppdmodel.intervals import Interval, interval_of
 from ppdmodel.passes import pass_times
 
 GREEDY_BACKEND = "single"
-"""Greedy decoding runs in the calling process: its costs are the ``single`` backend's."""
+"""The backend greedy is priced on when no PPD backend is named (``predict_greedy``)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ class Prediction:
     """Runs (prompts) behind the prediction."""
     last_pass_s: float = 0.0
     """Seconds subtracted for last passes that made no early prediction (module docstring)."""
+    backend: str = GREEDY_BACKEND
+    """The profile backend whose figures priced it."""
+    interval: Interval | None = None
+    """The closed form's interval over the profile's cost replicates (``ppdmodel.intervals``;
+    the runs' own m_t are replayed, so p adds no spread); None: the profile kept no samples."""
 
     def terms(self) -> dict[str, float]:
         """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
@@ -106,10 +117,15 @@ def predict_ppd(
     end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
     closed = simulated = cuts = 0.0
     tokens = matches = 0
+    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar)
+    interval = None
+    if replicates:
+        interval = interval_of([_closed_ppd(c, runs, config, d, placement, max_new_tokens)
+                                for c in replicates])  # fmt: skip
     for run in runs:
         m = list(run.m)
         shape = dict(d=d, d_bar=config.d_bar, k=config.k, costs=costs)
-        cut = end if max_new_tokens is not None and len(m) + 1 == max_new_tokens else 0.0
+        cut = end if _hit_limit(m, max_new_tokens) else 0.0
         cuts += cut
         closed += trace_latency_seconds(m=m, early_head=placement, **shape) - cut
         sim_config = sim.SimConfig(
@@ -127,16 +143,43 @@ def predict_ppd(
         d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=placement
     )
     return Prediction(
-        closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts
-    )
+        closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
+        backend=config.backend, interval=interval,
+    )  # fmt: skip
 
 
-def predict_greedy(profile: CostProfile, runs) -> Prediction:
-    """Closed-form and simulated seconds of greedy ``runs`` (GreedyResult per prompt)."""
+def _hit_limit(m, max_new_tokens) -> bool:
+    """True when a run of ``len(m) + 1`` tokens reached max_new_tokens (its last pass made no
+    early prediction)."""
+    return max_new_tokens is not None and len(m) + 1 == max_new_tokens
+
+
+def _closed_ppd(costs, runs, config, d, placement, max_new_tokens) -> float:
+    """The closed form over ``runs`` under ``costs``, last-pass correction included."""
+    end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
+    total = 0.0
+    for run in runs:
+        m = list(run.m)
+        total += trace_latency_seconds(d=d, d_bar=config.d_bar, m=m, k=config.k, costs=costs,
+                                       early_head=placement)  # fmt: skip
+        total -= end if _hit_limit(m, max_new_tokens) else 0.0
+    return total
+
+
+def predict_greedy(profile: CostProfile, runs, backend: str = GREEDY_BACKEND) -> Prediction:
+    """Closed-form and simulated seconds of greedy ``runs`` (GreedyResult per prompt), priced
+    on ``backend``'s figures (``CostProfile.greedy_costs``): the backend of the PPD runs it is
+    compared with, so both sides of a predicted speed-up were measured together."""
     d = profile.d
-    costs = profile.costs(GREEDY_BACKEND, d_bar=default_d_bar(d))
+    costs = profile.greedy_costs(backend, d_bar=default_d_bar(d))
     closed = simulated = 0.0
     tokens = 0
+    replicates = profile.cost_replicates(backend, d_bar=default_d_bar(d), greedy=True)
+    ells = [len(run.tokens) for run in runs]
+    interval = None
+    if replicates:
+        interval = interval_of([sum(greedy_latency_seconds(d=d, ell=ell, costs=c) for ell in ells)
+                                for c in replicates])  # fmt: skip
     for run in runs:
         ell = len(run.tokens)
         closed += greedy_latency_seconds(d=d, ell=ell, costs=costs)
@@ -145,4 +188,5 @@ def predict_greedy(profile: CostProfile, runs) -> Prediction:
         )
         simulated += sim.simulate(config).latency_s
         tokens += ell
-    return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs))
+    return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs), backend=backend,
+                      interval=interval)  # fmt: skip

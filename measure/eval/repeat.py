@@ -5,6 +5,11 @@ in an order that rotates from round to round, so a slow spell of a shared machin
 all methods alike. A method's figure is the median over rounds of its total decode seconds
 (prefill excluded), with the quartiles (``measure.profile.stats.Spread``); the load average
 is read before and after. Every PPD run is checked token for token against greedy.
+
+Sampled decoding (``decoding``, paper Appendix B): the baseline samples too (plain decoding with
+the same sampler, ``greedy_generate(decoding=...)``), every method seeds prompt i with
+``seeds[i]`` (the same draws in every round), and "greedy" in the fields below stands for that
+baseline: PPD is checked token for token against it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 from measure.decode.backends import ppd_many
 from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.greedy import greedy_generate
+from measure.decode.sampling import GREEDY, Decoding
 from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit
 from measure.profile.progress import progress_bar
 from measure.profile.stats import LoadMonitor, LoadReading, Spread
@@ -23,14 +29,25 @@ DEFAULT_REPEATS = 3
 """Rounds per configuration when none are given."""
 
 
-def run_greedy(model, prompts, *, max_new_tokens, eos_token_id=None) -> list:
-    """Greedy decoding of every prompt (one warm-up decode first)."""
+def run_greedy(
+    model, prompts, *, max_new_tokens, eos_token_id=None, decoding: Decoding = GREEDY, seeds=None
+) -> list:
+    """Greedy (or ``decoding``, prompt i seeded with ``seeds[i]``) decoding of every prompt
+    (one greedy warm-up decode first, which draws nothing)."""
     lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
     check_context(model.config, lengths, max_new_tokens)  # before any decoding
     greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
+    seeds = [None] * len(prompts) if seeds is None else seeds
     return [
-        greedy_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-        for p in prompts
+        greedy_generate(
+            model,
+            p,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+            decoding=decoding,
+            seed=seed,
+        )
+        for p, seed in zip(prompts, seeds, strict=True)
     ]
 
 
@@ -95,6 +112,8 @@ class RepeatedTiming:
     """True when every round of the configuration reproduced greedy's tokens."""
     early_exit: dict[EarlyExitConfig, TimedMethod] = field(default_factory=dict)
     """HF self-speculative early exit, timed in the same rounds (``measure.eval.early_exit``)."""
+    others: dict = field(default_factory=dict)
+    """Further methods timed in the same rounds (``others`` of ``time_repeated``: FREE)."""
 
 
 def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
@@ -116,6 +135,8 @@ def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
             eos_token_id=kwargs["eos_token_id"],
             timeout_s=kwargs["timeout_s"],
             sequences=sequences,
+            decoding=kwargs["decoding"],
+            seeds=kwargs["seeds"],
             **extra,
         )
 
@@ -151,6 +172,9 @@ def time_repeated(
     head=None,
     progress: bool = False,
     early_exit=(),
+    decoding: Decoding = GREEDY,
+    seeds=None,
+    others=(),
 ) -> RepeatedTiming:
     """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
 
@@ -158,7 +182,10 @@ def time_repeated(
     head); ``threads``: threads this process uses (for the load reading); ``early_exit``:
     ``EarlyExitConfig``s timed in the same rounds (HF ``assistant_early_exit``, constant
     draft length; their ``wall_s`` starts after the first step, see
-    ``measure.eval.early_exit``).
+    ``measure.eval.early_exit``); ``decoding`` and ``seeds`` (one per prompt): sampled decoding
+    (module docstring); ``others``: (config, runner) pairs, each config with a ``label`` and each
+    runner a no-argument callable returning one result per prompt (with ``tokens`` and
+    ``wall_s``), timed in the same rounds (FREE, ``measure.eval.free_eval``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
@@ -166,6 +193,10 @@ def time_repeated(
         raise ValueError("prompts must not be empty")
     configs = list(dict.fromkeys(configs))
     early_exit = list(dict.fromkeys(early_exit))
+    if early_exit and decoding.do_sample:
+        raise ValueError("early_exit: HF early exit is timed with greedy decoding only")
+    if seeds is not None and len(seeds) != len(prompts):
+        raise ValueError(f"seeds must hold one seed per prompt ({len(prompts)}), got {len(seeds)}")
     kwargs = dict(
         max_new_tokens=max_new_tokens,
         eos_token_id=eos_token_id,
@@ -174,15 +205,25 @@ def time_repeated(
         world_size=world_size,
         timeout_s=timeout_s,
         head=head,
+        decoding=decoding,
+        seeds=seeds,
     )
     greedy = TimedMethod("greedy")
+    others = list(others)
     methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
+    methods += [TimedMethod(c.label, c) for c, _ in others]
     runners = {
         "greedy": lambda: run_greedy(
-            model, prompts, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id
+            model,
+            prompts,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+            decoding=decoding,
+            seeds=seeds,
         ),
         **{c.label: _ppd_runner(model, prompts, c, kwargs) for c in configs},
         **{c.label: _early_exit_runner(model, prompts, c, kwargs) for c in early_exit},
+        **{c.label: runner for c, runner in others},
     }
     bar = progress_bar(repeats * len(methods), enabled=progress)
     monitor = LoadMonitor(own_threads=threads)
@@ -205,4 +246,5 @@ def time_repeated(
     }
     ppd = {m.config: m for m in methods[1:] if isinstance(m.config, PPDConfig)}
     hf = {m.config: m for m in methods[1:] if isinstance(m.config, EarlyExitConfig)}
-    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf)
+    extra = {m.config: m for m in methods[1 + len(configs) + len(early_exit) :]}
+    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra)

@@ -4,6 +4,10 @@ Every method decodes the same prompts and is checked token for token against gre
 Greedy and PPD time the decode passes only (prefill excluded), over ``repeats`` interleaved
 rounds (``measure.eval.repeat``); the Hugging Face rows time whole ``generate`` calls
 (prefill included), ``repeats`` times each, and are compared with HF greedy ``generate``.
+Sampled decoding (``decoding``, paper Appendix B): the "greedy" row is plain decoding with the
+same sampler and seeds, PPD is checked against it, and the HF row is ``generate(do_sample=True,
+...)`` seeded per prompt the same way (its ``exact``: the same tokens as that baseline); HF
+early exit is greedy only and is left out.
 ``seconds`` is the median over rounds of the decode seconds of all prompts (quartiles in
 ``seconds_q1``/``seconds_q3``, ``noisy`` when IQR/median > 10 %); ``tokens_per_s`` =
 generated tokens / seconds and ``latency_128_s`` = 128 / tokens_per_s.
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from measure.decode.sampling import GREEDY, Decoding
 from measure.eval.predict import predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.repeat import run_greedy as run_greedy  # re-exported (notebooks, bench)
@@ -80,20 +85,23 @@ class Table3Report:
         return lines
 
 
-def run_hf(model, prompts, *, max_new_tokens, eos_token_id=None, **generate_kwargs):
-    """``model.generate`` (greedy, optionally with ``assistant_early_exit``): tokens, seconds."""
+def run_hf(model, prompts, *, max_new_tokens, eos_token_id=None, seeds=None, **generate_kwargs):
+    """``model.generate`` (greedy, optionally with ``assistant_early_exit``; sampled with
+    ``do_sample=True``, prompt i after ``torch.manual_seed(seeds[i])``): tokens, seconds."""
     import torch
 
     tokens, seconds = [], 0.0
-    for p in prompts:
+    for i, p in enumerate(prompts):
         ids = torch.tensor([p], device=model.device)
         kwargs = dict(
             attention_mask=torch.ones_like(ids),
             do_sample=False,
             max_new_tokens=max_new_tokens,
             pad_token_id=0,
-            **generate_kwargs,
         )
+        kwargs.update(generate_kwargs)
+        if seeds is not None and seeds[i] is not None:
+            torch.manual_seed(seeds[i])
         if eos_token_id is not None:
             kwargs["eos_token_id"] = eos_token_id
         else:
@@ -131,6 +139,16 @@ def _repeated_hf(model, prompts, repeats, **kwargs):
     """(tokens of the first call, Spread of the seconds) of ``repeats`` ``run_hf`` calls."""
     runs = [run_hf(model, prompts, **kwargs) for _ in range(repeats)]
     return runs[0][0], Spread.of([s for _, s in runs])
+
+
+def hf_sampled_row(model, prompts, reference, *, decoding, seeds, repeats=1, **kwargs) -> dict:
+    """HF ``generate(do_sample=True, ...)`` seeded per prompt, timed ``repeats`` times; exact
+    when its tokens are ``reference``'s (the sampled baseline PPD is checked against)."""
+    got, got_s = _repeated_hf(model, prompts, repeats, seeds=seeds, **decoding.generate_kwargs(),
+                              **kwargs)  # fmt: skip
+    label = f"hf generate ({decoding.label})"
+    return _row(label, None, None, sum(map(len, got)), got_s, got == reference,
+                "prefill included; vs the sampled baseline")  # fmt: skip
 
 
 def hf_rows(model, prompts, *, d_bar, max_new_tokens, eos_token_id=None, repeats=1) -> list[dict]:
@@ -189,10 +207,13 @@ def table3(
     repeats: int = DEFAULT_REPEATS,
     early_head: str = "main",
     progress: bool = False,
+    decoding: Decoding = GREEDY,
+    seeds=None,
 ) -> Table3Report:
     """Greedy vs PPD (each k) vs HF early exit on the same prompts; all checked exact.
 
     Greedy and PPD are timed over ``repeats`` interleaved rounds; the rows give the median.
+    ``decoding`` and ``seeds`` (one per prompt): sampled decoding (module docstring).
     """
     if not prompts:
         raise ValueError("prompts must not be empty")
@@ -210,9 +231,12 @@ def table3(
         timeout_s=timeout_s,
         head=head,
         progress=progress,
+        decoding=decoding,
+        seeds=seeds,
     )
     greedy = timing.greedy
-    rows = [_row("greedy", None, None, greedy.tokens, greedy.spread, True, "decode only")]
+    baseline = "greedy" if not decoding.do_sample else decoding.label
+    rows = [_row(baseline, None, None, greedy.tokens, greedy.spread, True, "decode only")]
     report = Table3Report(
         table=pd.DataFrame(),
         greedy=greedy.runs,
@@ -237,7 +261,21 @@ def table3(
                 n_m=len(ms),
             )
         )
-    if assistant:
+    if assistant and decoding.do_sample:
+        reference = [g.tokens for g in greedy.runs]
+        rows.append(
+            hf_sampled_row(
+                model,
+                prompts,
+                reference,
+                decoding=decoding,
+                seeds=seeds,
+                repeats=repeats,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=eos_token_id,
+            )
+        )
+    elif assistant:
         rows += hf_rows(
             model,
             prompts,

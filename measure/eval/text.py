@@ -13,18 +13,31 @@ def format_table(validation) -> str:
     """Predicted (closed form, simulator), measured median [q1, q3], error and agreement."""
     lines = [
         f"{'method':34s} {'predicted':>10s} {'simulated':>10s} {'measured [q1, q3]':>26s} "
-        f"{'error':>8s}  {'agreement':10s} {'speed-up meas/pred':>18s}"
+        f"{'error':>8s}  {'agreement':10s} {'speed-up meas/pred':>18s} "
+        f"{'95 % interval (in/OUT)':>26s}"
     ]
     for _, row in validation.table.iterrows():
         quartiles = f"[{row['measured_q1_s']:.4g}, {row['measured_q3_s']:.4g}]"
         measured = f"{row['measured_s']:.4g} {quartiles}"
         flags = (" NOISY" if row["noisy"] else "") + ("" if row["exact"] else " INEXACT")
+        method = row["method"]
+        if method == "greedy":
+            method = f"greedy (priced on {row['backend']})"
         lines.append(
-            f"{row['method']:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
+            f"{method:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
             f"{measured:>26s} {100 * row['rel_err']:+7.1f}%  {row['agreement']:10s} "
-            f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f}{flags}"
+            f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f} "
+            f"{_interval(row):>26s}{flags}"
         )
     return "\n".join(lines)
+
+
+def _interval(row) -> str:
+    """'[low, high] in' or '... OUT' against the measured median; '-' without samples."""
+    low, high = row.get("predicted_low_s"), row.get("predicted_high_s")
+    if low is None or low != low:
+        return "-"
+    return f"[{low:.4g}, {high:.4g}] {'in' if row['inside'] else 'OUT'}"
 
 
 def _num(x) -> str:
@@ -51,7 +64,6 @@ def format_waterfall(result) -> str:
         f"{result.config.label}: {' + '.join(parts)} = predicted {1e3 * total:.4g} ms/token"
         f" | measured {1e3 * meas.median / tokens:.4g} [{1e3 * meas.q1 / tokens:.4g}, "
         f"{1e3 * meas.q3 / tokens:.4g}] ms/token"
-        + ("" if result.model_exact else " (single-CPU model not exact here: W_c > W_m)")
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from measure.decode.sampling import GREEDY, Decoding
 from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
 from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
     ValidationReport,
@@ -23,12 +24,19 @@ from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted compar
     plot_validation,
     validate_results,
 )
+from measure.eval.free_eval import (
+    FreeConfig,
+    FreeOutcome,
+    calibrate,
+    evaluate_free,
+    free_row,
+    run_free,
+)
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
-from measure.eval.predict import Prediction, modelled_placement, predict_greedy, predict_ppd
+from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.verdict import agreement, verdict_line
-from measure.profile.profile import single_cpu_exact
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
 
@@ -57,12 +65,25 @@ TABLE_COLUMNS = (
     "draft_tokens",
     "iid_s",
     "steps_agree",
+    "threshold",
+    "exit_rate",
+    "quality_tokens",
+    "quality_rouge_l",
+    "predicted_low_s",
+    "predicted_high_s",
+    "inside",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
 realized layer-L match sequences, ``iid_s`` the i.i.d. closed form, ``simulated_s`` empty,
 ``p_hat`` the layer-L top-1 match rate; their seconds, tokens and speed-ups cover the tokens
-after each run's first step (the prefill step; ``measure.eval.early_exit``)."""
+after each run's first step (the prefill step; ``measure.eval.early_exit``). FREE rows
+(``measure.eval.free_eval``): ``predicted_s`` exact on each run's exit sequence, ``iid_s`` at
+the pooled exit rate, the threshold used, the exit rate and the quality against greedy
+(``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids).
+``predicted_low_s`` / ``predicted_high_s``: the closed form's 95 % interval over the
+profile's cost replicates (``ppdmodel.intervals``; empty for a profile without samples) and
+``inside``: whether the measured median lies in it."""
 
 
 @dataclass
@@ -75,8 +96,6 @@ class ConfigResult:
     greedy_measured: Spread
     greedy_predicted: Prediction
     exact: bool
-    model_exact: bool = True
-    """False when the single-CPU slowdown-2 model is not exact here (``single_cpu_exact``)."""
     terms: pd.DataFrame | None = None
     """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
 
@@ -122,20 +141,28 @@ class ProfileValidation:
     """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
     bookkeeping: HFBookkeeping | None = None
     """HF generate's host time outside the forwards, measured before the rounds."""
+    free: list[FreeOutcome] = field(default_factory=list)
+    """FREE, timed in the same rounds (``--free``; ``measure.eval.free_eval``)."""
 
     @property
     def greedy_rel_err(self) -> float:
+        """Greedy's error priced on the first configuration's backend."""
         r = self.results[0]
         return r.greedy_predicted.closed_form_s / r.greedy_measured.median - 1
 
+    def greedy_predictions(self) -> dict[str, Prediction]:
+        """Greedy's prediction per backend it was priced on (the configurations' backends)."""
+        return {r.config.backend: r.greedy_predicted for r in self.results}
+
     @property
     def table(self) -> pd.DataFrame:
-        """One row for greedy and one per configuration (``TABLE_COLUMNS``)."""
-        first = self.results[0]
-        g, gp = first.greedy_measured, first.greedy_predicted
+        """One greedy row per backend it was priced on (``backend`` says which), then one per
+        configuration (``TABLE_COLUMNS``)."""
+        g = self.results[0].greedy_measured
         rows = [
-            _row("greedy", "single", None, None, None, gp, g, self.greedy_rel_err,
+            _row("greedy", backend, None, None, None, gp, g, gp.closed_form_s / g.median - 1,
                  gp.simulated_s / g.median - 1, 1.0, 1.0, True)
+            for backend, gp in self.greedy_predictions().items()
         ]  # fmt: skip
         for r in self.results:
             c = r.config
@@ -145,6 +172,7 @@ class ProfileValidation:
                      r.exact)
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
+        rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
     @property
@@ -172,7 +200,16 @@ class ProfileValidation:
             line(o, method_name="early exit")
             + ("" if o.steps_agree else "; HF's steps differ from the predicted ones")
             for o in self.early_exit
-        ]
+        ] + [
+            verdict_line(
+                o.config.label, o.greedy_measured, o.measured, tokens=o.predicted.tokens,
+                terms=o.predicted.terms, rel_err=o.rel_err, load=self.timing.load,
+                method_name="FREE",
+            )
+            + f"; quality vs greedy: tokens {o.quality.agreement:.3f}, ROUGE-L "
+            f"{o.quality.rouge_l:.3f} (approximate)"
+            for o in self.free
+        ]  # fmt: skip
 
     def summary(self) -> dict:
         """Median and worst |relative error| over configurations (PPD rows) and greedy's."""
@@ -182,8 +219,16 @@ class ProfileValidation:
             "median_abs_rel_err": float(pd.Series(errors).median()),
             "worst_abs_rel_err": errors[-1],
             "greedy_rel_err": self.greedy_rel_err,
+            "greedy_rel_err_by_backend": {
+                b: gp.closed_form_s / self.results[0].greedy_measured.median - 1
+                for b, gp in self.greedy_predictions().items()
+            },
             "fitted_parameters": 0,
-        }
+            "inside_interval": sum(bool(r.predicted.interval and
+                                        r.predicted.interval.contains(r.measured.median))
+                                   for r in self.results),
+            "with_interval": sum(r.predicted.interval is not None for r in self.results),
+        }  # fmt: skip
 
 
 def _early_exit_row(o: EarlyExitOutcome) -> dict:
@@ -217,7 +262,11 @@ def _early_exit_row(o: EarlyExitOutcome) -> dict:
 
 
 def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact):
+    band = pred.interval
     return dict(
+        predicted_low_s=band.low if band else float("nan"),
+        predicted_high_s=band.high if band else float("nan"),
+        inside=band.contains(meas.median) if band else None,
         method=method,
         backend=backend,
         d_bar=d_bar,
@@ -279,6 +328,9 @@ def validate(
     head=None,
     progress: bool = False,
     early_exit=(),
+    decoding: Decoding = GREEDY,
+    seeds=None,
+    free=(),
 ) -> ProfileValidation:
     """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
 
@@ -286,7 +338,11 @@ def validate(
     ``configs`` are ``PPDConfig``s; ``early_exit``: ``EarlyExitConfig``s (HF self-speculative
     early exit, constant draft length), timed in the same rounds and predicted from the
     profile and the layer match sequences measured separately on the same prompts; the other
-    arguments (``head``: a trained early head or None) are ``time_repeated``'s.
+    arguments (``head``: a trained early head or None; ``decoding``, ``seeds``: sampled
+    decoding, whose baseline samples alike and whose runs are predicted from their own match
+    sequences, as greedy's) are ``time_repeated``'s. ``free``: ``FreeConfig``s, timed in the
+    same rounds and predicted from the profile and each run's exit sequence
+    (``measure.eval.free_eval``; "auto" thresholds calibrated first, untimed).
     """
     d = model.config.get_text_config().num_hidden_layers
     if profile.d != d:
@@ -297,6 +353,19 @@ def validate(
         if not isinstance(e, EarlyExitConfig):
             raise ValueError(f"early_exit must hold EarlyExitConfig values, got {e!r}")
         e.check(d)
+    free = list(dict.fromkeys(free))
+    for f in free:
+        if not isinstance(f, FreeConfig):
+            raise ValueError(f"free must hold FreeConfig values, got {f!r}")
+        f.check(d)
+    settled, others = {}, []
+    for f in free:
+        kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, head=head)
+        thr = f.threshold
+        if thr == "auto":
+            thr = calibrate(model, prompts, f, **kw).threshold
+        settled[f] = float(thr)
+        others.append((f, lambda f=f, thr=thr, kw=kw: run_free(model, prompts, f, thr, **kw)))
     bookkeeping = None
     if early_exit:
         draft_lengths = (1, max(3, *(e.g for e in early_exit)))
@@ -316,26 +385,27 @@ def validate(
         head=head,
         progress=progress,
         early_exit=early_exit,
+        decoding=decoding,
+        seeds=seeds,
+        others=others,
     )
-    greedy_pred = predict_greedy(profile, timing.greedy.runs)
+    greedy_preds = {
+        b: predict_greedy(profile, timing.greedy.runs, backend=b)
+        for b in dict.fromkeys(c.backend for c in configs)
+    }  # greedy priced on each compared backend's own figures
+    greedy_pred = greedy_preds.get("single") or next(iter(greedy_preds.values()))
     results = []
     for config in configs:
         method = timing.ppd[config]
         predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
-        exact_model = True
-        if config.backend == "single" and modelled_placement(config, profile) == "main":
-            exact_model = single_cpu_exact(
-                predicted.costs, d=d, d_bar=config.d_bar, k=config.k, early_head="main"
-            )
         results.append(
             ConfigResult(
                 config=config,
                 measured=method.spread,
                 predicted=predicted,
                 greedy_measured=timing.greedy.spread,
-                greedy_predicted=greedy_pred,
+                greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
-                model_exact=exact_model,
                 terms=term_check(profile, config, method.runs),
             )
         )
@@ -364,4 +434,13 @@ def validate(
             exact=timing.exact,
             bookkeeping=bookkeeping,
         )
-    return ProfileValidation(results, timing, profile, outcomes, bookkeeping)
+    free_outcomes = evaluate_free(
+        profile,
+        settled,
+        timing.others,
+        timing.greedy,
+        greedy_pred.closed_form_s,
+        timing.exact,
+        head=head,
+    )
+    return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes)

@@ -23,6 +23,8 @@ TERM_LABELS = {
     "draft_s": "draft forwards (layers 1..L)",
     "verify_s": "verify forwards (d layers)",
     "hf_host_s": "HF bookkeeping (host)",
+    "shallow_s": "shallow layers (1..L_s)",
+    "deep_s": "deep passes (L_s+1..d, n + 1 rows)",
 }
 """Readable names of ``ppdmodel.LatencyWaterfall`` terms."""
 

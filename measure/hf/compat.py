@@ -11,20 +11,19 @@ the transformers version and the signature it read.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
+import sys
 import typing
-from importlib.metadata import PackageNotFoundError, version
 
 import transformers
 from transformers import Cache, DynamicCache, GenerationConfig
 
-TESTED_TRANSFORMERS = ("5.0.0", "5.24.0")
-"""Lowest and highest transformers releases the test suite has passed on (``.ci/run`` runs the
-model-access tests on the lowest and the whole suite on the highest). pyproject's range ends at
-the highest; raise it deliberately when a newer release passes."""
-TESTED_TORCH = ("2.13.0", "2.13.0")
-"""Lowest and highest torch releases the test suite has passed on."""
+from measure.versions import TESTED
+
+TESTED_TRANSFORMERS = TESTED["transformers"]
+"""Lowest and highest transformers releases the test suite has passed on."""
 
 GENERATION_FIELDS = (
     "num_assistant_tokens",
@@ -34,6 +33,13 @@ GENERATION_FIELDS = (
     "eos_token_id",
 )
 """``GenerationConfig`` fields the toolkit reads or sets (HF early exit, EOS)."""
+GENERATION_METHODS = (
+    "_prepare_generation_config",
+    "_prepare_special_tokens",
+    "_get_logits_processor",
+)
+"""``GenerationMixin`` methods sampled PPD builds ``generate``'s logits processors with
+(``measure.decode.sampling``), so that it samples exactly as ``generate`` does."""
 CACHE_LAYER_ATTRS = ("keys", "values", "is_initialized", "update", "crop", "get_seq_length")
 """Attributes of a ``DynamicCache`` layer (``cache.layers[i]``) the KV helpers use."""
 CACHE_ATTRS = ("layers", "get_seq_length", "crop", "batch_repeat_interleave")
@@ -43,11 +49,8 @@ _CACHE_NAME = re.compile(r"\b\w*Cache\b")
 
 
 def transformers_version() -> str:
-    """The installed transformers release (package metadata, else the module's own)."""
-    try:
-        return version("transformers")
-    except PackageNotFoundError:  # pragma: no cover - a source checkout
-        return str(transformers.__version__)
+    """The installed transformers release."""
+    return str(transformers.__version__)
 
 
 def _mentions_cache(annotation) -> bool:
@@ -94,6 +97,45 @@ def output_cache(output) -> Cache:
     )
 
 
+def output_cache_field(output_cls) -> str:
+    """The field of a ``ModelOutput`` class (e.g. ``GenerateDecoderOnlyOutput``) typed as a
+    ``Cache`` (``cache`` in 5.24, ``past_key_values`` before)."""
+    hints = typing.get_type_hints(output_cls)
+    names = [f.name for f in dataclasses.fields(output_cls) if _mentions_cache(hints[f.name])]
+    if len(names) != 1:
+        raise ValueError(
+            f"{output_cls.__name__}: {len(names)} fields typed as a transformers Cache "
+            f"(transformers {transformers_version()})"
+        )
+    return names[0]
+
+
+GENERATE_FRAMES = 8
+"""Frames ``generate_call_locals`` walks up to find ``GenerationMixin.generate``."""
+
+
+def generate_call_locals() -> dict:
+    """The local variables of the ``GenerationMixin.generate`` call running the caller, or {}.
+
+    transformers 5.24 calls a callable ``custom_generate`` with generate's prepared inputs but
+    without the ``streamer`` and ``assistant_model`` it was given (it keeps only the callable's
+    own extra keywords, ``GenerationMixin._extract_generation_mode_kwargs``), although it has
+    put the prompt into the streamer. ``measure.decode.hf_generate`` reads them here: the frame
+    is found by identity of generate's code object, never by name.
+    """
+    from transformers.generation.utils import GenerationMixin
+
+    code = inspect.unwrap(GenerationMixin.generate).__code__
+    frame = sys._getframe(1)
+    for _ in range(GENERATE_FRAMES):
+        if frame is None:
+            break
+        if frame.f_code is code:
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return {}
+
+
 def check_internals() -> list[str]:
     """Check every transformers internal the toolkit uses; the problems found (empty if none).
 
@@ -105,6 +147,11 @@ def check_internals() -> list[str]:
     for name in GENERATION_FIELDS:
         if not hasattr(GenerationConfig(), name):
             problems.append(f"GenerationConfig has no field {name!r}")
+    from transformers.generation.utils import GenerationMixin
+
+    for name in GENERATION_METHODS:
+        if not callable(getattr(GenerationMixin, name, None)):
+            problems.append(f"GenerationMixin has no method {name!r}")
     cache = DynamicCache()
     for name in CACHE_ATTRS:
         if not hasattr(cache, name):

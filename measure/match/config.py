@@ -19,7 +19,12 @@ a run recorded by an older version (positions 2..ell) is not resumed into a mixe
 
 @dataclass(frozen=True)
 class Sampling:
-    """Appendix B decoding: the generated token is sampled from the final distribution."""
+    """Appendix B decoding: the generated token is sampled from the final distribution.
+
+    Sampled exactly as ``model.generate(do_sample=True, top_k=...)`` (or ``top_p=...``) samples
+    (``measure.decode.sampling``): the model's generation config and transformers' defaults
+    apply as there, so ``top_p`` alone also keeps transformers' default top_k of 50.
+    """
 
     top_k: int | None = None
     """Sample among the top_k most likely tokens (top-k sampling, Fan et al. 2018)."""
@@ -38,6 +43,12 @@ class Sampling:
     def label(self) -> str:
         """Value of the ``decoding`` column: ``top_k=50`` or ``top_p=0.9``."""
         return f"top_k={self.top_k}" if self.top_k is not None else f"top_p={self.top_p:g}"
+
+    def generate_kwargs(self) -> dict:
+        """The ``model.generate`` keywords of this decoding (``do_sample=True`` and the one set)."""
+        if self.top_k is not None:
+            return {"do_sample": True, "top_k": int(self.top_k)}
+        return {"do_sample": True, "top_p": float(self.top_p)}
 
     @classmethod
     def parse(cls, spec: Sampling | Mapping | str | None) -> Sampling | None:

@@ -12,7 +12,10 @@ model's own final norm + LM head, ``head="shared"``, or a per-layer trained head
     match_j(layer, k) = 1  iff  x_j is among the early head's top-k tokens of that pass.
 
 x_j is the final layer's argmax (greedy) or, for appendix B, a token sampled from the final
-distribution (top-k / top-p). A sequence of ell tokens yields ell records per (layer, k, head),
+distribution (top-k / top-p) exactly as ``generate`` and sampled PPD sample it
+(``measure.decode.sampling``), from a generator seeded with ``prompt_seed(seed, prompt id)``:
+``ppd_many(..., seeds=[prompt_seed(seed, id)])`` draws the same tokens, so its m equal these
+records'. A sequence of ell tokens yields ell records per (layer, k, head),
 positions 1..ell, as the paper counts them (Tables 6-8 start at position 1). The latency
 model's m_t is the match at position t - 1 (the rule and its source, Algorithm 2, are in
 ``ppdmodel.positions``); ``to_traces`` builds these m (equal to ``PPDResult.m`` of the same
@@ -21,8 +24,6 @@ prompt, d_bar, k and head).
 
 from __future__ import annotations
 
-import math
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,13 @@ import torch
 
 from measure.chat import encode_prompt
 from measure.decode.checks import check_context
+from measure.decode.sampling import (
+    Decoding,
+    GreedyChoice,
+    TransformersChoice,
+    logits_processors,
+    prompt_seed,
+)
 from measure.degenerate import DegenerateSummary, summarize, warn_degenerate
 from measure.hf.compat import model_cache_keyword
 from measure.hf.layer_split import LayerSplitModel
@@ -203,7 +211,7 @@ def _generate(lsm, input_ids, prompt, config, groups, eos_ids) -> tuple[PromptRe
         if layers:
             probed[name] = (layers, [by_layer[layer] for layer in layers])
     wanted = set(config.layers).union(*(layers for layers, _ in probed.values()))
-    generator = _generator(config, prompt, input_ids.device)
+    rule = _next_token_rule(lsm, input_ids, config, prompt)
     cache = lsm.new_cache()
     if input_ids.shape[1] > 1:
         lsm.prefill(input_ids[:, :-1], cache)  # as PPD: x_0 gets its own pass below
@@ -220,7 +228,7 @@ def _generate(lsm, input_ids, prompt, config, groups, eos_ids) -> tuple[PromptRe
             if i + 1 in wanted:
                 saved[i + 1] = h
         final = lsm.logits(h)[:, -1]  # [1, V], exactly the model's own greedy step
-        token = _next_token(final, config.sampling, generator)
+        token = torch.full_like(token, rule.choose(final))  # x_t: [1, 1]
         if config.layers:
             early = shared_logits(lsm, [saved[layer] for layer in config.layers])  # [L, V]
             shared_ranks.append(_ranks(early, token, max_k))
@@ -274,30 +282,16 @@ def _stack(rows: list[torch.Tensor], n_layers: int) -> np.ndarray:
     return torch.stack(rows).cpu().numpy().astype(np.int64)
 
 
-def _next_token(logits: torch.Tensor, sampling: Sampling | None, generator) -> torch.Tensor:
-    """logits [1, V] -> token [1, 1]: argmax, or a sample after top-k / top-p filtering."""
-    if sampling is None:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float()
-    if sampling.top_k is not None:
-        kth = logits.topk(min(sampling.top_k, logits.shape[-1]), dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    else:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(dim=-1)
-        drop = probs.cumsum(dim=-1) - probs >= sampling.top_p  # keep until the mass reaches p
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, -math.inf))
-    probs = logits.softmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
-
-
-def _generator(config: MatchRateConfig, prompt: str, device) -> torch.Generator | None:
-    """A generator seeded from (seed, prompt id), so resumed and sharded runs draw the same."""
+def _next_token_rule(lsm, input_ids, config: MatchRateConfig, prompt: str):
+    """Greedy (argmax), or sampled as ``generate`` samples from a generator seeded from
+    (seed, prompt id), so resumed and sharded runs, and PPD runs, draw the same."""
     if config.sampling is None:
-        return None
-    generator = torch.Generator(device=device)
-    generator.manual_seed(config.seed * 1_000_003 + zlib.crc32(prompt.encode("utf-8")))
-    return generator
+        return GreedyChoice()
+    decoding = Decoding(**config.sampling.generate_kwargs())
+    processors = logits_processors(lsm.model, decoding, input_ids, config.max_new_tokens)
+    generator = torch.Generator(device=input_ids.device)
+    generator.manual_seed(prompt_seed(config.seed, prompt))
+    return TransformersChoice(input_ids, processors, generator=generator)
 
 
 def _vocab_size(lsm) -> int:

@@ -3,7 +3,9 @@
 ``measure_profile`` times the pieces of a decode step (``measure.profile.probes``) in
 interleaved rounds, warm-up excluded, and, for the ``dist`` backend, the link and the
 slowdown of two concurrent decode streams on two gloo ranks (``measure.profile.ranks``).
-Each figure is a median with its interquartile range (``measure.profile.stats.Spread``);
+Each figure is a median with its interquartile range (``measure.profile.stats.Spread``) and
+keeps its timed samples; each backend keeps bootstrap replicates of its costs built from them
+(``measure.profile.replicates``), the spread behind every prediction's interval;
 noisy figures and a loaded machine are recorded as warnings. The result is a
 ``ppdmodel.cost_profile.CostProfile`` (the one reader of the file, shared with ``ppd latency
 --costs``); ``write_profile`` / ``load_profile`` store and read it as JSON.
@@ -14,8 +16,8 @@ How each backend's DecodeCosts come from the figures (medians):
   batch per layer as ``LocalCandidates`` runs it; embedding, heads and host time of the step;
   hand-off = the in-process KV copy, per candidate layer; no messages. On a CPU the backend
   runs the candidate batch on main's threads between main's two halves: one stream at a time,
-  i.e. a shared device with ``shared_device_slowdown = 2`` (exact while the candidate work
-  fits in main's remaining work; see ``single_cpu_exact``).
+  so the entry is ``serial`` (``DecodeCosts.serial_device``: exact whether or not the batch
+  outlasts main's suffix); ``shared_device_slowdown = 2`` is kept for older readers.
 - ``dist`` (one thread per rank): the same compute figures at one thread; the slowdown is the
   median step time of two ranks decoding at once over one rank alone; messages are
   latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
@@ -42,6 +44,7 @@ from measure.profile.probes import DecodeProbe, context_ids
 from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
+from measure.profile.replicates import cost_replicates
 from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
 from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import (
@@ -50,13 +53,14 @@ from ppdmodel.cost_profile import (
     CostProfile,
     parse_cost_profile,
 )
-from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts, link_seconds
-from ppdmodel.passes import device_work
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, link_seconds
 
 BACKENDS = ("single", "dist")
 """Backends a profile can describe (``measure.decode.backends.BACKENDS``)."""
-SINGLE_CPU_SLOWDOWN = 2.0
-"""The single backend on a CPU runs main and the candidate batch one after the other."""
+SINGLE_SLOWDOWN = 2.0
+"""The single backend runs main and the candidate batch one after the other: on a CPU on the
+same threads, on a GPU from one Python thread that launches both CUDA streams' kernels (eager
+decoding is launch-bound there, so the launches serialize; docs/gpu_validation.md)."""
 DIST_THREADS = 1
 """torch threads per rank of the ``dist`` backend (``DistJob.num_threads``)."""
 HEADER_INTS = 6
@@ -123,6 +127,10 @@ def measure_profile(
         figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
     for backend in wanted:
         entries[backend] = _backend_entry(backend, figures[backend], d, ks, shapes, device, link)
+        entries[backend]["cost_replicates"] = cost_replicates(
+            figures[backend],
+            lambda fig, b=backend: _backend_entry(b, fig, d, ks, shapes, device, link),
+        )
         entries[backend]["threads"] = counts[backend]
         warnings += _figure_warnings(backend, figures[backend])
         warnings += entries[backend].pop("warnings")
@@ -258,21 +266,32 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     )
     per_layer = {"handoff_s": med["handoff_copy_s"]}
     if backend == "single":
+        costs["shared_device_slowdown"] = SINGLE_SLOWDOWN
         if device.type == "cpu":
-            costs["shared_device_slowdown"] = SINGLE_CPU_SLOWDOWN
             notes.append(
                 "shared_device_slowdown = 2: on a CPU the single backend runs the candidate "
                 "batch on main's threads between main's two halves (one stream at a time)"
             )
         else:
-            notes.append("two CUDA streams: shared_device_slowdown not measured, taken as 1")
-            warnings.append("single backend on CUDA: the two-stream slowdown was not measured")
-    else:
-        costs, per_layer, more = _dist_costs(costs, med, shapes, ks, link, device)
+            notes.append(
+                "shared_device_slowdown = 2: one Python thread launches both CUDA streams and "
+                "eager decoding is launch-bound, so the two sides serialize (an H100 measured "
+                "PPD 1.4-2.3x greedy on one process; docs/gpu_validation.md)"
+            )
+            warnings.append(
+                "single backend on CUDA: the two-stream slowdown is taken as 2 (launches "
+                "serialize), not measured; a bandwidth-bound run overlaps more than priced"
+            )
+    greedy_host = None
+    if backend != "single":
+        costs, per_layer, more, greedy_host = _dist_costs(costs, med, shapes, ks, link, device)
         warnings += more
-    serial = backend == "single" and device.type == "cpu"
-    return {"costs": costs, "per_candidate_layer_s": per_layer, "serial": serial,
-            "notes": notes, "warnings": warnings}  # fmt: skip
+    serial = backend == "single"
+    entry = {"costs": costs, "per_candidate_layer_s": per_layer, "serial": serial,
+             "notes": notes, "warnings": warnings}  # fmt: skip
+    if greedy_host is not None:
+        entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
+    return entry
 
 
 def _dist_costs(costs, med, shapes, ks, link, device):
@@ -295,6 +314,7 @@ def _dist_costs(costs, med, shapes, ks, link, device):
                 "noise); shared_device_slowdown set to 1"
             )
             slowdown = 1.0
+    greedy_host = costs["host_s"]  # greedy's own, at the ranks' thread count
     costs = dict(
         costs,
         host_s=med.get("dist_host_s", costs["host_s"]),
@@ -309,7 +329,7 @@ def _dist_costs(costs, med, shapes, ks, link, device):
         "hidden_dispatch_s": sync,
         "handoff_s": per_kv_layer + med["pack_s"] + med["unpack_append_s"],
     }
-    return costs, per_layer, warnings
+    return costs, per_layer, warnings, greedy_host
 
 
 def _figure_warnings(backend: str, figures: dict[str, Spread]) -> list[str]:
@@ -411,13 +431,3 @@ def figure(profile: CostProfile, backend: str, name: str) -> Spread:
         return Spread.from_dict(profile.data["figures"][backend][name])
     except KeyError:
         raise ValueError(f"profile has no figure {name!r} for backend {backend!r}") from None
-
-
-def single_cpu_exact(costs: DecodeCosts, *, d: int, d_bar: int, k: int, early_head: str) -> bool:
-    """True when the slowdown-2 model of the single CPU backend is exact for a configuration:
-    the candidate work fits in main's remaining work (W_c <= W_m - delta, ``ppdmodel.passes``).
-    Otherwise a pass that ends in a miss is predicted short by W_c - W_m."""
-    work_main, work_cand, delta, _ = device_work(
-        d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head
-    )
-    return bool(work_cand <= work_main - delta)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,9 @@ class Spread:
     """Third quartile."""
     n: int
     """Samples behind the figure."""
+    samples: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    """The timed samples themselves (empty where only the quartiles were kept): a profile
+    keeps them so a prediction can resample them (``measure.profile.replicates``)."""
 
     @classmethod
     def of(cls, samples) -> Spread:
@@ -42,7 +45,8 @@ class Spread:
         if values.size == 0 or not np.all(np.isfinite(values)):
             raise ValueError(f"samples must be one or more finite numbers, got {values!r}")
         q1, median, q3 = np.percentile(values, [25, 50, 75])
-        return cls(float(median), float(q1), float(q3), int(values.size))
+        kept = tuple(float(v) for v in values)
+        return cls(float(median), float(q1), float(q3), int(values.size), kept)
 
     @property
     def iqr(self) -> float:
@@ -63,15 +67,21 @@ class Spread:
 
     def scaled(self, factor: float) -> Spread:
         """The same figure in another unit (e.g. a total divided by the number of layers)."""
-        return Spread(self.median * factor, self.q1 * factor, self.q3 * factor, self.n)
+        return Spread(self.median * factor, self.q1 * factor, self.q3 * factor, self.n,
+                      tuple(v * factor for v in self.samples))  # fmt: skip
 
     def to_dict(self) -> dict:
-        """{"median", "q1", "q3", "n"} (``from_dict`` inverts it)."""
-        return asdict(self)
+        """{"median", "q1", "q3", "n"} and "samples" when kept (``from_dict`` inverts it)."""
+        data = {"median": self.median, "q1": self.q1, "q3": self.q3, "n": self.n}
+        if self.samples:
+            data["samples"] = list(self.samples)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Spread:
-        return cls(float(data["median"]), float(data["q1"]), float(data["q3"]), int(data["n"]))
+        samples = tuple(float(v) for v in data.get("samples", ()))
+        return cls(float(data["median"]), float(data["q1"]), float(data["q3"]), int(data["n"]),
+                   samples)  # fmt: skip
 
     def describe(self, unit: str = "ms", scale: float = 1e3) -> str:
         """'12.3 ms (IQR 0.4 ms, 3.2 %, n=30)' with a NOISY tag when flagged."""
@@ -124,7 +134,8 @@ class LoadReading:
         return f"load average {self.before:.2f} -> {self.after:.2f} on {self.cpus} CPUs{tag}"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "loaded": self.loaded}
+        return {"before": self.before, "after": self.after, "cpus": self.cpus,
+                "own_threads": self.own_threads, "loaded": self.loaded}  # fmt: skip
 
 
 class LoadMonitor:

@@ -225,3 +225,28 @@ def test_bad_cost_input_exits_2(argv, message, tmp_path, capsys):
     assert exc.value.code == 2
     if message:
         assert message in capsys.readouterr().err
+
+
+def test_latency_with_a_profile_prints_its_intervals(capsys, tmp_path):
+    from tests.ppdmodel.profiles import minimal_profile
+
+    data = minimal_profile(d=30, serial=True)
+    entry = data["backends"]["single"]
+    entry["cost_replicates"] = [
+        {"costs": {**entry["costs"], "layer_s": entry["costs"]["layer_s"] * f}}
+        for f in (0.9, 0.95, 1.0, 1.05, 1.1)
+    ]
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    base = ["latency", "--d", "30", "--d-bar", "15", "--p", "0.5", "--costs", str(path), "--json"]
+    assert main(base) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["ppd_s_low"] < row["ppd_s_per_token"] < row["ppd_s_high"]
+    assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
+    assert main([*base, "--p-tokens", "20"]) == 0  # p's sampling error widens it
+    (wider,) = json.loads(capsys.readouterr().out)
+    assert wider["ppd_s_high"] - wider["ppd_s_low"] > row["ppd_s_high"] - row["ppd_s_low"]
+    del entry["cost_replicates"]  # an older profile: no samples, no interval
+    path.write_text(json.dumps(data))
+    assert main(base) == 0
+    assert "ppd_s_low" not in json.loads(capsys.readouterr().out)[0]

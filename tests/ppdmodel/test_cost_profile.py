@@ -106,6 +106,29 @@ def test_a_serial_backend_prices_both_placements_with_the_main_schedule():
         parse_cost_profile(data)
 
 
+def test_a_serial_backend_carries_serial_device_into_its_costs():
+    serial = parse_cost_profile(minimal_profile(serial=True))
+    assert serial.costs("single", d_bar=15).serial_device
+    assert not parse_cost_profile(minimal_profile()).costs("single", d_bar=15).serial_device
+
+
+def test_greedy_is_priced_on_the_backend_it_is_compared_with():
+    data = minimal_profile(serial=True)
+    dist_costs = {**data["backends"]["single"]["costs"], "layer_s": 0.003, "host_s": 0.001,
+                  "shared_device_slowdown": 1.3}  # fmt: skip
+    data["backends"]["dist"] = {"costs": dist_costs, "greedy_host_s": 0.0003}
+    profile = parse_cost_profile(data)
+    single, dist = (profile.greedy_costs(b, d_bar=15) for b in ("single", "dist"))
+    assert (single.layer_s, single.host_s) == (0.002, 0.0002)
+    assert (dist.layer_s, dist.host_s) == (0.003, 0.0003)  # dist's figures, greedy's host
+    del data["backends"]["dist"]["greedy_host_s"]  # older profiles: the dist figures' host_s
+    data["figures"] = {"dist": {"host_s": {"median": 0.0004, "q1": 0.0, "q3": 0.0, "n": 3}}}
+    assert parse_cost_profile(data).greedy_costs("dist", d_bar=15).host_s == 0.0004
+    data["backends"]["dist"]["greedy_host_s"] = -1
+    with pytest.raises(ValueError, match="backends.dist.greedy_host_s"):
+        parse_cost_profile(data)
+
+
 def test_unknown_backend_and_bad_d_bar_are_refused():
     profile = parse_cost_profile(minimal_profile(d=30))
     with pytest.raises(ValueError, match=r"profiled backends \['single'\]"):

@@ -145,3 +145,22 @@ def test_plan_from_a_measured_profile_infers_the_model(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2 and "give --shape or --config" in capsys.readouterr().err
+
+
+def test_plan_engine_prints_regimes_and_offers_tp8_for_7b(tmp_path, capsys):
+    args = "plan --shape llama2-7b --gpu a100-80gb --devices 8 --engine torch-compiled"
+    args = args.split() + ["--workload", "SQuAD", "--confirm-n", "0", "--out", str(tmp_path)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "bandwidth-bound" in out and "Regime on" in out
+    regimes = pd.read_csv(tmp_path / "regimes.csv")
+    assert list(regimes.tp) == [1, 2, 4, 8]
+    greedy = pd.read_csv(tmp_path / "by_devices.csv").query("method == 'greedy' and budget == 8")
+    assert greedy.config.iloc[0].startswith("greedy, TP8")
+
+
+def test_plan_engine_options_need_an_engine(tmp_path, capsys):
+    with pytest.raises(SystemExit) as err:
+        main(["plan", "--host-us-per-layer", "500", "--out", str(tmp_path)])
+    assert err.value.code == 2
+    assert "require --engine" in capsys.readouterr().err

@@ -108,7 +108,8 @@ def test_closed_form_equals_simulator_with_arbitrary_float_costs():
     for _ in range(300):
         values = {name: float(rng.exponential(0.01)) for name in DecodeCosts().to_dict()}
         values.update(layer_s=float(rng.uniform(1e-4, 1e-2)), candidate_layer_s_by_k={})
-        values["shared_device_slowdown"] = 1.0
+        serial = bool(rng.integers(2))  # a serial device (the single backend) is exact too
+        values.update(shared_device_slowdown=2.0 if serial else 1.0, serial_device=serial)
         d, d_bar, k, ell = 30, int(rng.integers(15, 30)), int(rng.integers(1, 6)), 64
         m = (rng.random(ell - 1) < 0.4).astype(int)
         costs = DecodeCosts.from_dict(values)
@@ -261,3 +262,51 @@ def test_kernel_granular_sharing_close_on_smollm2_like_costs():
         assert sim.simulate(config, record_events=False).latency_s == pytest.approx(
             closed, rel=0.05
         )
+
+
+def test_serial_device_exact_event_trace():
+    """The single backend: main runs the whole batch at the split, then its suffix."""
+    costs = DecodeCosts(
+        layer_s=1.0, candidate_layer_s_by_k={1: 1.0, 3: 2.0}, embedding_s=0.5, early_head_s=1.0,
+        final_head_s=0.5, host_s=0.25, handoff_s=0.5, shared_device_slowdown=2.0,
+        serial_device=True,
+    )  # fmt: skip
+    config = sim.SimConfig(d=4, d_bar=2, k=3, ell=3, matches=sim.Replay([1, 0]), costs=costs)
+    result = sim.simulate(config)
+    batch = "sub1+sub2+sub3"
+    log = [tuple(r) for r in result.events[["process", "token", "start", "end", "kind"]].values]
+    assert log == [
+        ("main", 1, 0.0, 2.5, "prefix"), ("main", 1, 2.5, 3.5, "early_head"),
+        (batch, 2, 3.5, 8.0, "speculate"), ("main", 1, 8.0, 10.5, "suffix"),
+        ("main", 1, 10.5, 10.75, "overhead"), (batch, 2, 10.75, 11.25, "handoff"),
+        ("main", 2, 11.25, 12.25, "early_head"), (batch, 3, 12.25, 16.75, "speculate"),
+        ("main", 2, 16.75, 19.25, "suffix"), ("main", 2, 19.25, 19.5, "overhead"),
+        ("main", 3, 19.5, 22.0, "prefix"), ("main", 3, 22.0, 23.0, "early_head"),
+        (batch, 4, 23.0, 27.5, "speculate"), ("main", 3, 27.5, 30.0, "suffix"),
+        ("main", 3, 30.0, 30.25, "overhead"),
+    ]  # fmt: skip
+    closed = ppdmodel.trace_latency_seconds(d=4, d_bar=2, m=[1, 0], k=3, costs=costs)
+    assert result.latency_s == closed == 30.25
+
+
+@pytest.mark.parametrize("per_layer_events", [False, True])
+def test_serial_device_closed_form_equals_simulator_when_the_batch_outlasts_main(
+    per_layer_events,
+):
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        costs = random_costs(rng, shared=True)
+        costs = DecodeCosts.from_dict({**costs.to_dict(), "serial_device": True})
+        d, d_bar, k, ell = 12, int(rng.integers(6, 12)), int(rng.integers(1, 4)), 24
+        m = (rng.random(ell - 1) < 0.5).astype(int)
+        for early_head in ("main", "candidates"):
+            config = sim.SimConfig(d=d, d_bar=d_bar, k=k, ell=ell, matches=sim.Replay(m),
+                                   costs=costs, early_head=early_head,
+                                   per_layer_events=per_layer_events)  # fmt: skip
+            result = sim.simulate(config, record_events=False)
+            shape = dict(d=d, d_bar=d_bar, m=m, k=k, costs=costs, early_head=early_head)
+            assert result.latency_s == pytest.approx(
+                ppdmodel.trace_latency_seconds(**shape), rel=1e-12
+            )
+            busy = ppdmodel.trace_compute_seconds(**shape)
+            assert sum(result.busy_s) == pytest.approx(busy, rel=1e-12)

@@ -259,3 +259,54 @@ def test_cli_validate_with_early_exit_rows(model_dir, tmp_path, capsys):
     assert early["exact"].all() and early["steps_agree"].all()
     assert list(early["exit_layer"]) == [2, 2] and list(early["draft_tokens"]) == [1, 2]
     assert early["simulated_s"].isna().all() and (early["iid_s"] > 0).all()
+
+
+def test_cli_run_sampled_is_exact_against_sampled_generate(model_dir, tmp_path, capsys):
+    """Appendix B: --do-sample rows are checked against the sampled baseline and HF's sampled
+    generate, seeded per prompt as `ppd measure match-rate --seed` seeds it."""
+    argv = ["run", "--model", str(model_dir), "--prompt", "hello", "--prompt", "abc"]
+    argv += ["--max-new-tokens", "6", "--k", "1", "2", "--repeats", "1"]
+    argv += ["--do-sample", "--top-k", "20", "--seed", "3", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "sample top_k=20 (seed 3; " in printed
+    report = pd.read_csv(tmp_path / "report.csv")
+    assert report["method"].tolist() == [
+        "sample top_k=20",
+        "ppd",
+        "ppd",
+        "hf generate (sample top_k=20)",
+    ]
+    assert report["exact"].all()
+    traces = read_traces(tmp_path / "traces.jsonl")
+    assert len(traces) == 4 and all(t.source == "ppd_run" for t in traces)
+
+
+def test_cli_validate_sampled_predicts_from_its_own_matches(model_dir, tmp_path, capsys):
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--prompt", "xyz"]
+    argv += ["--max-new-tokens", "6", "--d-bar", "2", "--k", "1", "--repeats", "1"]
+    argv += ["--do-sample", "--top-p", "0.9", "--profile-repeats", "2", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "sample top_p=0.9 (seed 0" in out and "0 parameters fitted" in out
+    assert pd.read_csv(tmp_path / "validation.csv")["exact"].dropna().all()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--top-k", "5"], "--top-k: sampling options need --do-sample"),
+        (["--do-sample", "--top-p", "0"], r"top_p must be in \(0, 1\]"),
+        (["--do-sample", "--early-exit", "2", "--draft-tokens", "2"], "--do-sample: --early-exit"),
+        (["--do-sample", "--fit"], "--do-sample: --early-exit and --fit"),
+    ],
+)
+def test_cli_sampling_misuse_exits_2(model_dir, tmp_path, capsys, extra, message):
+    import re
+
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, *extra, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err

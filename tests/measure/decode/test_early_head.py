@@ -6,6 +6,8 @@ import threading
 
 import pytest
 
+from sim.formats import MatchTrace
+
 torch = pytest.importorskip("torch")
 
 from measure.decode.backends import ppd_generate, ppd_many  # noqa: E402
@@ -90,6 +92,10 @@ def test_trained_head_on_the_candidate_side_equals_greedy(models, arch):
         ]
         assert [r.tokens for r in runs] == [ref, ref], f"{arch} prompt {i}"
         assert runs[0].m == runs[1].m and runs[1].trace.head == "trained"
+        for run, place in zip(runs, PLACEMENTS, strict=True):  # traces.jsonl records both
+            assert (run.trace.backend, run.trace.early_head) == ("single", place)
+            again = MatchTrace.from_dict(run.trace.to_dict())
+            assert (again.backend, again.early_head) == ("single", place)
 
 
 def test_candidate_side_uses_the_given_head(models):

@@ -118,7 +118,9 @@ def test_validate_predicts_planted_early_exit(planted):
     assert rows["exact"].all() and rows["steps_agree"].all()
     assert (rows["rounds"] == 3).all() and (rows["draft_tokens"] == [2, 1]).all()
     assert list(rows["exit_layer"]) == [2, 1]
-    assert rows["rel_err"].abs().max() < 0.10, rows[["method", "rel_err"]]
+    # 15 %: on a loaded machine (8 test workers, or a sweep beside) the 3-round medians of
+    # planted sleeps read up to -13 %; a missing or extra forward moves it by far more
+    assert rows["rel_err"].abs().max() < 0.15, rows[["method", "rel_err"]]
     assert rows["iid_s"].gt(0).all() and rows["simulated_s"].isna().all()
     book = result.bookkeeping
     assert book.runs == 10 and book.per_step_s >= 0 and book.per_draft_s >= 0

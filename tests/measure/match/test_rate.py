@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from measure.decode.backends import ppd_generate
+from measure.decode.backends import ppd_generate, ppd_many
+from measure.decode.sampling import Decoding, prompt_seed
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import RECORD_COLUMNS, make_config
 from measure.match.rate import (
@@ -129,6 +130,39 @@ def test_traces_equal_real_ppd_m(arch):
                     assert len(run.m) == len(run.tokens) - 1
                     matched += sum(run.m)
     assert 0 < matched  # some hand-offs happen, so the comparison is not all zeros
+
+
+@pytest.mark.parametrize("sampling", [{"top_k": 20}, {"top_p": 0.9}])
+def test_sampled_records_equal_sampled_ppd_m(sampling):
+    """Appendix B: the sampled match-rate records of a seed are the m (and tokens) of sampled
+    PPD runs seeded per prompt with prompt_seed(seed, prompt id), both placements."""
+    model, seed, d_bar = tiny_model("qwen2", seed=5), 6, NUM_LAYERS // 2
+    df = match_rates(
+        model, PROMPTS, layers=[d_bar], ks=(1, 3), max_new_tokens=ELL, sampling=sampling, seed=seed
+    )
+    names = [str(i) for i in range(len(PROMPTS))]
+    seeds = [prompt_seed(seed, name) for name in names]
+    matched = 0
+    for k in (1, 3):
+        traces = to_traces(df, NUM_LAYERS, d_bar, k)
+        for early_head in ("main", "candidates"):
+            runs = ppd_many(
+                model,
+                PROMPTS,
+                d_bar=d_bar,
+                k=k,
+                max_new_tokens=ELL,
+                eos_token_id=eos_token_ids(model),
+                decoding=Decoding(True, **sampling),
+                seeds=seeds,
+                early_head=early_head,
+            )
+            assert [t.m for t in traces] == [r.m for r in runs], (k, early_head)
+            for name, run in zip(names, runs, strict=True):
+                rows = df[(df["prompt"] == name) & (df["k"] == k)].sort_values("position")
+                assert rows["token"].tolist() == run.tokens
+            matched += sum(sum(r.m) for r in runs)
+    assert matched > 0
 
 
 def test_schema_final_layer_and_monotone_in_k(llama):

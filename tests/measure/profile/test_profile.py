@@ -16,7 +16,6 @@ from measure.profile.profile import (  # noqa: E402
     HOST_PROBE_SKIP,
     HOST_PROBE_TOKENS,
     figure,
-    single_cpu_exact,
 )
 from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
 from measure.profile.report import format_profile, plot_layer_times  # noqa: E402
@@ -136,11 +135,10 @@ def test_probe_leaves_the_cache_at_its_context_length(model):
     assert context_ids(5, 7).tolist() == [[(i * 7919 + 11) % 7 for i in range(5)]]
 
 
-def test_single_cpu_model_is_exact_only_when_the_candidates_fit(profile):
+def test_single_backend_is_priced_as_a_serial_device(profile):
     costs = profile.costs("single", d_bar=2)
-    fits = single_cpu_exact(costs, d=NUM_LAYERS, d_bar=2, k=1, early_head="main")
-    work_c = costs.embedding_s + 2 * costs.candidate_layer_seconds(1)
-    assert fits == (work_c <= 2 * costs.layer_s + costs.final_head_s)
+    assert costs.serial_device and costs.shared_device and profile.backends["single"].serial
+    assert profile.data["backends"]["single"]["serial"] is True
 
 
 def test_report_text_and_layer_bars(profile, tmp_path):

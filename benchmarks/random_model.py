@@ -1,0 +1,85 @@
+"""Save a Llama-architecture model with random weights and a published model's shape, for timing.
+
+Timing a decoder needs the shape of a real model, not its weights: this builds one from its
+config on the target device (nothing is downloaded), saves it as safetensors with a byte-level
+BPE tokenizer padded to the model's vocabulary, and prints the directory. Match rates of a
+random model mean nothing; ``ppd validate`` predicts each run from its own match sequence, so
+the latency check does not depend on them. Usage::
+
+    python benchmarks/random_model.py --shape tinyllama-1.1b --device cuda --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from measure.train.reference_model import train_tokenizer
+
+SHAPES = {
+    # HuggingFaceTB/SmolLM2-135M-Instruct config.json (tied embeddings)
+    "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, vocab_size=49152,
+                         tie_word_embeddings=True),
+    # TinyLlama/TinyLlama-1.1B-Chat-v1.0 config.json
+    "tinyllama-1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                           num_attention_heads=32, num_key_value_heads=4, vocab_size=32000),
+    # meta-llama/Llama-2-7b-hf config.json
+    "llama2-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=32, vocab_size=32000),
+}  # fmt: skip
+"""Published configs of Llama-architecture models (hidden size, MLP width, layers, heads)."""
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. " * 8,
+    "Translate English to French: the house is blue. La maison est bleue. " * 8,
+    "Question: what is the capital of France? Answer: Paris is the capital. " * 8,
+    "def add(a, b):\n    return a + b\n\nclass Point:\n    x: int\n    y: int\n" * 8,
+]
+
+
+def random_llama(shape: str, *, device: str, dtype: str, seed: int = 0, eos_token_id=None):
+    """An eval-mode Llama of `shape` (one of SHAPES) with random weights, built on `device`."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {sorted(SHAPES)}, got {shape!r}")
+    fields = {"tie_word_embeddings": False, **SHAPES[shape]}
+    config = LlamaConfig(
+        **fields,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        bos_token_id=eos_token_id,
+        eos_token_id=eos_token_id,
+    )
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return LlamaForCausalLM(config).to(getattr(torch, dtype)).eval()
+
+
+def build(shape: str, out: Path, *, device: str, dtype: str, seed: int = 0) -> Path:
+    """Build, save and return the model directory of `shape` (one of SHAPES)."""
+    tokenizer = train_tokenizer(CORPUS, 512)
+    extra = SHAPES.get(shape, {}).get("vocab_size", 0) - len(tokenizer)
+    tokenizer.add_tokens([f"<r{i}>" for i in range(extra)])  # ids the random model may emit
+    model = random_llama(
+        shape, device=device, dtype=dtype, seed=seed, eos_token_id=tokenizer.eos_token_id
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    args = parser.parse_args()
+    print(build(args.shape, args.out, device=args.device, dtype=args.dtype))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""``ppd doctor``: versions against the tested range, then a few-second self-check."""
+
+from __future__ import annotations
+
+import sys
+
+from measure.versions import environment
+
+
+def register(subparsers) -> None:
+    """Add ``doctor``."""
+    doctor = subparsers.add_parser(
+        "doctor",
+        help="versions against the tested range and a few-second self-check (for bug reports)",
+        description="Print the toolkit's, Python's, torch's and transformers' versions and "
+        "whether they are inside the range the test suite passed on, then check on a tiny "
+        "random model that transformers' internals are where the toolkit expects them, that "
+        "layer-split decoding reproduces the model's logits and that PPD decodes exactly what "
+        "greedy decoding does. Exit status 1 names the check that failed. Paste the output "
+        "into bug reports.",
+    )
+    doctor.add_argument(
+        "--no-self-check", action="store_true", help="print the versions only (no torch needed)"
+    )
+    doctor.set_defaults(func=_doctor)
+
+
+def _doctor(args) -> int:
+    statuses = environment()
+    for status in statuses:
+        print(status.line())
+    outside = [s.name for s in statuses if s.inside is False]
+    if outside:
+        print(f"warning: {', '.join(outside)} outside the tested range: results may differ; "
+              "report problems with this output")  # fmt: skip
+    if args.no_self_check:
+        return 0
+    if any(s.installed is None for s in statuses if s.name in ("torch", "transformers")):
+        print("self-check: skipped (install the measure extra: torch and transformers)")
+        return 1
+    from measure.doctor import self_check
+
+    checks = self_check()
+    for check in checks:
+        print(check.line())
+    failed = [c.name for c in checks if not c.ok]
+    print(f"self-check: {'FAILED: ' + ', '.join(failed) if failed else 'all passed'}")
+    sys.stdout.flush()
+    return 1 if failed else 0

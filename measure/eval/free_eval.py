@@ -1,0 +1,238 @@
+"""FREE predicted from a cost profile and each run's own exit sequence, then measured.
+
+``ppd validate --free L --threshold X|auto`` times FREE (``measure.free``) in the same
+interleaved rounds as greedy and PPD. **Prediction** (nothing fitted on the timed runs): each
+run's exits x_t give its latency exactly under the profile's costs,
+``ppdmodel.free_trace_latency_seconds`` (shallow layers, exit head and host time per token;
+a deep pass over n + 1 rows priced by the profile's k-row batch times; the final head), the
+simulator ``sim.simulate_free`` replays them, and the i.i.d. closed form at the pooled exit
+rate stands beside both. The profile's early head (final norm + LM head on one row) prices
+the exit head (the logit lens; a trained head of the same shape costs the same).
+**Quality**, FREE being approximate: per run the share of positions whose token equals
+greedy's and ROUGE-L of the output against greedy's (on token ids), pooled over the prompts.
+**threshold "auto"**: Algorithm 1 (``measure.free.threshold.AdaptiveThreshold``) runs,
+untimed, on the first ``calibration_sentences`` prompts before the rounds (the paper's
+early-stage instances of the same data), and the threshold it settles on is used in every
+timed run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+import sim
+from measure.eval.verdict import agreement
+from measure.free.decode import MODES, FreeResult, check_exit_layer, free_generate
+from measure.free.quality import rouge_l, token_agreement
+from measure.free.threshold import INITIAL_THRESHOLD, ZETA, AdaptiveThreshold, check_threshold
+from measure.profile.stats import Spread
+from ppdmodel.costs import DecodeCosts
+from ppdmodel.free import (
+    free_expected_latency_seconds,
+    free_rows_layer_seconds,
+    free_trace_latency_seconds,
+    stacked_counts,
+)
+
+BACKEND = "single"
+"""FREE runs in the calling process: its costs are the profile's ``single`` backend's."""
+
+
+@dataclass(frozen=True)
+class FreeConfig:
+    """One FREE method to time: exit layer L_s, threshold (a number or "auto") and mode."""
+
+    exit_layer: int
+    threshold: float | str
+    mode: str = "sync"
+    calibration_sentences: int = 1
+    """Prompts Algorithm 1 calibrates on (threshold "auto")."""
+
+    def __post_init__(self) -> None:
+        check_threshold(self.threshold)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+
+    def check(self, d: int) -> None:
+        check_exit_layer(self.exit_layer, d)
+
+    @property
+    def label(self) -> str:
+        """'free L_s=10 threshold=0.8 sync'."""
+        return f"free L_s={self.exit_layer} threshold={self.threshold} {self.mode}"
+
+
+def calibrate(model, prompts, config: FreeConfig, *, max_new_tokens, eos_token_id=None, head=None):
+    """Algorithm 1 on the first ``config.calibration_sentences`` prompts: the estimator, its
+    threshold settled (refit after each sentence)."""
+    est = AdaptiveThreshold(
+        initial=INITIAL_THRESHOLD, zeta=ZETA, calibration_sentences=config.calibration_sentences
+    )
+    for p in list(prompts)[: config.calibration_sentences]:
+        free_generate(
+            model, p, exit_layer=config.exit_layer, threshold="auto", estimator=est,
+            max_new_tokens=max_new_tokens, mode=config.mode, head=head,
+            eos_token_id=eos_token_id,
+        )  # fmt: skip
+    return est
+
+
+def run_free(model, prompts, config, threshold, *, max_new_tokens, eos_token_id=None, head=None):
+    """FREE on every prompt at a fixed ``threshold`` (one untimed 2-token warm-up first)."""
+    kw = dict(exit_layer=config.exit_layer, threshold=threshold, mode=config.mode, head=head)
+    free_generate(model, prompts[0], max_new_tokens=2, **kw)
+    return [
+        free_generate(model, p, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, **kw)
+        for p in prompts
+    ]
+
+
+def free_terms(costs: DecodeCosts, runs, *, d: int, exit_layer: int) -> dict[str, float]:
+    """Seconds per token of each part of FREE over ``runs`` (they sum to the prediction)."""
+    tokens = sum(len(r.exits) for r in runs)
+    deep = 0.0
+    for r in runs:
+        x = np.asarray(r.exits, dtype=bool)
+        if (~x).any():
+            rows = stacked_counts(x)[~x] + 1
+            deep += float(np.sum(free_rows_layer_seconds(rows=rows, costs=costs)))
+    n_deep = sum(len(r.exits) - sum(r.exits) for r in runs)
+    per = 1.0 / max(tokens, 1)
+    return {
+        "embedding_s": costs.embedding_s,
+        "shallow_s": exit_layer * costs.layer_s,
+        "early_head_s": costs.early_head_s,
+        "deep_s": (d - exit_layer) * deep * per,
+        "final_head_s": n_deep * costs.final_head_s * per,
+        "host_s": costs.host_s,
+    }
+
+
+@dataclass(frozen=True)
+class FreePrediction:
+    """Predicted seconds of one FREE method over all prompts."""
+
+    predicted_s: float
+    """Exact per trace (closed form), summed over runs."""
+    simulated_s: float
+    """``sim.simulate_free`` replaying each run's exits, summed."""
+    iid_s: float
+    """The i.i.d. closed form at the pooled exit rate, summed over runs of their lengths."""
+    tokens: int
+    exit_rate: float
+    terms: dict
+
+
+def predict_free(costs: DecodeCosts, runs, *, d: int, exit_layer: int) -> FreePrediction:
+    """Closed form per trace, simulator and i.i.d. form for ``runs`` (FreeResult per prompt)."""
+    tokens = sum(len(r.exits) for r in runs)
+    rate = sum(sum(r.exits) for r in runs) / max(tokens, 1)
+    closed = simulated = iid = 0.0
+    for r in runs:
+        kw = dict(d=d, exit_layer=exit_layer, costs=costs)
+        closed += free_trace_latency_seconds(exits=r.exits, **kw)
+        simulated += sim.simulate_free(exits=r.exits, record_events=False, **kw).latency_s
+        iid += free_expected_latency_seconds(ell=len(r.exits), q=rate, **kw)
+    terms = free_terms(costs, runs, d=d, exit_layer=exit_layer)
+    return FreePrediction(closed, simulated, iid, tokens, rate, terms)
+
+
+@dataclass(frozen=True)
+class FreeQuality:
+    """FREE's output against greedy's, pooled over the prompts."""
+
+    agreement: float
+    """Mean over prompts of the share of positions equal to greedy's token."""
+    rouge_l: float
+    """Mean over prompts of ROUGE-L (token ids) against greedy's output."""
+
+
+def quality(runs: list[FreeResult], greedy_runs) -> FreeQuality:
+    """Agreement and ROUGE-L of each run against greedy's tokens, averaged over prompts."""
+    pairs = list(zip(runs, greedy_runs, strict=True))
+    agree = [token_agreement(r.tokens, g.tokens) for r, g in pairs]
+    rouge = [rouge_l(r.tokens, g.tokens) for r, g in pairs]
+    return FreeQuality(float(np.mean(agree)), float(np.mean(rouge)))
+
+
+@dataclass(frozen=True)
+class FreeOutcome:
+    """One FREE method: measured, predicted, its quality and greedy beside it."""
+
+    config: FreeConfig
+    threshold: float
+    """The threshold the timed runs used ("auto": the settled one)."""
+    measured: Spread
+    predicted: FreePrediction
+    greedy_measured: Spread
+    greedy_predicted_s: float
+    quality: FreeQuality
+    exact: bool
+
+    @property
+    def rel_err(self) -> float:
+        return self.predicted.predicted_s / self.measured.median - 1
+
+    @property
+    def simulated_rel_err(self) -> float:
+        return self.predicted.simulated_s / self.measured.median - 1
+
+    @property
+    def speedup_measured(self) -> float:
+        return self.greedy_measured.median / self.measured.median
+
+    @property
+    def speedup_predicted(self) -> float:
+        return self.greedy_predicted_s / self.predicted.predicted_s
+
+    def describe(self) -> str:
+        p, q = self.predicted, self.quality
+        return (
+            f"{self.config.label}: threshold {self.threshold:.3g}, exit rate {p.exit_rate:.3f}, "
+            f"{p.tokens} tokens; predicted {p.predicted_s:.4g} s (simulated {p.simulated_s:.4g} "
+            f"s, i.i.d. {p.iid_s:.4g} s), measured {self.measured.median:.4g} s "
+            f"({100 * self.rel_err:+.1f} %); quality vs greedy: tokens {q.agreement:.3f}, "
+            f"ROUGE-L {q.rouge_l:.3f}"
+        )
+
+
+def free_costs(profile, head=None) -> DecodeCosts:
+    """FREE's costs from a profile: the ``single`` backend's, the exit head priced as the
+    final head for the logit lens (``head`` None; module docstring)."""
+    base = profile.backends[BACKEND].base
+    return replace(base, early_head_s=base.final_head_s) if head is None else base
+
+
+def evaluate_free(
+    profile, settled: dict, timed: dict, greedy, greedy_predicted_s: float, exact: dict, head=None
+) -> list[FreeOutcome]:
+    """FreeOutcomes for the timed FREE methods; ``settled``: config -> threshold used."""
+    costs = free_costs(profile, head)
+    out = []
+    for config, method in timed.items():
+        pred = predict_free(costs, method.runs, d=profile.d, exit_layer=config.exit_layer)
+        out.append(
+            FreeOutcome(
+                config, settled[config], method.spread, pred, greedy.spread,
+                greedy_predicted_s, quality(method.runs, greedy.runs), exact[config],
+            )
+        )  # fmt: skip
+    return out
+
+
+def free_row(o: FreeOutcome, columns) -> dict:
+    """One row of ``ProfileValidation.table`` (missing columns NaN/None)."""
+    p, m = o.predicted, o.measured
+    row = dict.fromkeys(columns)
+    row.update(
+        method=o.config.label, backend=BACKEND, tokens=p.tokens, predicted_s=p.predicted_s,
+        simulated_s=p.simulated_s, measured_s=m.median, measured_q1_s=m.q1, measured_q3_s=m.q3,
+        rounds=m.n, noisy=m.noisy, rel_err=o.rel_err, simulated_rel_err=o.simulated_rel_err,
+        speedup_measured=o.speedup_measured, speedup_predicted=o.speedup_predicted,
+        agreement=agreement(o.rel_err), exact=o.exact, exit_layer=o.config.exit_layer,
+        iid_s=p.iid_s, threshold=o.threshold, exit_rate=p.exit_rate,
+        quality_tokens=o.quality.agreement, quality_rouge_l=o.quality.rouge_l,
+    )  # fmt: skip
+    return row

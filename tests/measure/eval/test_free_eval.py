@@ -1,0 +1,78 @@
+"""FREE inside ``ppd validate``: a planted-cost model is predicted from its profile and each
+run's exit sequence within a tolerance, at fixed and adaptive thresholds, with its quality."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from measure.eval.free_eval import FreeConfig, free_costs, predict_free  # noqa: E402
+from measure.eval.repeat import PPDConfig  # noqa: E402
+from measure.eval.validate import validate  # noqa: E402
+from measure.profile.profile import measure_profile  # noqa: E402
+from ppdmodel.cli import main  # noqa: E402
+from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
+
+PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
+TOKENS = 10
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """Planted sleeps; a deep pass's extra positions add extra_row_s per layer each."""
+    return planted_model(
+        layer_s=0.005, extra_row_s=0.002, embed_s=0.001, head_s=0.006, count_positions=True
+    )
+
+
+def test_validate_predicts_planted_free(planted):
+    profile = measure_profile(
+        planted, ks=(1, 2, 4), context_tokens=8, repeats=3, warmup=1, calls=2, threads=1
+    )
+    free = [FreeConfig(2, 2.0), FreeConfig(2, 0.1), FreeConfig(1, "auto")]
+    result = validate(
+        planted, PROMPTS, profile=profile, configs=[PPDConfig(d_bar=2, k=1)],
+        max_new_tokens=TOKENS, free=free,
+    )  # fmt: skip
+    table = result.table
+    rows = table[table["threshold"].notna()]
+    assert list(rows["method"]) == [f.label for f in free]
+    assert rows["rel_err"].abs().max() < 0.10, rows[["method", "rel_err"]]
+    assert (rows["predicted_s"] - rows["simulated_s"]).abs().max() < 1e-9
+    never = result.free[0]
+    assert never.exact and never.quality.agreement == 1.0 and never.quality.rouge_l == 1.0
+    assert never.predicted.exit_rate == 0.0
+    assert 0 <= result.free[1].predicted.exit_rate <= 1
+    assert 0 <= result.free[2].threshold <= 1  # settled by Algorithm 1 before the rounds
+    for o in result.free:
+        runs = result.timing.others[o.config].runs
+        assert o.predicted == predict_free(
+            free_costs(profile), runs, d=profile.d, exit_layer=o.config.exit_layer
+        )
+        assert sum(o.predicted.terms.values()) * o.predicted.tokens == pytest.approx(
+            o.predicted.predicted_s
+        )
+    lines = result.verdicts()
+    assert len(lines) == 4 and lines[1].startswith("free L_s=2 threshold=2.0 sync: ")
+    assert "quality vs greedy" in lines[1] and "prediction agreed" in lines[1]
+
+
+def test_cli_refuses_bad_free_arguments(tmp_path, capsys):
+    model_dir = tmp_path / "tiny"
+    tiny_model("llama", seed=3).save_pretrained(model_dir)
+    char_tokenizer().save_pretrained(model_dir)
+    base = ["validate", "--model", str(model_dir), "--prompt", "hi", "--out", str(tmp_path)]
+    together = "--free and --threshold must be given together"
+    for extra, message in (
+        (["--free", "2"], together),
+        (["--threshold", "0.5"], together),
+        (["--free", "2", "--threshold", "x"], "--threshold"),
+        (["--free", "4", "--threshold", "0.5"], "--free: 4 is not in [1, d - 1]"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main([*base, *extra])
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
