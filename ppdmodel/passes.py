@@ -151,6 +151,9 @@ def overlap_excess(work_main, work_cand, delta, slowdown):
 def main_loss(work_main, work_cand, delta, costs):
     """What main loses per pass to the candidates on its device: (sigma - 1) o under fluid
     sharing, delta + W_c on a serial device (``costs.serial_device``, scalar or array)."""
+    if not all(hasattr(costs, f) for f in ("serial_device", "shared_device_slowdown")):
+        raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
+                         f"{type(costs).__name__}")  # fmt: skip
     serial = np.asarray(costs.serial_device, dtype=bool)
     if not serial.any():
         return overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)

@@ -239,6 +239,9 @@ class ProfileHardware:
         return np.zeros(np.shape(shared)) + self.base.shared_device_slowdown
 
     def serial_device(self, shared):
+        shared = np.asarray(shared)
+        if shared.dtype.kind not in "biuf":
+            raise ValueError(f"shared must be booleans, got {shared!r:.60}")
         return np.logical_and(shared, self.base.serial_device)  # the single backend
 
     def _check_tp(self, tp) -> None:
