@@ -20,7 +20,7 @@ FIGURE_AXES = {
 """x column and label of each figure; the y axis is ``normalized_latency`` in both."""
 TABLE_COLUMNS = ("dataset", "trained", "k", "layer", "p_correct")
 """Columns ``tradeoff_curves`` needs in its ``table`` (those of ``ppdmodel.paper.TABLE2``)."""
-CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency")
+CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency", "latency_per_token")
 """Columns ``plot_tradeoff`` needs besides the figure's x column."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppdmodel.validation import check_instance
+from ppdmodel.validation import MAX_EXACT_INT, as_int, check_instance
 from sim.cost import MeasuredCost, RooflineCost, UniformCost
 
 COST_MODELS = (UniformCost, RooflineCost, MeasuredCost)
@@ -43,6 +43,7 @@ def main_pass_seconds(cost, *, d: int, d_bar: int, m) -> np.ndarray:
     """Main's compute per pass t = 1..ell of a trace m (m_t, t = 2..ell) as the real decoder
     runs it: pass t resumes at layer d - d_bar + 1 iff m_t = 1; the last pass has no early head."""
     check_instance("cost", cost, COST_MODELS)
+    d, d_bar = as_int("d", d, limit=MAX_EXACT_INT), as_int("d_bar", d_bar, limit=MAX_EXACT_INT)
     m = np.asarray(m)
     if m.ndim != 1:
         raise ValueError(f"m must be a 1-d sequence of 0/1 matches, got shape {m.shape}")

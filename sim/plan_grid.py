@@ -135,9 +135,16 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
     check_instance("space", space, PlanSpace)
     d = as_int("d", d, limit=10**5)
+    layers_given = set(layers)
+    names = layers.pop("heads", ("shared",))
+    if isinstance(names, str) or not isinstance(names, tuple | list | np.ndarray) or not len(
+            names) or not all(isinstance(n, str) for n in names):  # fmt: skip
+        raise ValueError(f"heads must be a non-empty sequence of head names, got {names!r:.60}")
     if pgrid is not _NOT_NEEDED:
         if not (isinstance(pgrid, np.ndarray) and pgrid.ndim == 4 and pgrid.shape[2] == d + 1):
             raise ValueError(f"pgrid must be PTable.grid(d)'s array, got {type(pgrid).__name__}")
+        if "heads" in layers_given and len(names) != pgrid.shape[1]:
+            raise ValueError(f"heads must name pgrid's {pgrid.shape[1]} heads, got {names!r:.60}")
         for name, values in layers.items():
             arr = np.asarray(values)
             top = pgrid.shape[3] if name == "ks" else pgrid.shape[2]
@@ -163,7 +170,7 @@ def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
 
 def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
-    d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks)
+    d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     if not len(pairs):
         return pd.DataFrame()
@@ -247,7 +254,7 @@ def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
 def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
     d = _check_inputs(hw, space, d)
-    _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1])
+    _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1], heads=heads)
     exits = space.exit_layers or tuple(range(1, d))
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], exit_layer=exits,
               g=space.draft_lengths, head=np.arange(len(heads)),
