@@ -162,7 +162,11 @@ def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     steps = 2.0 * (np.asarray(n) - 1)
     volume = steps / np.asarray(n) * np.asarray(nbytes)
-    return _as_result(steps * latency_s + volume / bandwidth_bytes_per_s)
+    seconds = steps * latency_s + volume / bandwidth_bytes_per_s
+    if not np.all(np.isfinite(seconds)):
+        raise ValueError("ring_allreduce_seconds: nbytes / bandwidth_bytes_per_s overflows "
+                         "float64 (a bandwidth too small or a message too large)")  # fmt: skip
+    return _as_result(seconds)
 
 
 def sample_speculative_steps(*, a: float, g: int, n_steps: int, seed=None) -> np.ndarray:

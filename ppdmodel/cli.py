@@ -28,9 +28,19 @@ unwritable file, a size too large to represent or to hold in memory."""
 EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the usage block only where it is the answer (a missing
+    required option; ``--help`` prints it in full). Sub-command parsers are of this class."""
+
+    def error(self, message: str):
+        if message.startswith("the following arguments are required"):
+            super().error(message)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``ppd`` parser with every registered sub-command (each accepts ``--debug``)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ppd",
         description="Predictive Pipelined Decoding: closed form, simulator and measurement.",
     )

@@ -125,6 +125,8 @@ def _grid(args, with_k: bool):
     ells = args.ell or [128]
     ks = (args.k or [1]) if with_k else [None]
     p_values = args.p
+    if args.paper_positions and p_values:
+        raise ValueError("give --p or --paper-positions, not both (--paper-positions sets p)")
     if args.paper_positions:
         label, p_t, table_ell, layer, table_k = _paper_positions(args.paper_positions)
         p_values, ells, d_bars = [(label, p_t)], args.ell or [table_ell], args.d_bar or [layer]

@@ -101,9 +101,9 @@ def expected_compute_seconds(
     c_miss)), E[M] = sum_{t=2..ell} p_t; n_m, n_c: ``devices_main``, ``devices_candidates``.
     """
     validate_theorem_args(d, d_bar, ell, p)
-    check_positive_int("k", k)
-    check_positive_int("devices_main", devices_main)
-    check_positive_int("devices_candidates", devices_candidates)
+    k = check_positive_int("k", k)
+    devices_main = check_positive_int("devices_main", devices_main)
+    devices_candidates = check_positive_int("devices_candidates", devices_candidates)
     terms = compute_terms(d=d, d_bar=d_bar, k=k, costs=check_costs(costs), early_head=early_head)
     rate = np.divide(expected_matches(ell=ell, p=p, per_position=per_position), ell)
     main, cand = terms.per_token(rate, devices_main, devices_candidates)
@@ -115,9 +115,9 @@ def trace_compute_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
     m = np.asarray(m)
     if m.ndim == 0 or (m.size and not np.isin(m, (0, 1)).all()):
         raise ValueError("m must be a sequence of 0 and 1 (m_t for t = 2..ell)")
-    check_positive_int("d", d)
+    d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
-    check_positive_int("k", k)
+    k = check_positive_int("k", k)
     ell = m.shape[-1] + 1
     terms = compute_terms(d=d, d_bar=d_bar, k=k, costs=check_costs(costs), early_head=early_head)
     main, cand = terms.per_token(m.sum(axis=-1) / ell)
@@ -126,9 +126,9 @@ def trace_compute_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
 
 def greedy_compute_seconds(*, d, ell, costs, devices=1):
     """Busy device-seconds of greedy decoding: ell (e + d L + h_f) per device (host excluded)."""
-    check_positive_int("d", d)
-    check_positive_int("ell", ell)
-    check_positive_int("devices", devices)
+    d = check_positive_int("d", d)
+    ell = check_positive_int("ell", ell)
+    devices = check_positive_int("devices", devices)
     costs = check_costs(costs)
     per_token = costs.embedding_s + np.multiply(d, costs.layer_s) + costs.final_head_s
     return _as_result(np.multiply(np.multiply(ell, devices), per_token))

@@ -128,13 +128,13 @@ def ppd_grid_per_token(
     """
     if not isinstance(costs, DecodeCostsGrid):
         raise ValueError(f"costs must be a DecodeCostsGrid, got {type(costs).__name__}")
-    check_positive_int("d", d)
-    check_positive_int("ell", ell)
+    d = check_positive_int("d", d)
+    ell = check_positive_int("ell", ell)
     check_d_bar(d, d_bar)
-    check_positive_int("k", k)
+    k = check_positive_int("k", k)
     check_probability("p", p)
-    check_positive_int("devices_main", devices_main)
-    check_positive_int("devices_candidates", devices_candidates)
+    devices_main = check_positive_int("devices_main", devices_main)
+    devices_candidates = check_positive_int("devices_candidates", devices_candidates)
     times = pass_times(d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head)
     rate = np.multiply(p, np.subtract(ell, 1) / np.asarray(ell, dtype=float))
     latency = times.miss_only_s - rate * times.saving_s

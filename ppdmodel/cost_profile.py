@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields, replace
 from numbers import Real
 
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import check_d_bar, check_positive_int, is_finite
 
 PROFILE_FORMAT = "ppd-cost-profile"
 """The value of the profile's ``format`` field."""
@@ -169,7 +169,7 @@ def _get(data, path: str):
 
 def _seconds(path: str, value, *, positive: bool = False) -> float:
     """A finite real >= 0 (> 0 if positive) for field ``path``; ValueError naming it."""
-    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, Real) and not isinstance(value, bool) and is_finite(value)
     bound = "> 0" if positive else ">= 0"
     if not ok or value < 0 or (positive and value == 0):
         raise ValueError(

@@ -17,7 +17,7 @@ from numbers import Real
 
 import numpy as np
 
-from ppdmodel.validation import check_positive_int
+from ppdmodel.validation import check_positive_int, is_finite
 
 EARLY_HEAD_PLACEMENTS = ("main", "candidates")
 """Where the early LM head at layer d_bar runs: on main's critical path, or on the candidate
@@ -42,7 +42,13 @@ def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: floa
         _check_seconds(name, value)
     if not (isinstance(bandwidth_bytes_per_s, Real) and bandwidth_bytes_per_s > 0):
         raise ValueError(f"bandwidth_bytes_per_s must be > 0, got {bandwidth_bytes_per_s!r}")
-    return float(latency_s + nbytes / bandwidth_bytes_per_s)
+    seconds = float(latency_s) + float(nbytes) / float(bandwidth_bytes_per_s)  # float64
+    if not math.isfinite(seconds):
+        raise ValueError(
+            f"link_seconds: nbytes / bandwidth_bytes_per_s overflows float64 "
+            f"(nbytes={nbytes!r}, bandwidth_bytes_per_s={bandwidth_bytes_per_s!r})"
+        )
+    return seconds
 
 
 def check_early_head(early_head) -> str:
@@ -54,7 +60,7 @@ def check_early_head(early_head) -> str:
 
 def _check_seconds(name: str, value, *, positive: bool = False) -> None:
     """ValueError naming ``name`` unless ``value`` is a finite real >= 0 (> 0 if positive)."""
-    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, Real) and not isinstance(value, bool) and is_finite(value)
     bound = "> 0" if positive else ">= 0"
     if not ok or value < 0 or (positive and value == 0):
         raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
@@ -110,7 +116,7 @@ class DecodeCosts:
             _check_seconds(f"DecodeCosts.{name}", getattr(self, name), positive=name == "layer_s")
         slowdown = self.shared_device_slowdown
         ok = isinstance(slowdown, Real) and not isinstance(slowdown, bool)
-        if not (ok and math.isfinite(slowdown) and slowdown >= 1):
+        if not (ok and is_finite(slowdown) and slowdown >= 1):
             raise ValueError(
                 f"DecodeCosts.shared_device_slowdown must be a finite factor >= 1, got {slowdown!r}"
             )
@@ -134,6 +140,7 @@ class DecodeCosts:
 
     def candidate_layer_seconds(self, k):
         """Per-layer seconds of the k-row candidate batch (vectorised over k)."""
+        k = check_positive_int("k", k)  # float64: no integer wrap-around
         if self.candidate_layer_s_by_k:
             ks, secs = zip(*self.candidate_layer_s_by_k, strict=True)
             out = np.interp(k, ks, secs)
@@ -149,6 +156,7 @@ class DecodeCosts:
 
     def greedy_token_seconds(self, d) -> float:
         """One greedy token: embedding + d layers + final head + host time, seconds."""
+        d = check_positive_int("d", d)
         return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
 
     def to_dict(self) -> dict:

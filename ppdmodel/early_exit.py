@@ -143,6 +143,7 @@ class EarlyExitCosts:
 
     def layer_s(self, rows: int) -> float:
         """One layer over ``rows`` positions of one sequence, seconds."""
+        rows = check_positive_int("rows", rows)
         return self.costs.layer_s + (rows - 1) * self.costs.candidate_extra_row_layer_s
 
     def draft_s(self, rows: int = 1) -> float:
@@ -162,6 +163,9 @@ class EarlyExitCosts:
 
     def step_s(self, drafted: int) -> tuple[float, float]:
         """(draft seconds, verify seconds) of a step that drafts ``drafted`` tokens."""
+        drafted = check_nonnegative("drafted", drafted)
+        if np.ndim(drafted) or drafted != int(drafted):
+            raise ValueError(f"drafted must be an integer >= 0, got {drafted!r}")
         draft = 0.0
         if drafted > 0:
             draft = self.draft_s(self.first_draft_rows) + (drafted - 1) * self.draft_s(1)

@@ -27,7 +27,7 @@ import numpy as np
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.paper import TABLE3
 from ppdmodel.seconds import expected_latency_seconds
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import check_d_bar, check_nonnegative, check_positive_int
 
 ROW_COLUMNS = ("greedy_latency_s", "latency_s", "p", "k")
 """Columns of a published PPD row: greedy's and PPD's seconds for ell tokens, p and k."""
@@ -50,7 +50,8 @@ class PaidOverheads:
 
     def costs(self, greedy_token_s: float) -> DecodeCosts:
         """DecodeCosts of a model whose greedy token takes ``greedy_token_s`` seconds."""
-        layer = greedy_token_s / self.d
+        greedy_token_s = check_nonnegative("greedy_token_s", greedy_token_s)
+        layer = float(greedy_token_s) / float(self.d)
         return DecodeCosts(layer_s=layer, candidate_extra_row_layer_s=self.extra_row_layers * layer,
                            handoff_s=self.handoff_tokens * greedy_token_s)  # fmt: skip
 

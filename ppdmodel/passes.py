@@ -65,6 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.validation import check_nonnegative, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,10 @@ def check_costs(costs) -> DecodeCosts:
 
 def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
     """(W_m, W_c, delta, main_head): device work after the split and the dispatch delay."""
+    if not all(hasattr(costs, f) for f in ("early_head_s", "candidate_layer_seconds")):
+        raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
+                         f"{type(costs).__name__}")  # fmt: skip
+    d, d_bar = check_positive_int("d", d), check_positive_int("d_bar", d_bar)
     gap = np.subtract(d, d_bar)
     on_main = check_early_head(early_head) == "main"
     main_head = costs.early_head_s if on_main else 0.0
@@ -134,6 +139,9 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
 def overlap_excess(work_main, work_cand, delta, slowdown):
     """(sigma - 1) o with o = min(max(W_m - delta, 0), W_c): main's loss to sharing
     (``slowdown`` a factor, or an array of them broadcasting with the work)."""
+    work_main, work_cand = check_nonnegative("work_main", work_main), check_nonnegative(
+        "work_cand", work_cand)  # fmt: skip
+    delta, slowdown = check_nonnegative("delta", delta), check_nonnegative("slowdown", slowdown)
     if np.ndim(slowdown) == 0 and slowdown == 1:
         return np.zeros_like(np.add(work_main, work_cand), dtype=float)
     overlap = np.minimum(np.maximum(np.subtract(work_main, delta), 0.0), work_cand)
@@ -143,6 +151,9 @@ def overlap_excess(work_main, work_cand, delta, slowdown):
 def main_loss(work_main, work_cand, delta, costs):
     """What main loses per pass to the candidates on its device: (sigma - 1) o under fluid
     sharing, delta + W_c on a serial device (``costs.serial_device``, scalar or array)."""
+    if not all(hasattr(costs, f) for f in ("serial_device", "shared_device_slowdown")):
+        raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
+                         f"{type(costs).__name__}")  # fmt: skip
     serial = np.asarray(costs.serial_device, dtype=bool)
     if not serial.any():
         return overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)

@@ -26,6 +26,9 @@ FIRST_T = 2
 def position_of_m(t):
     """The token position j whose early-prediction match is m_t: j = t - 1 (t >= 2)."""
     t = np.asarray(t)
+    if t.dtype.kind not in "iuf" or not np.isfinite(t).all() or np.any(t != np.floor(t)):
+        raise ValueError(f"t must be an integer position >= {FIRST_T} (or an array of them), "
+                         f"got {t!r:.60}")  # fmt: skip
     if np.any(t < FIRST_T):
         raise ValueError(f"t must be >= {FIRST_T} (m_t is defined for t = 2..ell), got {t!r}")
     return t - 1
@@ -38,4 +41,12 @@ def m_from_positions(matches_by_position):
     """
     if isinstance(matches_by_position, list | tuple):
         return list(matches_by_position[:-1])
-    return np.asarray(matches_by_position)[..., :-1]
+    arr = np.asarray(matches_by_position)
+    if arr.ndim == 0 or arr.dtype.kind not in "biuf":
+        raise ValueError(
+            "matches_by_position must be a list or an array of matches or rates "
+            f"(last axis = position), got {matches_by_position!r:.60}"
+        )
+    if arr.size and not (arr.min() >= 0 and arr.max() <= 1):
+        raise ValueError("matches_by_position must hold 0/1 matches or rates in [0, 1]")
+    return arr[..., :-1]

@@ -24,6 +24,8 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from ppdmodel.validation import as_int
+
 NAMES = ("paper", "smollm2")
 """Names of the built-in tables."""
 COLUMNS = (
@@ -97,6 +99,10 @@ def provenance(name: str = "smollm2") -> dict:
 
 def p_correct(name: str = "smollm2", *, prompt_set: str, head: str, layer: int, k: int) -> float:
     """One rate of a built-in table, as a fraction (NaN if its n was 0)."""
+    for label, value in (("prompt_set", prompt_set), ("head", head)):
+        if not isinstance(value, str):
+            raise ValueError(f"{label} must be a name, got {value!r:.60}")
+    layer, k = as_int("layer", layer), as_int("k", k)
     table = load(name)
     rows = table[
         (table["prompt_set"] == prompt_set)

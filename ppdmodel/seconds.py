@@ -109,7 +109,7 @@ def trace_latency_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
     if m.ndim == 0 or (m.size and not np.isin(m, (0, 1)).all()):
         raise ValueError("m must be a sequence of 0 and 1 (m_t for t = 2..ell)")
     ell = m.shape[-1] + 1
-    check_positive_int("d", d)
+    d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
     times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip
@@ -121,8 +121,8 @@ def greedy_latency_seconds(
 ):
     """Greedy decoding latency in seconds: ell G with G = e + d L + h_f + tau (``costs``), or,
     in the older form, ell * (d * seconds_per_layer + per_token_overhead_s)."""
-    check_positive_int("d", d)
-    check_positive_int("ell", ell)
+    d = check_positive_int("d", d)
+    ell = check_positive_int("ell", ell)
     if costs is not None:
         if seconds_per_layer is not None or per_token_overhead_s is not None:
             raise ValueError("give either costs= or seconds_per_layer=/per_token_overhead_s=")
@@ -141,7 +141,7 @@ def greedy_latency_seconds(
 
 def latency_per_token_seconds(*, d, d_bar, p, k=1, costs, early_head: str = "main"):
     """PPD seconds per token as ell -> infinity, i.i.d. p: B - p S."""
-    check_positive_int("d", d)
+    d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
     check_probability("p", p)
     times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
@@ -155,7 +155,7 @@ def break_even_p(*, d, d_bar, k=1, costs, early_head: str = "main"):
     PPD per token is B - p S and greedy's G, with B - G = [h_e on main] + (sigma - 1) o >= 0
     (``ppdmodel.passes``): p* = 0 when B = G, (B - G) / S when 0 < (B - G) <= S, else inf.
     """
-    check_positive_int("d", d)
+    d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
     times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip

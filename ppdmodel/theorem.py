@@ -57,8 +57,9 @@ def expected_matches(*, ell, p, per_position: bool | None = None):
     """Expected number of accepted early predictions, E[ell - N] = sum_{t=2..ell} p_t.
 
     i.i.d.: (ell - 1) p (proof of Theorem 4.1). Per-position: the sum of p_t over t = 2..ell.
-    Arguments are assumed validated by the caller.
+    ``ell`` and ``p`` are checked (float64, no integer wrap-around).
     """
+    ell, p = check_positive_int("ell", ell), check_probability("p", p)
     if _is_per_position(ell, p, per_position):
         return np.sum(p, axis=-1)
     return np.multiply(np.subtract(ell, 1), p)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_columns, check_d_bar, check_positive_int
+from ppdmodel.validation import check_columns, check_d_bar, check_flag, check_positive_int
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
@@ -20,7 +20,7 @@ FIGURE_AXES = {
 """x column and label of each figure; the y axis is ``normalized_latency`` in both."""
 TABLE_COLUMNS = ("dataset", "trained", "k", "layer", "p_correct")
 """Columns ``tradeoff_curves`` needs in its ``table`` (those of ``ppdmodel.paper.TABLE2``)."""
-CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency")
+CURVE_COLUMNS = ("dataset", "trained", "k", "layer", "normalized_latency", "latency_per_token")
 """Columns ``plot_tradeoff`` needs besides the figure's x column."""
 
 
@@ -75,6 +75,9 @@ def _order_key(order: dict):
 
 def curve_label(dataset: str, trained: bool) -> str:
     """Legend label in the paper's style: "SQuAD+tr" for a trained head."""
+    if not isinstance(dataset, str):
+        raise ValueError(f"dataset must be a name, got {dataset!r:.60}")
+    check_flag("trained", trained)
     return f"{dataset}+tr" if trained else dataset
 
 
@@ -88,6 +91,7 @@ MEASURED_COLUMNS = ("label", "p_correct", "k")
 def measured_points(measured: pd.DataFrame, *, layer: int, d: int) -> pd.DataFrame:
     """Figure 3/4 coordinates of measured (p, k) points (an atlas cell, a ``ppd run``), with
     each point's own ``layer`` and ``d`` when given, else the curves' layer and d."""
+    check_columns("measured", measured, ())
     missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if missing:
         raise ValueError(f"measured must have columns {MEASURED_COLUMNS}; missing {missing}")

@@ -41,6 +41,20 @@ def _limit(limit) -> str:
     return str(limit)
 
 
+def is_finite(value) -> bool:
+    """``math.isfinite`` that says False, not OverflowError, for an int beyond float64's range."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _check_limit_type(limit) -> None:
+    """A check's own ``limit`` argument must be a real number (a caller's mistake otherwise)."""
+    if not _is_number(limit):
+        raise TypeError(f"limit must be a real number, got {_show(limit)}")
+
+
 def _is_number(value) -> bool:
     """True for a real scalar that is not a bool (numpy scalars included)."""
     return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
@@ -82,6 +96,7 @@ def check_positive_int(
     values above ``limit`` (default 2^53) are not. ``as_float=False`` returns an array
     unconverted (the caller computes in float64 itself, saving a copy).
     """
+    _check_limit_type(limit)
     if _is_number(value):
         if isinstance(value, Integral):
             ok = value >= 1
@@ -135,7 +150,7 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True)
     if _is_number(d_bar) and _is_number(d):
         if d == 1 and not half_depth_ok:
             raise ValueError(f"d_bar: d = 1 has no such layer (d/2 <= d_bar < d), got {d_bar!r}")
-        if not isinstance(d_bar, Integral) and not math.isfinite(d_bar):
+        if not is_finite(d_bar) or not is_finite(d):
             raise ValueError(f"d_bar must be a finite number in [d/2, d), got {_show(d_bar)}")
         half = float(d) / 2  # compared natively: exact for any int, no int8 wrap-around
         if d_bar < half:
@@ -194,7 +209,7 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True)
 def check_nonnegative(name: str, value) -> ArrayLike:
     """Check that ``value`` is a finite real >= 0 (scalar or array); return float64."""
     if _is_number(value):
-        if not (math.isfinite(value) and value >= 0):
+        if not (is_finite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {_show(value)}")
         return float(value)
     arr = _as_array(name, value)
@@ -242,6 +257,9 @@ def check_broadcast(**shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def check_limit(name: str, value, limit, what: str = "") -> None:
     """Refuse a size above ``limit`` (time or memory), naming the parameter and the limit."""
+    _check_limit_type(limit)
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {_show(value)}")
     if value > limit:
         reason = f" ({what})" if what else ""
         raise ValueError(f"{name} must be <= {limit}{reason}, got {_show(value)}")

@@ -81,14 +81,14 @@ def latency_waterfall(
     E[T] / ell, with ``p`` i.i.d. or per-position (t = 2..ell) as in ``expected_latency``.
     """
     if ell is None:
-        check_positive_int("d", d)
+        d = check_positive_int("d", d)
         check_d_bar(d, d_bar)
         check_probability("p", p)
         rate = np.asarray(p, dtype=float)
     else:
         validate_theorem_args(d, d_bar, ell, p)
         rate = np.divide(expected_matches(ell=ell, p=p, per_position=per_position), ell)
-    check_positive_int("k", k)
+    k = check_positive_int("k", k)
     costs = check_costs(costs)
     work_main, work_cand, delta, main_head = device_work(
         d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from ppdmodel.cli_args import (
     DEFAULT_D,
@@ -254,8 +255,11 @@ def _write_gantt(result, path) -> None:
 
     ax = plot_gantt(result)
     ax.figure.tight_layout()
-    ax.figure.savefig(path, dpi=120)
-    plt.close(ax.figure)
+    fmt = Path(path).suffix[1:].lower() or "png"  # exactly ``path``: no ".png" appended
+    try:
+        ax.figure.savefig(path, dpi=120, format=fmt)
+    finally:
+        plt.close(ax.figure)
 
 
 def _print_summary(example, summary, baselines: dict) -> None:

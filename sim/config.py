@@ -43,6 +43,7 @@ def estimated_work(config: SimConfig) -> int:
     ell * (n_gpus + 2) in all (times d with per_layer_events), each weighted
     ``SHARED_GPU_WEIGHT`` on a shared GPU, plus ``RUN_OVERHEAD``.
     """
+    check_instance("config", config, SimConfig)
     blocks = config.ell * (config.n_gpus + 2) * (config.d if config.per_layer_events else 1)
     shared = config.n_gpus == 1 and config.schedule == "ppd"
     return RUN_OVERHEAD + blocks * (SHARED_GPU_WEIGHT if shared else 1)

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import simpy
 
+from ppdmodel.validation import check_instance
 from sim.config import SimConfig
 from sim.device import SharedDevice
+from sim.matches import check_trace_m
 from sim.schedule import HOST
 
 
@@ -42,8 +44,10 @@ class CostsSchedule:
     """Builds and runs one simulated sequence under ``config.costs``; as ``PPDSchedule``."""
 
     def __init__(self, config: SimConfig, m, record_events: bool = True) -> None:
-        self.config = config
-        self.m = [int(x) for x in m]
+        self.config = check_instance("config", config, SimConfig)
+        self.m = check_trace_m(m)
+        if config.costs is None:
+            raise ValueError("config must carry DecodeCosts (SimConfig(costs=...)) for this engine")
         self.record_events = record_events
         self.env = simpy.Environment()
         self.records: list[tuple] = []

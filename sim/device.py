@@ -19,12 +19,15 @@ from contextlib import contextmanager
 
 import simpy
 
+from ppdmodel.validation import as_real, check_instance
+
 
 class SharedDevice:
     """One device shared by streams (main, the candidate batch); ``compute`` is a generator."""
 
     def __init__(self, env: simpy.Environment, slowdown: float = 1.0) -> None:
-        if not slowdown >= 1:
+        check_instance("env", env, simpy.Environment)
+        if as_real("slowdown", slowdown, minimum=1.0) < 1:
             raise ValueError(f"slowdown must be >= 1, got {slowdown}")
         self.env = env
         self.slowdown = float(slowdown)

@@ -76,6 +76,7 @@ FREE_TABLE_OPTIONAL = {"quality_metric": "", "mode": "sync", "head": "shared", "
 
 def read_layer_times(path: str | Path) -> pd.DataFrame:
     """Read and validate a per-layer times CSV; returns a DataFrame with the schema columns."""
+    check_input_file("path", path)
     df = pd.read_csv(path, **_EXACT_FLOATS)
     missing = [c for c in LAYER_TIMES_COLUMNS if c not in df.columns]
     if missing:
@@ -123,9 +124,29 @@ def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
     return series.to_numpy(dtype=float)
 
 
+def check_input_file(name: str, path) -> None:
+    """Refuse anything but the path of an existing file, naming ``name`` and the path."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise ValueError(f"{name} must be a file path, got {path!r:.80}")
+    if Path(path).is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
+    if not Path(path).is_file():
+        raise ValueError(f"{name}: no such file {str(path)!r}")
+
+
+def check_path(name: str, path) -> None:
+    """Refuse anything but a non-empty file path (``""`` would name the working directory)."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise ValueError(f"{name} must be a file path, got {path!r:.80}")
+    if Path(path).is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
+
+
 def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
     """Validate and write a per-layer times table (columns ``LAYER_TIMES_COLUMNS``)."""
+    check_path("path", path)
     path = Path(path)
+    check_columns("df", df, LAYER_TIMES_COLUMNS)
     df = validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
@@ -246,12 +267,21 @@ class MatchTrace:
 
     @classmethod
     def from_dict(cls, data: dict) -> MatchTrace:
+        if not isinstance(data, dict):
+            raise ValueError(f"data must be a dict (a trace line), got {type(data).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{key: value for key, value in data.items() if key in known})
 
 
 def write_traces(path: str | Path, traces: Iterable[MatchTrace], append: bool = False) -> Path:
     """Write traces as JSON Lines; with ``append`` add to an existing file (for resumable runs)."""
+    check_path("path", path)
+    traces = list(traces) if isinstance(traces, list | tuple) else traces
+    if not isinstance(traces, list):
+        raise ValueError(f"traces must be a list of MatchTrace, got {type(traces).__name__}")
+    for i, trace in enumerate(traces):
+        if not isinstance(trace, MatchTrace):
+            raise ValueError(f"traces[{i}] must be a MatchTrace, got {type(trace).__name__}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a" if append else "w", encoding="utf-8") as fh:
@@ -280,6 +310,7 @@ def parse_jsonl(lines: Iterable[str], source: str | Path) -> Iterator[tuple[int,
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """``parse_jsonl`` over a file's lines (UTF-8)."""
+    check_input_file("path", path)
     with Path(path).open(encoding="utf-8") as fh:
         yield from parse_jsonl(fh, path)
 

@@ -26,7 +26,8 @@ from ppdmodel.free import (
     free_rows_layer_seconds,
 )
 from ppdmodel.passes import check_costs
-from ppdmodel.validation import as_int, check_probability
+from ppdmodel.validation import as_int, check_instance, check_probability
+from sim.hardware_costs import MAX_ROWS, HardwareModel
 
 FREE_EVENT_COLUMNS = ("token", "layer_start", "layer_end", "rows", "start", "end", "kind")
 """One row per event: a layer (``shallow``, ``deep``), a head or the host time."""
@@ -143,6 +144,11 @@ def monte_carlo_free(*, d, exit_layer, costs, ell, q, n_runs, seed=None) -> pd.D
 def free_costs(hw, *, rows=(2, 4, 8, 16), tp: int = 1) -> DecodeCosts:
     """FREE's DecodeCosts on a device model (``sim.hardware_costs.HardwareModel``): batch-1
     layers, heads and host time, and the per-layer time of ``rows`` rows at once."""
+    check_instance("hw", hw, HardwareModel, "a sim.hardware_costs hardware model")
+    tp = as_int("tp", tp, limit=MAX_ROWS)
+    if isinstance(rows, str | bytes) or not isinstance(rows, tuple | list):
+        raise ValueError(f"rows must be a tuple of row counts, got {rows!r:.60}")
+    rows = [as_int("rows", r, limit=MAX_ROWS) for r in rows]
     return DecodeCosts(
         layer_s=float(hw.layer_seconds(tp, 1)),
         candidate_layer_s_by_k={int(r): float(hw.layer_seconds(tp, int(r))) for r in rows},

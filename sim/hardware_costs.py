@@ -26,23 +26,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ppdmodel.alternatives import ring_allreduce_seconds
 from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
 from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.validation import as_int, check_instance, check_nonnegative, check_positive_int
 from sim.cost import RooflineCost
 from sim.hardware import GPUSpec, Link
 from sim.shape import SHAPE_PRESETS, ModelShape
 
+MAX_ROWS = 2**20
+"""Largest tensor-parallel degree or batch of rows the cost functions model."""
 TOKEN_ID_BYTES = 8
 """Bytes of one candidate token id in a dispatch message (int64)."""
 SHARED_GPU_SLOWDOWN = 2.0
 """Assumed slowdown of two memory-bound decode streams on one GPU (they split its bandwidth)."""
 
 
+@runtime_checkable
 class HardwareModel(Protocol):
     """What the planner needs from hardware: seconds per part, vectorised over arrays."""
 
@@ -106,6 +110,9 @@ class RooflineHardware:
     """Label; default ``gpu+link``."""
 
     def __post_init__(self) -> None:
+        check_instance("shape", self.shape, ModelShape)
+        check_instance("gpu", self.gpu, GPUSpec)
+        check_instance("link", self.link, Link)
         if not self.name:
             object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}")
         if isinstance(self.max_tp, bool) or not isinstance(self.max_tp, int) or self.max_tp < 1:
@@ -142,7 +149,8 @@ class RooflineHardware:
     def layer_seconds(self, tp, batch):
         row = self.shape.hidden_size * self.shape.dtype_bytes
         shard = _table(lambda n, b: self._roofline(n).block_seconds(1, 1, b), tp, batch)
-        return shard + 2.0 * np.asarray(self._allreduce(tp, np.multiply(batch, row)))
+        rows = np.multiply(np.asarray(batch, dtype=float), row)  # float64: no int8 wrap-around
+        return shard + 2.0 * np.asarray(self._allreduce(tp, rows))
 
     def embedding_seconds(self, tp):
         return _table(lambda n: self._roofline(n).embed_seconds(1), tp)
@@ -154,10 +162,12 @@ class RooflineHardware:
     early_head_seconds = final_head_seconds
 
     def _message(self, tp, nbytes, shared):
+        tp = check_positive_int("tp", tp, limit=MAX_ROWS)
         seconds = self.link.latency_s + np.divide(nbytes, tp) / self.link.bandwidth_bytes_per_s
         return np.where(shared, 0.0, seconds)
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
         kv = np.multiply(gap, self.shape.kv_bytes_per_token_layer())
         if check_early_head(early_head) == "main":
             nbytes = np.multiply(k, TOKEN_ID_BYTES) + kv
@@ -166,6 +176,7 @@ class RooflineHardware:
         return self._message(tp, nbytes, shared)
 
     def handoff_seconds(self, tp, gap, shared):
+        gap = _check_gap(gap)
         hidden = self.shape.hidden_size * self.shape.dtype_bytes
         nbytes = hidden + np.multiply(gap, self.shape.kv_bytes_per_token_layer())
         return self._message(tp, nbytes, shared)
@@ -198,6 +209,9 @@ class ProfileHardware:
     """Label."""
 
     def __post_init__(self) -> None:
+        check_instance("base", self.base, DecodeCosts)
+        check_instance("shape", self.shape, ModelShape)
+        check_instance("per_candidate_layer_s", self.per_candidate_layer_s, Mapping)
         if self.layout not in PROFILE_LAYOUTS:
             raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
         object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
@@ -225,6 +239,9 @@ class ProfileHardware:
         return np.zeros(np.shape(shared)) + self.base.shared_device_slowdown
 
     def serial_device(self, shared):
+        shared = np.asarray(shared)
+        if shared.dtype.kind not in "biuf":
+            raise ValueError(f"shared must be booleans, got {shared!r:.60}")
         return np.logical_and(shared, self.base.serial_device)  # the single backend
 
     def _check_tp(self, tp) -> None:
@@ -233,6 +250,7 @@ class ProfileHardware:
 
     def layer_seconds(self, tp, batch):
         self._check_tp(tp)
+        batch = check_positive_int("batch", batch, limit=MAX_ROWS)
         batched = np.asarray(self.base.candidate_layer_seconds(np.maximum(batch, 1)))
         return np.where(np.asarray(batch) == 1, self.base.layer_s, batched)
 
@@ -253,19 +271,32 @@ class ProfileHardware:
         return getattr(self.base, name) + np.multiply(gap, self.per_candidate_layer_s.get(name, 0))
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
         name = "candidate_dispatch_s" if check_early_head(early_head) == "main" else (
             "hidden_dispatch_s")  # fmt: skip
         zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(k), np.shape(shared)))
         return zeros + self._grown(name, gap)
 
     def handoff_seconds(self, tp, gap, shared):
+        gap = _check_gap(gap)
         zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(shared)))
         return zeros + self._grown("handoff_s", gap)
 
 
+def _check_gap(gap):
+    """Candidate layers e = d - d_bar: an integer in [0, MAX_ROWS] (float64)."""
+    gap = check_nonnegative("gap", gap)
+    if np.any(np.asarray(gap) > MAX_ROWS) or np.any(np.asarray(gap) != np.floor(gap)):
+        raise ValueError(f"gap (d - d_bar) must be a whole number of layers <= {MAX_ROWS}")
+    return gap
+
+
 def _table(fn, *args):
-    """Evaluate the scalar ``fn`` once per distinct combination of the integer ``args``."""
-    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.int64) for a in args))
+    """Evaluate the scalar ``fn`` once per distinct combination of the integer ``args``
+    (tensor-parallel degrees and batch rows: positive integers, checked)."""
+    args = [check_positive_int("tp" if i == 0 else "batch", a, limit=MAX_ROWS, as_float=False)
+            for i, a in enumerate(args)]  # fmt: skip
+    arrays = np.broadcast_arrays(*(np.asarray(a).astype(np.int64) for a in args))
     keys = np.stack([a.ravel() for a in arrays], axis=1)
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     values = np.array([fn(*map(int, row)) for row in unique], dtype=float)
@@ -276,6 +307,7 @@ def translator_extra_seconds(hw: HardwareModel, tp):
     """Extra early-head time of an affine translator (an h x h matrix before the LM head):
     one layer's time scaled by h^2 / the layer's weights (memory-bound; same rule for any
     hardware)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
     h = hw.shape.hidden_size
     return np.asarray(hw.layer_seconds(tp, 1)) * (h * h / hw.shape.layer_params())
 
@@ -287,6 +319,8 @@ a trained full head of the same size) costs the LM head."""
 
 def early_head_cost(hw: HardwareModel, tp, head: str):
     """Seconds of the early head ``head`` on ``tp`` devices."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    check_instance("head", head, str)
     base = np.asarray(hw.early_head_seconds(tp))
     extra = HEAD_EXTRA.get(head)
     return base if extra is None else base + extra(hw, tp)
@@ -298,6 +332,11 @@ def decode_costs(
 ) -> DecodeCosts:  # fmt: skip
     """The DecodeCosts of one PPD configuration: main on ``tp_main`` devices, the candidate
     batch on ``tp_candidates`` more (None: on main's devices, slowed by sharing them)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    d_bar = as_int("d_bar", d_bar, limit=hw.shape.num_layers - 1)
+    k, tp_main = as_int("k", k, limit=MAX_ROWS), as_int("tp_main", tp_main, limit=MAX_ROWS)
+    if tp_candidates is not None:
+        tp_candidates = as_int("tp_candidates", tp_candidates, limit=MAX_ROWS)
     shared = tp_candidates is None
     tp_c = tp_main if shared else tp_candidates
     gap = hw.shape.num_layers - d_bar
@@ -319,6 +358,8 @@ def decode_costs(
 
 def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
     """Greedy decoding's DecodeCosts on ``tp`` devices (batch-1 layers, heads, host time)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    tp = as_int("tp", tp, limit=MAX_ROWS)
     return DecodeCosts(
         layer_s=float(hw.layer_seconds(tp, 1)),
         embedding_s=float(hw.embedding_seconds(tp)),

@@ -107,7 +107,7 @@ class Replay:
     @classmethod
     def from_trace(cls, trace: MatchTrace) -> Replay:
         """Replay one sequence of a match-trace file (``sim.formats.read_traces``)."""
-        return cls(trace.m)
+        return cls(check_instance("trace", trace, MatchTrace).m)
 
     @property
     def ell(self) -> int:
@@ -147,3 +147,12 @@ def match_source_from_dict(data: dict) -> MatchSource:
     if kind == "replay":
         return Replay(check_keys("matches", data, ("m",))["m"])
     raise ValueError(f"matches type must be bernoulli, per_position or replay, got {kind!r}")
+
+
+def check_trace_m(m) -> list[int]:
+    """``m`` (m_t for t = 2..ell) as a list of ints 0 and 1; ValueError naming ``m`` otherwise."""
+    if isinstance(m, str | bytes) or np.ndim(m) != 1:
+        raise ValueError(f"m must be a sequence of values 0 and 1, got {m!r:.80}")
+    if any(not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in m):
+        raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)!r:.200}")
+    return [int(x) for x in m]

@@ -19,7 +19,8 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,12 +32,22 @@ from ppdmodel.alternatives import (
     early_exit_step_seconds,
     sample_speculative_steps,
 )
+from ppdmodel.validation import as_real, check_instance
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
-from sim.run import simulate
+from sim.plan_limits import (
+    check_cell,
+    check_confirm_work,
+    check_plan_args,
+    check_points,
+    check_row,
+    check_screened,
+)
+from sim.ptable import PTable
+from sim.run import POOL_MIN_WORK, simulate
 from sim.sweep import run_sweep
 
 
@@ -67,8 +78,13 @@ def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.n
     """Boolean mask of the points no other point beats on both latency and compute (lower is
     better; of equal points the first is kept); with ``quality`` (higher is better) on all
     three."""
+    latency, compute = check_points(latency, compute)
     if quality is not None:
-        return _pareto_3d(np.asarray(latency), np.asarray(compute), np.asarray(quality))
+        quality, _ = check_points(quality, compute)  # the same checks: 1-d, no NaN, one length
+    if not latency.size:
+        return np.zeros(0, dtype=bool)
+    if quality is not None:
+        return _pareto_3d(latency, compute, quality)
     order = np.lexsort((latency, compute))
     best = np.minimum.accumulate(latency[order])
     keep_sorted = np.concatenate([[True], latency[order][1:] < best[:-1]])
@@ -93,6 +109,7 @@ def _pareto_3d(latency, compute, quality) -> np.ndarray:
 
 def label(row) -> str:
     """A configuration in a few words."""
+    check_row("row", row)
     devices = f"{int(row.devices)} dev"
     if row.method == "greedy":
         return f"greedy, TP{int(row.tp_main)} ({devices})"
@@ -118,6 +135,8 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
     """Per workload: speed-up and compute against greedy on one device, the feasible rows,
     and the Pareto frontier of each method (FREE's also over quality; ``pareto``: on the
     frontier of all methods of quality >= ``min_quality``)."""
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     out = []
     for _, rows in screened.groupby("workload", sort=False):
         base = rows[(rows.method == "greedy") & (rows.tp_main == 1)]
@@ -152,6 +171,8 @@ def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None,
     """Each method's fastest configuration of quality >= ``min_quality`` per workload and
     device budget (at most n devices), with ``speedup`` against greedy on one device and
     ``wins`` for the fastest method."""
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     out = []
     screened = screened[_allowed(screened, min_quality)]
     for _, rows in screened.groupby("workload", sort=False):
@@ -187,14 +208,16 @@ def plan(
 ) -> Plan:
     """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
     0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s;
-    ``min_quality``: the lowest quality against greedy's output a recommendation may have."""
-    space = space or PlanSpace()
+    ``min_quality``: the lowest quality against greedy's output a recommendation may have.
+
+    Refuses (ValueError) a screen or confirmation above ``sim.plan_limits``' work limits
+    before starting it; Ctrl-C or any exception ends the confirmation's local workers.
+    """
+    space = PlanSpace() if space is None else space
     check_min_quality(min_quality)
-    if max_compute is not None and not (np.isfinite(max_compute) and max_compute >= 1):
-        raise ValueError(f"max_compute must be a finite multiple of greedy's compute >= 1, "
-                         f"got {max_compute!r}")  # fmt: skip
-    if isinstance(confirm_n, bool) or int(confirm_n) != confirm_n or confirm_n < 0:
-        raise ValueError(f"confirm_n must be an integer >= 0, got {confirm_n!r}")
+    if max_compute is not None:  # a finite multiple of greedy's compute
+        max_compute = as_real("max_compute", max_compute, minimum=1)
+    d, confirm_n = check_plan_args(hardware, ptable, space, d, confirm_n)  # and work limits
     if hardware and hardware[0].shape.num_layers != d:
         raise ValueError(f"d={d} but the hardware's model shape has "
                          f"{hardware[0].shape.num_layers} layers")  # fmt: skip
@@ -231,6 +254,10 @@ def check_min_quality(min_quality) -> float:
 def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute,
             min_quality: float = EXACT_QUALITY) -> str:  # fmt: skip
     """Why ``best`` is recommended: its gain, what it beats and, for PPD, its p margin."""
+    check_row("best", best, ("speedup", "compute_ratio"))
+    check_screened("front", front)
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     text = (
         f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
         f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
@@ -322,6 +349,8 @@ def _step_seconds(row, hw, d: int) -> dict:
 def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
     """Simulate one frontier point: mean seconds and busy device-seconds per token, with the
     standard error of the latency mean (a sweep task; ``sim.sweep.run_sweep``)."""
+    check_cell(cell)
+    check_instance("seed", seed, np.random.SeedSequence)
     n, ell = cell["n"], cell["ell"]
     if cell["method"] in ("ppd", "greedy"):
         config = SimConfig.from_dict(cell["config"])
@@ -358,8 +387,12 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     pass together with probability 1 - ``FAMILY_ALPHA`` (Bonferroni: 1 - alpha / (2m) each;
     t ~ 4.6 for m = 100, n = 64); deterministic points (s.e. 0) to 1e-9 relative.
     """
+    check_screened("front", front)
+    d, n = check_plan_args(hardware, PTable.paper(), space, d, n, check_size=False)
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
-    results = run_sweep(confirm_cell, cells, seed=seed, executor=executor, out_dir=out_dir)
+    small = check_confirm_work(cells, n) < POOL_MIN_WORK  # less than starting workers takes
+    with ThreadPoolExecutor(1) if small and executor is None else nullcontext(executor) as pool:
+        results = run_sweep(confirm_cell, cells, seed=seed, executor=pool, out_dir=out_dir)
     front = front.copy()
     front[["sim_latency_s", "sim_latency_se", "sim_compute_s"]] = np.nan
     idx = results["row"].to_numpy()

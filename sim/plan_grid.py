@@ -33,9 +33,11 @@ from ppdmodel.alternatives import (
 )
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
+from ppdmodel.validation import as_int, as_real, check_instance
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, early_head_cost
 from sim.plan_free import free_rows
+from sim.ptable import PTable
 
 METHODS = ("ppd", "greedy", "early-exit", "draft-model", "free")
 """Decoding methods the planner compares."""
@@ -51,6 +53,8 @@ class DraftModel:
     """A draft token's device time as a fraction of one greedy token of the target (>= 0)."""
 
     def __post_init__(self) -> None:
+        as_real("acceptance", self.acceptance, maximum=1.0)
+        as_real("cost_ratio", self.cost_ratio)
         if not 0 <= self.acceptance <= 1:
             raise ValueError(f"draft acceptance must be in [0, 1], got {self.acceptance!r}")
         if not (np.isfinite(self.cost_ratio) and self.cost_ratio >= 0):
@@ -91,14 +95,45 @@ class PlanSpace:
     and quality); None: FREE is left out (no quality is assumed for it)."""
 
     def __post_init__(self) -> None:
+        as_int("max_devices", self.max_devices, limit=4096)
+        as_int("ell", self.ell, minimum=2, limit=10**7)
+        for name in ("d_bars", "ks", "exit_layers", "draft_lengths"):
+            values = getattr(self, name)
+            if values is None and name != "draft_lengths":
+                continue
+            if (
+                isinstance(values, str | bytes)
+                or not isinstance(values, tuple | list)
+                or not (values)
+                or not all(
+                    isinstance(v, int | np.integer) and not isinstance(v, bool) and 1 <= v <= 10**5
+                    for v in values
+                )
+            ):
+                raise ValueError(f"{name} must be a non-empty tuple of integers in [1, 10^5], "
+                                 f"got {values!r:.60}")  # fmt: skip
+        for name in ("heads", "workloads", "early_heads"):
+            values = getattr(self, name)
+            if values is not None and (
+                isinstance(values, str)
+                or not isinstance(values, tuple | list)
+                or not values
+                or not all(isinstance(v, str) for v in values)
+            ):
+                raise ValueError(f"{name} must be a non-empty tuple of names, got "
+                                 f"{values!r:.60}")  # fmt: skip
         if (
-            isinstance(self.max_devices, bool)
-            or int(self.max_devices) != self.max_devices
-            or (self.max_devices < 1)
+            not isinstance(self.reuse_draft_layers, tuple | list)
+            or not all(isinstance(v, bool) for v in self.reuse_draft_layers)
+            or not (self.reuse_draft_layers)
         ):
-            raise ValueError(f"max_devices must be a positive integer, got {self.max_devices!r}")
-        if isinstance(self.ell, bool) or int(self.ell) != self.ell or self.ell < 2:
-            raise ValueError(f"ell must be an integer >= 2, got {self.ell!r}")
+            raise ValueError(f"reuse_draft_layers must be a tuple of True/False, got "
+                             f"{self.reuse_draft_layers!r:.60}")  # fmt: skip
+        if self.draft_model is not None and not isinstance(self.draft_model, DraftModel):
+            raise ValueError(f"draft_model must be a DraftModel or None, got "
+                             f"{type(self.draft_model).__name__}")  # fmt: skip
+        if not isinstance(self.alternatives, bool):
+            raise ValueError(f"alternatives must be True or False, got {self.alternatives!r}")
         for placement in self.early_heads:
             if placement not in EARLY_HEAD_PLACEMENTS:
                 raise ValueError(
@@ -106,6 +141,32 @@ class PlanSpace:
                 )
         if self.free_table is not None:
             object.__setattr__(self, "free_table", validate_free_table(self.free_table))
+
+
+_NOT_NEEDED = object()
+
+
+def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
+    """Check a screening helper's inputs (``screen`` passes checked ones); return d."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    check_instance("space", space, PlanSpace)
+    d = as_int("d", d, limit=10**5)
+    layers_given = set(layers)
+    names = layers.pop("heads", ("shared",))
+    if isinstance(names, str) or not isinstance(names, tuple | list | np.ndarray) or not len(
+            names) or not all(isinstance(n, str) for n in names):  # fmt: skip
+        raise ValueError(f"heads must be a non-empty sequence of head names, got {names!r:.60}")
+    if pgrid is not _NOT_NEEDED:
+        if not (isinstance(pgrid, np.ndarray) and pgrid.ndim == 4 and pgrid.shape[2] == d + 1):
+            raise ValueError(f"pgrid must be PTable.grid(d)'s array, got {type(pgrid).__name__}")
+        if "heads" in layers_given and len(names) != pgrid.shape[1]:
+            raise ValueError(f"heads must name pgrid's {pgrid.shape[1]} heads, got {names!r:.60}")
+        for name, values in layers.items():
+            arr = np.asarray(values)
+            top = pgrid.shape[3] if name == "ks" else pgrid.shape[2]
+            if arr.ndim != 1 or arr.dtype.kind not in "iu" or not ((arr >= 1) & (arr < top)).all():
+                raise ValueError(f"{name} must be integers in [1, {top}), got {values!r:.60}")
+    return d
 
 
 def _mesh(**axes) -> dict[str, np.ndarray]:
@@ -125,6 +186,7 @@ def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
 
 def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
+    d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     if not len(pairs):
         return pd.DataFrame()
@@ -183,6 +245,8 @@ def _take(value, rows):
 
 def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     """Greedy decoding, tensor parallel over each degree within the device budget."""
+    d = _check_inputs(hw, space, d)
+    n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices],
               w=np.arange(n_workloads))  # fmt: skip
     device = hw.embedding_seconds(g["tp"]) + d * hw.layer_seconds(g["tp"], 1)
@@ -205,6 +269,8 @@ def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
 
 def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
+    d = _check_inputs(hw, space, d)
+    _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1], heads=heads)
     exits = space.exit_layers or tuple(range(1, d))
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], exit_layer=exits,
               g=space.draft_lengths, head=np.arange(len(heads)),
@@ -236,6 +302,10 @@ def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
 
 def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     """Speculative decoding with a separate draft (``space.draft_model``) on main's devices."""
+    d = _check_inputs(hw, space, d)
+    n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
+    if space.draft_model is None:
+        raise ValueError("space.draft_model must be a DraftModel for draft-model rows, got None")
     draft_model = space.draft_model
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], g=space.draft_lengths,
               w=np.arange(n_workloads))  # fmt: skip
@@ -256,6 +326,12 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
 
     Columns: see the module docstring; ``workload`` and ``hardware_name`` name the indices.
     """
+    check_instance("ptable", ptable, PTable)
+    if not isinstance(hardware, list | tuple) or not hardware:
+        raise ValueError(f"hardware must be a non-empty list of hardware models, got "
+                         f"{hardware!r:.60}")  # fmt: skip
+    for hw in hardware:
+        d = _check_inputs(hw, space, d)
     workloads = space.workloads or ptable.workloads
     heads = space.heads or ptable.heads
     pgrid = ptable.grid(d, workloads, heads)

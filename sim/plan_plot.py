@@ -5,6 +5,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.ticker import ScalarFormatter
 
+from ppdmodel.validation import check_instance
+from sim.plan import Plan
+from sim.plan_limits import check_screened
+
 METHOD_STYLE = {
     "ppd": ("tab:blue", "o", "PPD"),
     "greedy": ("tab:gray", "s", "greedy + tensor parallel"),
@@ -19,6 +23,9 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
     """One panel per workload: each method's Pareto frontier (lines), the frontier of all
     methods (black), the screened grid (grey dots, a sample) and the recommendation (star),
     under ``title``. Returns the figure."""
+    check_instance("plan", plan, Plan)
+    if screened is not None:
+        check_screened("screened", screened)
     front = plan.frontier
     workloads = list(dict.fromkeys(front["workload"]))
     width = max(5.2 * len(workloads), 8.0)

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ppdmodel import paper
+from ppdmodel.validation import as_int, check_columns
 
 try:  # built-in measured atlases (the SmolLM2 one), shipped with the package once they land
     from ppdmodel import ptables as builtin_tables
@@ -31,6 +32,8 @@ except ImportError:  # pragma: no cover - an install without them has Table 2 on
 
 COLUMNS = ("workload", "head", "layer", "k", "p_correct")
 """Columns of a normalised p-table."""
+MAX_D_MODEL = 10**5
+"""Largest model depth a p-table is mapped to (layers)."""
 LOWER_BOUND_COLUMNS = ("boot_low", "wilson_low", "p_low")
 """Columns that may hold the lower end of a 95 % interval of p_correct (first present wins:
 the bootstrap over prompts respects correlation within a sequence, Wilson does not)."""
@@ -48,6 +51,7 @@ class PTable:
     """Where it came from (for reports)."""
 
     def __post_init__(self) -> None:
+        check_columns("p-table df", self.df, ())
         missing = [c for c in COLUMNS if c not in self.df.columns]
         if missing:
             raise ValueError(f"p-table: missing columns {missing}; needs {list(COLUMNS)}")
@@ -80,6 +84,7 @@ class PTable:
         """Normalise a Table-2-shaped frame: ``dataset``/``category``/``prompt_set`` -> workload,
         ``trained`` (bool) -> head ``trained``/``shared``, ``p`` -> p_correct; rows with
         undefined p dropped."""
+        check_columns("df", df, ())
         df = df.copy()
         for alias in ("dataset", "category", "prompt_set"):
             if "workload" not in df.columns and alias in df.columns:
@@ -130,6 +135,15 @@ class PTable:
         """p[w, h, layer, k] for layer 0..d_model and k 0..max_k (index = the value; k = 0 is
         unused and NaN), over ``workloads`` x ``heads`` (default: all), by interpolation;
         ``column``: p_correct, or an interval bound such as ``lower_bound_column``."""
+        d_model = as_int("d_model", d_model, limit=MAX_D_MODEL)
+        if column not in self.df.columns or isinstance(column, bool):
+            raise ValueError(f"column must name a column of the p-table, got {column!r}")
+        for label, names in (("workloads", workloads), ("heads", heads)):
+            if names is not None and (
+                isinstance(names, str)
+                or not all(isinstance(n, str) for n in np.ravel(np.asarray(names, dtype=object)))
+            ):
+                raise ValueError(f"{label} must be a sequence of names, got {names!r:.80}")
         workloads = self.workloads if workloads is None else tuple(workloads)
         heads = self.heads if heads is None else tuple(heads)
         for label, wanted, known in (("workload", workloads, self.workloads),

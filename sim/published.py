@@ -24,8 +24,9 @@ from ppdmodel.overheads import TABLE3_D_BAR, table3_rows
 from ppdmodel.paper import TABLE3_TOKENS
 from ppdmodel.seconds import expected_latency_seconds
 from ppdmodel.theorem import expected_latency
-from ppdmodel.validation import check_columns
+from ppdmodel.validation import check_columns, check_instance
 from sim.engine import EngineHardware
+from sim.formats import check_input_file
 from sim.hardware import ENGINE_PRESETS, Engine, GPUSpec, Link
 from sim.hardware_costs import decode_costs
 from sim.shape import ModelShape
@@ -42,6 +43,7 @@ ROLES = ("calibrate", "judge", "context")
 
 def read_published(path: str | Path = PUBLISHED_PATH) -> pd.DataFrame:
     """The published measurements (``PUBLISHED_COLUMNS``); ValueError if malformed."""
+    check_input_file("path", path)
     frame = pd.read_csv(path)
     check_columns("published table", frame, PUBLISHED_COLUMNS)
     bad = sorted(set(frame["role"]) - set(ROLES))
@@ -52,9 +54,22 @@ def read_published(path: str | Path = PUBLISHED_PATH) -> pd.DataFrame:
     return frame
 
 
+def check_row_keys(row) -> None:
+    """Refuse anything but a row of the published table (a Series or a dict of its columns)."""
+    if not isinstance(row, pd.Series | dict):
+        raise ValueError(f"row must be a row of the published table, got {type(row).__name__}")
+    missing = [c for c in ("shape_preset", "context_tokens", "gpu_preset", "link_preset",
+                           "engine_preset", "tp") if c not in row]  # fmt: skip
+    if missing:
+        raise ValueError(f"row is missing {missing}")
+
+
 def hardware_for(row, engine: Engine | None = None) -> EngineHardware:
     """The ``EngineHardware`` that models one published row (its presets; ``engine`` overrides
     the row's engine preset)."""
+    check_row_keys(row)
+    if engine is not None:
+        check_instance("engine", engine, Engine)
     shape = ModelShape.from_name(row["shape_preset"]).with_context(int(row["context_tokens"]))
     return EngineHardware(shape, GPUSpec.from_name(row["gpu_preset"]),
                           Link.from_name(row["link_preset"]),
@@ -66,8 +81,13 @@ def compare_published(frame: pd.DataFrame | None = None, engines: dict | None = 
     """Every row with ``measured_ms``, ``predicted_ms``, ``error`` ((predicted - measured) /
     measured), the ``regime`` and its ``why``. ``engines``: preset name -> Engine to use
     instead of the preset (a refit, a user's own numbers)."""
+    if frame is not None:
+        check_columns("published table", frame, PUBLISHED_COLUMNS)
     frame = read_published() if frame is None else frame.copy()
     check_columns("published table", frame, PUBLISHED_COLUMNS)
+    if engines is not None and not isinstance(engines, dict):
+        raise ValueError(f"engines must be a dict of preset name -> Engine, got "
+                         f"{type(engines).__name__}")  # fmt: skip
     engines = engines or {}
     predicted, regime, why = [], [], []
     for _, row in frame.iterrows():
@@ -85,6 +105,7 @@ def compare_published(frame: pd.DataFrame | None = None, engines: dict | None = 
 
 def error_summary(compared: pd.DataFrame, role: str = "judge") -> dict:
     """Median and worst |error| (fractions) and the row count of the rows with ``role``."""
+    check_columns("compared", compared, ("role", "error"))
     errors = np.abs(compared.loc[compared["role"] == role, "error"].to_numpy())
     if not errors.size:
         raise ValueError(f"no rows with role {role!r}")

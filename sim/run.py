@@ -12,12 +12,16 @@ import pandas as pd
 from ppdmodel.validation import as_int, check_columns, check_flag, check_instance
 from sim.config import MAX_WORK, SimConfig, estimated_work
 from sim.costs_schedule import CostsSchedule
+from sim.pool import tied_pool, useful_workers
 from sim.schedule import PPDSchedule
 
 MAX_RUNS = 10**6
 """Largest n of monte_carlo (one seed and one row per run)."""
 MAX_PROCESSES = 256
 """Largest worker pool of monte_carlo."""
+POOL_MIN_WORK = 2 * 10**6
+"""Least work (units of ~1 us) monte_carlo spreads over processes: spawning workers takes
+about a second or two, so less runs in this process."""
 SAMPLE_COLUMNS = ("latency_units", "latency_s", "compute_units", "n_runs")
 
 EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start", "end", "kind")
@@ -180,24 +184,25 @@ def _run_one(args) -> tuple[float, float, float, int]:
 
 def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> MonteCarloSummary:
     """Simulate ``n`` sequences; run i uses ``SeedSequence(seed).spawn(n)[i]`` (reproducible,
-    the same with any ``processes``, which fans the runs out over a multiprocessing pool)."""
+    the same with any ``processes``, which fans the runs out over a worker pool tied to this
+    process, ``sim.pool``: at most ``processes`` workers, no more than the CPU count or n)."""
     check_instance("config", config, SimConfig)
     n = as_int("n", n, limit=MAX_RUNS)
-    processes = as_int("processes", processes, limit=MAX_PROCESSES)
+    processes = useful_workers(as_int("processes", processes, limit=MAX_PROCESSES), n)
     work = n * estimated_work(config) / processes
     if work > MAX_WORK:
         raise ValueError(
             f"n = {n} runs on {processes} process(es) is about {work / 1e6:.3g} s of "
             f"simulation, above the limit of {MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK): "
-            "reduce n or raise processes"
+            "reduce n"
         )
     seeds = np.random.SeedSequence(seed).spawn(int(n))  # seeds[i] == sequence_seed(seed, i)
     jobs = [(config, s) for s in seeds]
+    if n * estimated_work(config) < POOL_MIN_WORK:  # a pool would take longer to start
+        processes = 1
     if processes > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("spawn").Pool(processes) as pool:
-            rows = pool.map(_run_one, jobs, chunksize=max(1, n // (4 * processes)))
+        with tied_pool(processes) as pool:
+            rows = list(pool.map(_run_one, jobs, chunksize=max(1, n // (4 * processes))))
     else:
         rows = [_run_one(job) for job in jobs]
     samples = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
@@ -206,7 +211,11 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
 
 def sequence_seed(seed, i: int) -> np.random.SeedSequence:
     """The seed of sequence i of ``monte_carlo(config, n, seed)`` (any n > i)."""
-    return np.random.SeedSequence(seed, spawn_key=(int(i),))
+    i = as_int("i", i, minimum=0)
+    try:
+        return np.random.SeedSequence(seed, spawn_key=(i,))
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"seed must be None or an integer >= 0: {err}") from None
 
 
 def summarise(samples: pd.DataFrame) -> MonteCarloSummary:

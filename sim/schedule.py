@@ -66,7 +66,9 @@ from __future__ import annotations
 
 import simpy
 
+from ppdmodel.validation import check_instance
 from sim.config import SimConfig
+from sim.matches import check_trace_m
 from sim.passes import greedy_step_seconds, prefix_seconds, suffix_seconds
 
 HOST = -1  # the ``gpu`` of host-side events (overhead, hand-off over a link)
@@ -77,8 +79,8 @@ class PPDSchedule:
     """Builds and runs one simulated sequence; results are plain attributes after ``run()``."""
 
     def __init__(self, config: SimConfig, m, record_events: bool = True) -> None:
-        self.config = config
-        self.m = [int(x) for x in m]
+        self.config = check_instance("config", config, SimConfig)
+        self.m = check_trace_m(m)
         self.record_events = record_events
         self.env = simpy.Environment()
         self.records: list[tuple] = []

@@ -23,20 +23,30 @@ import importlib.util
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ppdmodel.validation import as_int, check_instance
+from sim.pool import MAX_WORKERS, tied_pool, useful_workers
+
 MANIFEST = "sweep.json"
 """File in ``out_dir`` naming the sweep its parts belong to."""
+MAX_CELLS = 10**6
+"""Largest number of cells of one sweep (one seed, one task and one row at least each)."""
 
 
 def cell_seeds(n_cells: int, seed) -> list[np.random.SeedSequence]:
     """One SeedSequence per cell, spawned from ``SeedSequence(seed)`` (cell i gets the i-th)."""
-    return np.random.SeedSequence(seed).spawn(int(n_cells))
+    n_cells = as_int("n_cells", n_cells, minimum=0, limit=MAX_CELLS)
+    try:
+        return np.random.SeedSequence(seed).spawn(n_cells)
+    except (TypeError, ValueError, OverflowError) as err:
+        message = f"seed must be None, an integer >= 0 or a sequence of them: {err}"
+        raise ValueError(message) from None
 
 
 def _run_chunk(fn: Callable, cells: list[dict], seeds: list, first: int) -> list[dict]:
@@ -60,9 +70,23 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Run ``fn(cell, seed_seq)`` over ``cells`` (module docstring); rows sorted by cell.
 
-    ``executor``: any ``concurrent.futures.Executor`` (None: a local process pool, closed at
-    the end). ``chunk_size``: cells per task (amortises task overhead; parts hold a chunk).
+    ``executor``: any ``concurrent.futures.Executor`` (None: a local process pool tied to this
+    process, ``sim.pool``, of at most one worker per CPU and per task, closed at the end; a
+    single task runs in this process). ``chunk_size``: cells per task (amortises task
+    overhead; parts hold a chunk). An exception here (Ctrl-C included) cancels the tasks not
+    yet started; the local pool's workers end at once.
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be a module-level function, got {type(fn).__name__}")
+    if executor is not None:
+        check_instance("executor", executor, Executor, "a concurrent.futures.Executor or None")
+    if isinstance(cells, str | bytes | dict) or not hasattr(cells, "__len__"):
+        raise ValueError(f"cells must be a sequence of dicts, got {type(cells).__name__}")
+    if len(cells) > MAX_CELLS:
+        raise ValueError(f"cells must hold at most {MAX_CELLS} cells (sim.sweep.MAX_CELLS), "
+                         f"got {len(cells)}")  # fmt: skip
+    for i, cell in enumerate(cells):
+        check_instance(f"cells[{i}]", cell, dict)
     cells = [dict(c) for c in cells]
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
@@ -70,19 +94,34 @@ def run_sweep(
     chunks = [(i, min(i + chunk_size, len(cells))) for i in range(0, len(cells), chunk_size)]
     done: list[pd.DataFrame] = []
     if out_dir is not None:
+        check_instance("out_dir", out_dir, str | os.PathLike, "a directory path or None")
+        if not str(out_dir).strip():
+            raise ValueError("out_dir must name a directory (None: write nothing), got ''")
         out_dir = _prepare(Path(out_dir), cells, seed, chunk_size)
         finished = {_part_range(p): p for p in out_dir.glob("part-*.parquet")}
         done = [pd.read_parquet(finished[c]) for c in chunks if c in finished]
         chunks = [c for c in chunks if c not in finished]
-    with _executor_or_pool(executor) as pool:
+    if executor is None and len(chunks) == 1:  # one task: no pool to start
+        ((a, b),) = chunks
+        frame = pd.DataFrame(_run_chunk(fn, cells[a:b], seeds[a:b], a))
+        if out_dir is not None:
+            _write_part(out_dir, (a, b), frame)
+        done.append(frame)
+        chunks = []
+    with _executor_or_pool(executor, len(chunks)) as pool:
         futures: dict[Future, tuple[int, int]] = {
             pool.submit(_run_chunk, fn, cells[a:b], seeds[a:b], a): (a, b) for a, b in chunks
         }
-        for future in as_completed(futures):
-            frame = pd.DataFrame(future.result())
-            if out_dir is not None:
-                _write_part(out_dir, futures[future], frame)
-            done.append(frame)
+        try:
+            for future in as_completed(futures):
+                frame = pd.DataFrame(future.result())
+                if out_dir is not None:
+                    _write_part(out_dir, futures[future], frame)
+                done.append(frame)
+        except BaseException:  # Ctrl-C or a failed cell: start nothing more
+            for future in futures:
+                future.cancel()
+            raise
     if not done:
         return pd.DataFrame(columns=["cell"])
     return (
@@ -91,11 +130,11 @@ def run_sweep(
 
 
 @contextmanager
-def _executor_or_pool(executor: Executor | None) -> Iterator[Executor]:
+def _executor_or_pool(executor: Executor | None, tasks: int) -> Iterator[Executor]:
     if executor is not None:
         yield executor
         return
-    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with tied_pool(useful_workers(None, tasks)) as pool:
         yield pool
 
 
@@ -145,14 +184,17 @@ def _write_part(out_dir: Path, chunk: tuple[int, int], frame: pd.DataFrame) -> N
 def open_executor(spec: str | None = None, workers: int | None = None) -> Iterator[Executor]:
     """An executor named by ``spec``, closed on exit.
 
-    None or ``"local"``: a process pool of ``workers`` (default: CPU count); ``"dask"``: a
+    None or ``"local"``: a process pool of ``workers`` tied to this process (``sim.pool``;
+    default: CPU count; workers start as tasks arrive); ``"dask"``: a
     local Dask cluster; ``"dask://HOST:PORT"`` (or ``tcp://``): that Dask scheduler;
     ``"ray"``: a local Ray runtime; ``"ray://HOST:PORT"``: that Ray cluster.
     """
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if workers is not None:
+        workers = as_int("workers", workers, limit=MAX_WORKERS)
+    if spec is not None and not isinstance(spec, str):
+        raise ValueError(f"executor must be a string or None, got {type(spec).__name__}")
     if spec in (None, "local"):
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        with tied_pool(workers or os.cpu_count() or 1) as pool:
             yield pool
     elif spec == "dask" or spec.startswith(("dask://", "tcp://")):
         with _dask_executor(spec, workers) as pool:

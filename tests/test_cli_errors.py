@@ -407,3 +407,68 @@ def test_model_text_options_refuse_bad_values(model_dirs, capsys, tmp_path):
     ]
     for argv in cases:
         assert_user_error(*run_cli(argv, capsys), "ppd measure " + argv[1])
+
+
+# -- issue 25 --------------------------------------------------------------------------------
+
+
+def test_a_user_error_is_one_line_without_the_usage_block(capsys, one_parser):
+    """The usage block only where it is the answer: a missing required option (or --help)."""
+    code, output = run_cli(["latency", "--p", "abc"], capsys)
+    assert_user_error(code, output, "ppd latency")
+    assert "usage:" not in output and len(output.strip().splitlines()) == 1
+    code, output = run_cli(["simulate", "--no-such-option"], capsys)
+    assert output.strip() == "ppd simulate: error: unrecognized arguments: --no-such-option"
+    code, output = run_cli(["measure", "timing"], capsys)  # --model is required
+    assert code == 2 and output.startswith("usage: ppd measure timing")
+
+
+def test_plan_refuses_a_confirmation_without_end(capsys, one_parser):
+    start = time.monotonic()
+    code, output = run_cli(["plan", "--confirm-n", "100000000", "--out", "x"], capsys)
+    assert_user_error(code, output, "ppd plan")
+    assert "confirm_n must be <= 1000000" in output
+    assert time.monotonic() - start < 10
+
+
+def test_gantt_is_written_exactly_where_asked(tmp_path, capsys, one_parser):
+    path = tmp_path / "chart"  # no suffix: matplotlib would have written chart.png
+    code, output = run_cli(["simulate", "--ell", "4", "--gantt", str(path)], capsys)
+    assert code == 0, output
+    assert path.is_file() and path.read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "chart.png").exists()
+
+
+def test_an_option_beside_one_that_overrides_it_is_refused(capsys, one_parser):
+    argv = ["latency", "--p", "0.5", "--paper-positions", "squad:3:Y:20"]
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd latency")
+    assert "--p or --paper-positions, not both" in output
+
+
+def test_world_size_above_k_plus_one_is_refused_before_the_model_loads(capsys, one_parser):
+    argv = ["run", "--model", "no-such-model", "--prompt", "hi", "--backend", "dist",
+            "--k", "1", "--world-size", "3", "--out", "x"]  # fmt: skip
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd run")
+    assert "--world-size 3 is above k + 1 = 2" in output
+
+
+def test_remote_code_refusal_names_what_the_toolkit_allows(tmp_path, capsys):
+    pytest.importorskip("torch")
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "my-custom-lm", "architectures": ["MyLM"],
+        "auto_map": {"AutoConfig": "configuration_my.MyConfig"},
+    }))  # fmt: skip
+    code, output = run_cli(["run", "--model", str(tmp_path), "--prompt", "hi", "--out",
+                            str(tmp_path / "out")], capsys)  # fmt: skip
+    assert_user_error(code, output, "ppd run")
+    assert "never runs code shipped with a model" in output
+    assert "trust_remote_code=True" not in output and "http" not in output
+
+
+def test_plan_writes_nothing_for_an_empty_out_dir():
+    from sim.sweep import run_sweep
+
+    with pytest.raises(ValueError, match="out_dir must name a directory"):
+        run_sweep(json.dumps, [{"a": 1}], out_dir="")

@@ -1,4 +1,10 @@
-"""Fuzz every public function of ppdmodel and sim with malformed input (issue 10, item 6).
+"""Fuzz every public function of ppdmodel and sim with malformed input (issues 10 and 25).
+
+Targets: an explicit ``Target`` (valid arguments chosen by hand) for the public API, and for
+every other public function, class and method of every module of ``ppdmodel`` and ``sim``
+(enumerated from the modules, so new code is covered without editing this file) one built
+from its signature, with valid values by parameter name (``VALID_BY_NAME``). A numeric result
+must be finite and >= 0 unless the target is exempt (``NON_FINITE_OK``, ``NON_NEGATIVE_EXEMPT``).
 
 Each target starts from valid keyword arguments and replaces one or more of them with
 malformed values: wrong types, None, strings, NaN, infinities, negatives, zero, huge
@@ -14,11 +20,18 @@ path to also write the counts there as JSON.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
+import pkgutil
+import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from numbers import Number
+from pathlib import Path
 
 import matplotlib
 
@@ -35,16 +48,35 @@ import ppdmodel  # noqa: E402
 import sim  # noqa: E402
 from ppdmodel import paper, symbolic  # noqa: E402
 from ppdmodel.distribution import poisson_binomial_pmf  # noqa: E402
-from sim.formats import LAYER_TIMES_COLUMNS, MatchTrace, validate_layer_times  # noqa: E402
+from sim.formats import (  # noqa: E402
+    LAYER_TIMES_COLUMNS,
+    MatchTrace,
+    validate_layer_times,
+    write_layer_times,
+)
+from sim.hardware_costs import RooflineHardware  # noqa: E402
+from sim.plan import plan  # noqa: E402
+from sim.plan_grid import DraftModel, PlanSpace, screen  # noqa: E402
+from sim.ptable import PTable  # noqa: E402
 from sim.run import summarise  # noqa: E402
 
 CI_EXAMPLES = 200
-"""Examples per target in the CI profile (53 targets: ~10,000 calls, ~25 s of CPU)."""
+"""Examples per explicit target in the CI profile (74 targets; with the ~200 automatic ones
+~21,000 calls, ~1 min of CPU)."""
 SLOW_EXAMPLES = 1000
-"""Examples per target in the slow profile (~40,000 calls)."""
-CALL_TIME_BOUND_S = 10.0
-"""No single call may take longer (the size limits keep valid calls to a few seconds)."""
+"""Examples per explicit target in the slow profile (~130,000 calls with the automatic ones)."""
+AUTO_CI_EXAMPLES = 40
+"""Examples per automatically built target (every other public function) in the CI profile."""
+AUTO_SLOW_EXAMPLES = 300
+"""Examples per automatically built target in the slow profile."""
+CALL_TIME_BOUND_S = 5.0
+"""No single call may take longer (the size and work limits keep valid calls short)."""
 ALLOWED = ("ok", "ValueError", "TypeError")
+PACKAGES = (ppdmodel, sim)
+"""Every public function and class (and their public methods) of every module of these is
+fuzzed: by an explicit ``Target`` below, or by one built from its signature (``auto_target``)."""
+SKIPPED_MODULES = ("cli", "__main__")
+"""Module names (last part, prefix) left to tests/test_cli_errors.py: argparse handlers."""
 
 COUNTS: Counter = Counter()
 """Outcome of every fuzzed call: ok, ValueError, TypeError or the name of anything else."""
@@ -139,6 +171,8 @@ class Target:
 
     def strategy(self) -> st.SearchStrategy:
         names = sorted(self.valid)
+        if not names:  # nothing to spoil: the call itself
+            return st.just({})
 
         @st.composite
         def kwargs(draw):
@@ -548,12 +582,207 @@ TARGETS = [
 ]
 
 
-def _call(func, kwargs: dict) -> tuple[str, float]:
-    """Call ``func(**kwargs)``; return the outcome name and the seconds it took."""
+# -- every other public callable, built from its signature -----------------------------------
+
+WORK_DIR = Path(tempfile.mkdtemp(prefix="ppd-fuzz-"))
+"""Where fuzzed calls run (the module chdirs here: a fuzzed path writes nothing elsewhere)."""
+LAYER_TIMES_CSV = WORK_DIR / "layer_times.csv"
+write_layer_times(LAYER_TIMES_CSV, LAYER_TIMES)
+HW = RooflineHardware(sim.ModelShape.from_name("vicuna-13b"), sim.GPUSpec.from_name("h100-sxm"),
+                      sim.Link.from_name("nvlink4"), max_tp=2, host_s=2e-5)  # fmt: skip
+PTABLE = PTable.paper()
+SPACE = PlanSpace(max_devices=2, d_bars=(20, 30), ks=(1, 3), workloads=("SQuAD",),
+                  draft_lengths=(1, 3), exit_layers=(10, 30), draft_model=DraftModel(0.6, 0.05),
+                  ell=8)  # fmt: skip
+SCREENED = screen([HW], PTABLE, SPACE, 40)
+PLAN = plan([HW], PTABLE, SPACE, d=40, confirm_n=0, keep_screened=True)
+FRONT = PLAN.frontier
+
+VALID_BY_NAME = {
+    "d": 40, "d_bar": 20, "ell": 16, "p": 0.5, "k": 3, "n": 8, "a": 0.6, "g": 4, "c": 0.05,
+    "q": [0.2, 0.5], "seed": 0, "rng": RNG, "costs": COSTS, "early_head": "main",
+    "head": "shared", "hw": HW, "hardware": [HW], "ptable": PTABLE, "space": SPACE,
+    "shape": SHAPE, "gpu": GPU, "link": sim.Link.from_name("nvlink4"),
+    "config": sim.SimConfig(**SMALL), "df": LAYER_TIMES, "samples": SAMPLES, "result": RESULT,
+    "tp": 1, "batch": 1, "max_devices": 2, "shared": False, "gap": 10, "layer": 20,
+    "exit_layer": 10, "layer_start": 1, "layer_end": 4, "nbytes": 1e6, "latency_s": 1e-6,
+    "bandwidth_bytes_per_s": 5e10, "path": LAYER_TIMES_CSV, "screened": SCREENED,
+    "front": FRONT, "plan": PLAN, "max_compute": None, "m": [1, 0, 1],
+    "matches": [True, False, True], "d_model": 40, "rows": 1, "drafted": 2, "rate": 0.5,
+    "n_steps": 4, "draft_s": 1e-3, "verify_s": 1e-2, "dataset": "squad", "trained": True,
+    "prompt_set": "code", "t": 2, "i": 0, "n_cells": 3, "cells": [{"x": 1}], "chunk_size": 1,
+    "requested": 2, "tasks": 2, "workers": 1, "hw_index": 0, "n_workloads": 1,
+    "d_bars": np.array([20, 30]), "ks": np.array([1, 3]), "heads": ("shared", "trained"),
+    "pgrid": PTABLE.grid(40, ("SQuAD",), ("shared", "trained")), "row": next(FRONT.itertuples()),
+    "best": FRONT.iloc[0], "latency": np.array([1.0, 2.0]), "compute": np.array([2.0, 1.0]),
+    "acceptance": 0.6, "cost_ratio": 0.05, "context_len": 128, "solo_seconds": 1e-3,
+    "name": "x", "value": 3, "limit": 10, "types": int, "mapping": {"a": 1}, "keys": ["a"],
+    "frame": LAYER_TIMES, "columns": ["layer"], "cost": sim.UniformCost(), "first_layer": 1,
+    "source": "fuzz", "lines": ['{"a": 1}'], "trace": MatchTrace("s", 4, 2, 1, [1, 0]),
+    "traces": [MatchTrace("s", 4, 2, 1, [1, 0])], "base": COSTS,
+}  # fmt: skip
+"""A valid value per parameter name, for the targets built from a signature."""
+
+FUZZ_EXECUTOR = ThreadPoolExecutor(1)
+"""Confirmation tasks of the fuzzed planner run in a thread (a process pool takes seconds)."""
+VALID_OVERRIDES = {
+    "ppdmodel.costs.DecodeCosts.from_dict": {"data": COSTS.to_dict()},
+    "sim.formats.MatchTrace.from_dict": {"data": MatchTrace("s", 4, 2, 1, [1, 0]).to_dict()},
+    "sim.matches.match_source_from_dict": {"data": {"type": "bernoulli", "p": 0.5}},
+    "sim.matches.match_source_to_dict": {"source": sim.Bernoulli(0.5)},
+    "sim.plan.confirm_cell": {"cell": {"row": 0, "method": "draft-model", "n": 4, "ell": 8,
+                                       "tp_main": 1, "tp_candidates": 0, "a": 0.6, "g": 3,
+                                       "step_s": 1e-2, "busy_s": 1e-2},
+                              "seed": np.random.SeedSequence(0)},
+    "sim.ptable.PTable.builtin": {"name": "paper"},
+    "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR},
+    "sim.plan.confirm": {"n": 2, "executor": FUZZ_EXECUTOR},
+    "sim.sweep.sweep_id": {"cells": [{"x": 1}], "seed": 0, "chunk_size": 1},
+}  # fmt: skip
+"""Valid values for parameters whose meaning differs from ``VALID_BY_NAME``'s."""
+
+NOT_FUZZED = {
+    "sim.pool.tied_pool": "starts processes (tests/sim/test_pool.py)",
+    "sim.sweep.open_executor": "starts processes or clusters (tests/sim/test_sweep.py)",
+}
+"""Public callables left out, and why."""
+
+
+def _public_callables():
+    """(qualified name, callable, owner class or None) of every public function, class and
+    public method of a class defined in a module of ``PACKAGES``."""
+    for package in PACKAGES:
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if info.name.rpartition(".")[2].startswith(SKIPPED_MODULES):
+                continue
+            module = importlib.import_module(info.name)
+            for name, obj in vars(module).items():
+                if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+                    continue
+                if inspect.isfunction(obj):
+                    yield f"{info.name}.{name}", obj, None
+                elif inspect.isclass(obj):
+                    yield f"{info.name}.{name}", obj, None
+                    for attr, value in vars(obj).items():
+                        if attr.startswith("_"):
+                            continue
+                        method = classmethod | staticmethod
+                        if inspect.isfunction(value) or isinstance(value, method):
+                            yield f"{info.name}.{name}.{attr}", value, obj
+
+
+def _same(func, value) -> bool:
+    """True when the explicit target's ``func`` is ``value`` (bound, class or static method)."""
+    inner = getattr(value, "__func__", value)
+    return getattr(func, "__func__", func) is inner or func is value
+
+
+def _instance(cls):
+    """A valid instance of ``cls`` among the known values, or one built from its signature."""
+    known = [SHAPE, GPU, ROOFLINE, MEASURED, RESULT, LAW, COSTS, HW, PTABLE, SPACE, PLAN,
+             sim.UniformCost(), sim.Bernoulli(0.5), sim.PerPosition([0.5] * 8),
+             sim.Replay([1, 0, 1]), sim.Link.from_name("nvlink4"), sim.SimConfig(**SMALL),
+             sim.monte_carlo(sim.SimConfig(**SMALL), n=3, seed=0), *VALID_BY_NAME.values(),
+             ppdmodel.EarlyExitCosts(d=30, exit_layer=10, costs=COSTS),
+             ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5)]  # fmt: skip
+    for value in known:
+        if type(value) is cls:
+            return value
+    try:
+        return cls(**_valid_kwargs(cls))
+    except Exception:  # noqa: BLE001 - no instance: the methods are fuzzed on None
+        return None
+
+
+def _valid_kwargs(func) -> dict:
+    """Valid keyword arguments from the signature: defaults, else ``VALID_BY_NAME``; a
+    parameter with neither gets None (a malformed value: every call is then refused)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for param in params:
+        if param.name in ("self", "cls") or param.kind in (param.VAR_POSITIONAL,
+                                                           param.VAR_KEYWORD):  # fmt: skip
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            continue
+        if param.default is not param.empty:
+            out[param.name] = param.default
+        else:
+            out[param.name] = VALID_BY_NAME.get(param.name)
+    return out
+
+
+def auto_target(qualname: str, value, owner) -> Target:
+    """A target for ``value`` (a function, class or a method of ``owner``) from its signature."""
+    func = value
+    if owner is not None:
+        if isinstance(value, classmethod | staticmethod):
+            func = getattr(owner, qualname.rpartition(".")[2])
+        else:
+            instance = _instance(owner)
+            func = getattr(instance, qualname.rpartition(".")[2]) if instance is not None else (
+                value.__get__(None, owner))  # fmt: skip
+    valid = {**_valid_kwargs(func), **VALID_OVERRIDES.get(qualname, {})}
+    return Target(qualname, func, valid, examples=None if valid else 1)  # 1: no arguments
+
+
+def _auto_targets() -> list[Target]:
+    out = []
+    for qualname, value, owner in _public_callables():
+        if qualname in NOT_FUZZED:
+            continue
+        if any(_same(t.func, value) for t in TARGETS):
+            continue
+        out.append(auto_target(qualname, value, owner))
+    return out
+
+
+_HOME = os.getcwd()
+os.chdir(WORK_DIR)  # module import time: the targets below are built (and called) here
+try:
+    AUTO_TARGETS = _auto_targets()
+finally:
+    os.chdir(_HOME)
+ALL_TARGETS = TARGETS + AUTO_TARGETS
+
+NON_NEGATIVE_EXEMPT = ("ppdmodel.validation",)
+"""Targets whose results may be negative or non-finite by contract (validators return their
+input: ``d_bar_or_half_depth``, ``check_broadcast``)."""
+NON_FINITE_OK = ("break_even_p", "PTable.grid")
+"""Targets that return inf or NaN by contract (no p at which PPD breaks even; the p grid's
+unused k = 0 column)."""
+
+
+def _bad_number(result) -> str | None:
+    """'non-finite' or 'negative' when a numeric result (scalar or float array) is one."""
+    if isinstance(result, bool | np.bool_) or not isinstance(result, Number | np.ndarray):
+        return None
+    arr = np.asarray(result)
+    if arr.dtype.kind not in "iuf" or arr.size == 0:
+        return None
+    if not np.isfinite(arr).all():
+        return "non-finite"
+    if (arr < 0).any():
+        return "negative"
+    return None
+
+
+def _call(func, kwargs: dict, name: str = "") -> tuple[str, float]:
+    """Call ``func(**kwargs)``; return the outcome name and the seconds it took; a numeric
+    result that is non-finite or negative counts as ``silent <which>`` unless exempt."""
     start = time.perf_counter()
     try:
-        func(**kwargs)
+        result = func(**kwargs)
         outcome = "ok"
+        bad = _bad_number(result)
+        exempt = name.startswith(NON_NEGATIVE_EXEMPT)
+        if bad == "non-finite" and not (exempt or name.endswith(NON_FINITE_OK)):
+            outcome = f"silent non-finite result {result!r:.100}"
+        elif bad == "negative" and not exempt:
+            outcome = f"silent negative result {result!r:.100}"
     except (ValueError, TypeError) as exc:
         outcome = "TypeError" if isinstance(exc, TypeError) else "ValueError"
     except Exception as exc:  # noqa: BLE001 - anything else is what this test looks for
@@ -575,7 +804,7 @@ def _fuzz(target: Target, examples: int, derandomize: bool) -> None:
     )
     @given(target.strategy())
     def check(kwargs):
-        outcome, seconds = _call(target.func, kwargs)
+        outcome, seconds = _call(target.func, kwargs, target.name)
         COUNTS[outcome if outcome in ALLOWED else "other"] += 1
         shown = {k: v for k, v in kwargs.items() if v is not target.valid.get(k)}
         assert outcome in ALLOWED, f"{target.name}({shown!r:.500}) raised {outcome}"
@@ -601,32 +830,45 @@ def report_counts(request):
             json.dump({"calls": calls, **COUNTS}, fh, indent=1)
 
 
-def _public_callables(module, names) -> set[str]:
-    return {n for n in names if callable(getattr(module, n))}
-
-
 def test_every_public_function_is_fuzzed():
-    """A new public name of ppdmodel or sim must get a Target here."""
-    covered = {t.name for t in TARGETS}
-    missing = sorted(
-        (_public_callables(ppdmodel, ppdmodel.__all__) | _public_callables(sim, sim.__all__))
-        - covered
-    )
-    assert not missing, f"no fuzz target for {missing}"
+    """Every public callable of ppdmodel and sim (their ``__all__`` and every module's public
+    functions, classes and methods) has a target, explicit or built from its signature."""
+    names = {t.name for t in ALL_TARGETS}
+    exported = {n for package in PACKAGES for n in package.__all__
+                if callable(getattr(package, n))}  # fmt: skip
+    assert not sorted(exported - names), f"no fuzz target for {sorted(exported - names)}"
+    found = [q for q, value, _ in _public_callables()
+             if q not in NOT_FUZZED and q not in names
+             and not any(_same(t.func, value) for t in TARGETS)]  # fmt: skip
+    assert not found, f"no fuzz target for {found}"
+    assert len(ALL_TARGETS) > 200
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+@pytest.fixture(autouse=True)
+def in_work_dir(monkeypatch):
+    """Fuzzed calls run in a scratch directory: a fuzzed path writes nothing elsewhere."""
+    monkeypatch.chdir(WORK_DIR)
+
+
+def _examples(target: Target, ci: bool) -> int:
+    if any(target is auto for auto in AUTO_TARGETS):
+        return target.examples or (AUTO_CI_EXAMPLES if ci else AUTO_SLOW_EXAMPLES)
+    if ci:
+        return min(CI_EXAMPLES, target.examples or CI_EXAMPLES)
+    return SLOW_EXAMPLES if target.examples is None else 5 * target.examples
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS, ids=[t.name for t in ALL_TARGETS])
 def test_fuzz(target):
     """CI profile: a few hundred malformed calls per function at most, deterministic."""
     if os.environ.get("PPD_FUZZ") == "slow":
         pytest.skip("PPD_FUZZ=slow runs test_fuzz_slow instead")
-    _fuzz(target, min(CI_EXAMPLES, target.examples or CI_EXAMPLES), derandomize=True)
+    _fuzz(target, _examples(target, ci=True), derandomize=True)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("PPD_FUZZ") != "slow", reason="set PPD_FUZZ=slow to run")
-@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+@pytest.mark.parametrize("target", ALL_TARGETS, ids=[t.name for t in ALL_TARGETS])
 def test_fuzz_slow(target):
     """Slow profile: SLOW_EXAMPLES random malformed calls per function (>= 10^4 in all)."""
-    examples = SLOW_EXAMPLES if target.examples is None else 5 * target.examples
-    _fuzz(target, examples, derandomize=False)
+    _fuzz(target, _examples(target, ci=False), derandomize=False)

@@ -137,6 +137,9 @@ def _write_atlas(args, run_dir: Path, out: Path) -> int:
         raise ValueError(f"--records {run_dir}: the run is not finished (no merged records)")
     df = read_records(run_dir / meta["records"])
     d = int(meta["d"])
+    beyond = [layer for layer in args.show_layers or () if layer > d]
+    if beyond:
+        raise ValueError(f"--show-layers {beyond}: the model has d = {d} layers")
     categories = _categories(meta)
     options = dict(categories=categories, n_boot=args.n_boot, seed=args.seed)
     table = atlas(df, d, **options)

@@ -231,9 +231,27 @@ def _sampling(args, names):
     return decoding, [prompt_seed(args.seed, name) for name in names]
 
 
+def check_world_size(args) -> None:
+    """Refuse a --world-size no k can use (dist runs k + 1 ranks at most); warn for the k it
+    does not fit (they run on k + 1 ranks)."""
+    backends = args.backend if isinstance(args.backend, list) else [args.backend]
+    if "dist" not in backends:
+        return
+    ks = args.k if isinstance(args.k, list) else [args.k]
+    if args.world_size > max(ks) + 1:
+        raise ValueError(f"--world-size {args.world_size} is above k + 1 = {max(ks) + 1} (a dist "
+                         "run has one rank for main and at most one per candidate)")  # fmt: skip
+    fewer = [k for k in ks if args.world_size > k + 1]
+    if fewer:
+        print(f"ppd: warning: --world-size {args.world_size}: k = {fewer} run on k + 1 ranks",
+              file=sys.stderr)  # fmt: skip
+
+
 def _load(args):
     """(model, prompt ids, names, d_bar, eos, head) from the CLI arguments."""
     import torch
+
+    check_world_size(args)  # before the model loads
 
     from measure.decode.checks import check_context
     from measure.hf.loading import load_model

