@@ -32,7 +32,7 @@ from ppdmodel.alternatives import (
     early_exit_step_seconds,
     sample_speculative_steps,
 )
-from ppdmodel.validation import as_real, check_instance
+from ppdmodel.validation import as_real, check_instance, check_nonnegative
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
@@ -80,7 +80,10 @@ def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.n
     three."""
     latency, compute = check_points(latency, compute)
     if quality is not None:
-        quality, _ = check_points(quality, compute)  # the same checks: 1-d, no NaN, one length
+        quality = np.asarray(check_nonnegative("quality", quality), dtype=float)
+        if quality.shape != latency.shape:
+            raise ValueError(f"quality must have latency's shape {latency.shape}, got "
+                             f"{quality.shape}")  # fmt: skip
     if not latency.size:
         return np.zeros(0, dtype=bool)
     if quality is not None:
