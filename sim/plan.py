@@ -333,8 +333,6 @@ def _step_seconds(row, hw, d: int) -> dict:
     tp, g = int(row.tp_main), int(row.g)
     costs = replace(greedy_costs(hw, tp=tp), candidate_layer_s_by_k={g + 1: float(
         hw.layer_seconds(tp, g + 1))})  # fmt: skip
-    if row.method == "free":
-        return free_label(row)
     if row.method == "early-exit":
         costs = replace(costs, early_head_s=float(early_head_cost(hw, tp, row.head_kind)))
         draft, verify = early_exit_step_seconds(d=d, exit_layer=int(row.exit_layer), g=g,

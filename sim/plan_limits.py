@@ -96,6 +96,8 @@ def confirm_work(cells: list[dict]) -> float:
         check_cell(cell)
         if "config" in cell:
             per_sequence = estimated_work(SimConfig.from_dict(cell["config"]))
+        elif cell["method"] == "free":  # shallow layers, exit head, deep layers per token
+            per_sequence = RUN_OVERHEAD + FREE_BLOCKS_PER_TOKEN * cell["ell"]
         else:  # a speculative Monte Carlo: ell verify steps, vectorised
             per_sequence = RUN_OVERHEAD + cell["ell"]
         total += float(cell["n"]) * per_sequence
@@ -123,6 +125,10 @@ ROW_FIELDS = ("method", "devices", "tp_main", "tp_candidates", "d_bar", "k", "g"
 CELL_KEYS = {"row": int, "method": str, "n": int, "ell": int, "tp_main": int,
              "tp_candidates": int}  # fmt: skip
 """Keys of a confirmation cell (``sim.plan._cell``) and their types."""
+FREE_CELL_KEYS = ("d", "exit_layer", "q", "costs")
+"""Further keys of a FREE cell (``sim.plan_free.free_cell``)."""
+FREE_BLOCKS_PER_TOKEN = 3
+"""Simulated blocks per token of a FREE sequence (shallow layers, exit head, deep layers)."""
 
 
 def check_screened(name: str, frame) -> None:
@@ -161,6 +167,8 @@ def check_cell(cell) -> None:
     as_int("cell['ell']", cell["ell"], minimum=2, limit=MAX_ELL)
     if cell["method"] in ("ppd", "greedy"):
         check_keys("cell", cell, ("config",))
+    elif cell["method"] == "free":
+        check_keys("cell", cell, FREE_CELL_KEYS)
     else:
         check_keys("cell", cell, ("a", "g", "step_s", "busy_s"))
 
