@@ -34,11 +34,10 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from ppdmodel.costs import check_early_head
 from ppdmodel.validation import as_int, check_instance
 from sim.cost import RooflineCost
 from sim.hardware import Engine, GPUSpec, Link
-from sim.hardware_costs import TOKEN_ID_BYTES, _table
+from sim.hardware_costs import _table, dispatch_bytes, handoff_bytes
 from sim.shape import ModelShape
 
 HEAD_KERNELS = 8
@@ -185,17 +184,10 @@ class EngineHardware:
         return np.where(shared, 0.0, seconds)
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
-        kv = np.multiply(gap, self.shape.kv_bytes_per_token_layer())
-        if check_early_head(early_head) == "main":
-            nbytes = np.multiply(k, TOKEN_ID_BYTES) + kv
-        else:
-            nbytes = self.shape.hidden_size * self.shape.dtype_bytes + kv
-        return self._message(tp, nbytes, shared)
+        return self._message(tp, dispatch_bytes(self.shape, k, gap, early_head), shared)
 
     def handoff_seconds(self, tp, gap, shared):
-        hidden = self.shape.hidden_size * self.shape.dtype_bytes
-        nbytes = hidden + np.multiply(gap, self.shape.kv_bytes_per_token_layer())
-        return self._message(tp, nbytes, shared)
+        return self._message(tp, handoff_bytes(self.shape, gap), shared)
 
     def greedy_token_seconds(self, tp: int = 1) -> float:
         """Greedy decoding's seconds per token on ``tp`` devices (embedding, d layers, head,

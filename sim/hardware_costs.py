@@ -167,19 +167,31 @@ class RooflineHardware:
         return np.where(shared, 0.0, seconds)
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
-        k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
-        kv = np.multiply(gap, self.shape.kv_bytes_per_token_layer())
-        if check_early_head(early_head) == "main":
-            nbytes = np.multiply(k, TOKEN_ID_BYTES) + kv
-        else:
-            nbytes = self.shape.hidden_size * self.shape.dtype_bytes + kv
-        return self._message(tp, nbytes, shared)
+        return self._message(tp, dispatch_bytes(self.shape, k, gap, early_head), shared)
 
     def handoff_seconds(self, tp, gap, shared):
-        gap = _check_gap(gap)
-        hidden = self.shape.hidden_size * self.shape.dtype_bytes
-        nbytes = hidden + np.multiply(gap, self.shape.kv_bytes_per_token_layer())
-        return self._message(tp, nbytes, shared)
+        return self._message(tp, handoff_bytes(self.shape, gap), shared)
+
+
+def dispatch_bytes(shape: ModelShape, k, gap, early_head: str):
+    """Bytes of the message that starts the candidates: k token ids (early head on main) or
+    main's layer-d_bar hidden state (on the candidate side), plus the KV entries of the ``gap``
+    layers the candidate side lacks."""
+    check_instance("shape", shape, ModelShape)
+    k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
+    kv = np.multiply(gap, shape.kv_bytes_per_token_layer())
+    if check_early_head(early_head) == "main":
+        return np.multiply(k, TOKEN_ID_BYTES) + kv
+    return shape.hidden_size * shape.dtype_bytes + kv
+
+
+def handoff_bytes(shape: ModelShape, gap):
+    """Bytes of one accepted hand-off: the hidden state and the KV entries of ``gap`` layers
+    (``ModelShape.handoff_bytes(1, gap)``, vectorised over ``gap``)."""
+    check_instance("shape", shape, ModelShape)
+    gap = _check_gap(gap)
+    kv = np.multiply(gap, shape.kv_bytes_per_token_layer())
+    return shape.hidden_size * shape.dtype_bytes + kv
 
 
 PROFILE_LAYOUTS = ("shared", "separate")

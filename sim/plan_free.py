@@ -19,9 +19,17 @@ import pandas as pd
 
 from ppdmodel.alternatives import free_compute_per_token, free_seconds_per_token
 from ppdmodel.costs import DecodeCosts
+from ppdmodel.validation import as_int, check_instance, check_keys
+from sim.formats import validate_free_table
 from sim.free_schedule import free_costs, simulate_free
-from sim.hardware_costs import ProfileHardware, early_head_cost
+from sim.hardware_costs import HardwareModel, ProfileHardware, early_head_cost
+from sim.matches import MAX_ELL
 
+FREE_ROW_FIELDS = ("exit_layer", "threshold", "exit_rate", "quality", "free_mode", "tp_main",
+                   "devices", "head_kind")  # fmt: skip
+"""Fields of a FREE planner row (``free_rows``) that its label and its cell read."""
+FREE_CELL_KEYS = ("n", "ell", "tp_main", "d", "exit_layer", "q", "costs")
+"""Keys of a FREE confirmation cell (``sim.plan._cell`` with ``free_cell``)."""
 FREE_KNOTS = (2, 4, 8, 16, 32, 64)
 """Rows at which a device model's per-layer time is sampled for FREE's deep passes (linear
 between them and beyond the last, as ``ppdmodel.free`` extends it)."""
@@ -42,6 +50,15 @@ def free_rows(hw, hw_index: int, table: pd.DataFrame, workloads, d: int, *, max_
               ell: int) -> pd.DataFrame:  # fmt: skip
     """FREE's planner rows on one hardware model (module docstring); ``table`` is a validated
     FREE table, ``workloads`` the plan's (a row with a workload applies to that one only)."""
+    check_instance("hw", hw, HardwareModel)
+    hw_index = as_int("hw_index", hw_index, minimum=0)
+    table = validate_free_table(table)
+    check_instance("workloads", workloads, (list, tuple))
+    for workload in workloads:
+        check_instance("workloads[...]", workload, str)
+    d = as_int("d", d, minimum=2, limit=10**6)
+    max_devices = as_int("max_devices", max_devices, limit=10**6)
+    ell = as_int("ell", ell, minimum=2, limit=MAX_ELL)
     too_deep = table.exit_layer >= d
     if too_deep.any():
         raise ValueError(f"FREE table: exit_layer {int(table.exit_layer[too_deep].iloc[0])} is "
@@ -77,6 +94,7 @@ def _frame(part, hw_index, w, tp, latency, compute) -> pd.DataFrame:
 
 def free_label(row) -> str:
     """'FREE L_s=24 threshold=0.5 sync, quality 0.27, TP1 (1 dev)'."""
+    _check_free_row(row)
     return (
         f"FREE L_s={int(row.exit_layer)} threshold={row.threshold:g} {row.free_mode}, "
         f"exit rate {row.exit_rate:.2f}, quality {row.quality:.2f}, TP{int(row.tp_main)} "
@@ -86,6 +104,9 @@ def free_label(row) -> str:
 
 def free_cell(row, hw, d: int) -> dict:
     """What a confirmation task of a FREE row needs, JSON-ready."""
+    _check_free_row(row)
+    check_instance("hw", hw, HardwareModel)
+    d = as_int("d", d, minimum=2, limit=10**6)
     costs = plan_free_costs(hw, tp=int(row.tp_main), head=str(row.head_kind))
     return {"d": d, "exit_layer": int(row.exit_layer), "q": float(row.exit_rate),
             "costs": costs.to_dict()}  # fmt: skip
@@ -94,7 +115,12 @@ def free_cell(row, hw, d: int) -> dict:
 def confirm_free(cell: dict, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
     """Seconds and busy device-seconds per token of ``cell["n"]`` simulated FREE sequences
     (``sim.simulate_free``, i.i.d. exits at the row's exit rate)."""
-    n, ell, tp = cell["n"], cell["ell"], cell["tp_main"]
+    check_keys("cell", cell, FREE_CELL_KEYS)
+    check_instance("seed", seed, np.random.SeedSequence)
+    n = as_int("cell['n']", cell["n"], limit=10**6)
+    ell = as_int("cell['ell']", cell["ell"], minimum=2, limit=MAX_ELL)
+    tp = as_int("cell['tp_main']", cell["tp_main"], limit=10**6)
+    check_instance("cell['costs']", cell["costs"], dict)
     costs = DecodeCosts.from_dict(cell["costs"])
     lat, comp = np.empty(n), np.empty(n)
     for i, s in enumerate(seed.spawn(n)):
@@ -103,3 +129,11 @@ def confirm_free(cell: dict, seed: np.random.SeedSequence) -> tuple[np.ndarray, 
                             record_events=False)  # fmt: skip
         lat[i], comp[i] = res.latency_s / ell, tp * res.busy_s / ell
     return lat, comp
+
+
+def _check_free_row(row) -> None:
+    """Refuse anything but a FREE planner row (a DataFrame row or ``itertuples`` tuple)."""
+    missing = [f for f in FREE_ROW_FIELDS if not hasattr(row, f)]
+    if isinstance(row, str | bytes) or missing:
+        raise ValueError(f"row must be a FREE row of a planner frame; missing {missing}, got "
+                         f"{type(row).__name__}")  # fmt: skip
