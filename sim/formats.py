@@ -155,6 +155,7 @@ def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
 
 def read_free_table(path: str | Path) -> pd.DataFrame:
     """Read and validate a FREE table CSV (module docstring); ValueError naming the file."""
+    check_input_file("path", path)
     try:
         df = pd.read_csv(path, keep_default_na=False,
                          na_values={c: [""] for c in FREE_TABLE_COLUMNS},
