@@ -472,3 +472,32 @@ def test_plan_writes_nothing_for_an_empty_out_dir():
 
     with pytest.raises(ValueError, match="out_dir must name a directory"):
         run_sweep(json.dumps, [{"a": 1}], out_dir="")
+
+
+def test_candidate_batches_are_capped_before_the_model_loads(capsys, one_parser, tmp_path):
+    """A fixed cap needs no model: refused even where --model names nothing."""
+    timing = ["measure", "timing", "--model", "no-such-model", "--prompt-text", "x"]
+    code, output = run_cli([*timing, "--batch-sizes", "100000000", "--out", "t.csv"], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert "--batch-sizes must be between 1 and 4096" in output
+    profile = ["measure", "profile", "--model", "no-such-model", "--ks", "1", "100000"]
+    code, output = run_cli([*profile, "--out", str(tmp_path / "p.json")], capsys)
+    assert_user_error(code, output, "ppd measure profile")
+    assert "--ks must be between 1 and 4096" in output
+    assert not list(tmp_path.iterdir())
+
+
+def test_candidate_batches_above_the_vocabulary_are_refused(model_dirs, capsys, tmp_path):
+    from transformers import AutoConfig
+
+    vocab = AutoConfig.from_pretrained(model_dirs["good"]).vocab_size
+    model = ["--model", str(model_dirs["good"])]
+    argv = ["measure", "timing", *model, "--prompt-text", "x", "--out", str(tmp_path / "t.csv")]
+    code, output = run_cli([*argv, "--batch-sizes", str(vocab + 1)], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert f"--batch-sizes must be between 1 and {vocab} (the model's vocabulary size)" in output
+    argv = ["measure", "profile", *model, "--ks", str(vocab + 1), "--out", str(tmp_path / "p.json")]
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd measure profile")
+    assert f"--ks must be between 1 and {vocab}" in output
+    assert not list(tmp_path.iterdir())
