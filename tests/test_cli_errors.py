@@ -501,3 +501,16 @@ def test_candidate_batches_above_the_vocabulary_are_refused(model_dirs, capsys, 
     assert_user_error(code, output, "ppd measure profile")
     assert f"--ks must be between 1 and {vocab}" in output
     assert not list(tmp_path.iterdir())
+
+
+def test_a_huge_profile_cost_is_refused_in_one_line(tmp_path):
+    """``layer_s: 1e308`` is finite, but its products overflow: refused by name, no numpy
+    warning (a fresh process, as a user runs it)."""
+    from tests.ppdmodel.profiles import minimal_profile
+
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(minimal_profile(layer_s=1e308)))
+    result = run_ppd(["latency", "--p", "0.5", "--costs", str(path)])
+    assert result.returncode == 2 and result.stdout == "", result
+    assert result.stderr.count("\n") == 1 and "Warning" not in result.stderr, result.stderr
+    assert "backends.single.costs.layer_s must be" in result.stderr
