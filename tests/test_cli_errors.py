@@ -514,3 +514,41 @@ def test_a_huge_profile_cost_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2 and result.stdout == "", result
     assert result.stderr.count("\n") == 1 and "Warning" not in result.stderr, result.stderr
     assert "backends.single.costs.layer_s must be" in result.stderr
+
+
+def test_a_truncated_safetensors_file_is_named(model_dirs, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "truncated"
+    shutil.copytree(model_dirs["good"], model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    argv = ["measure", "timing", "--model", str(model), "--prompt-text", "x"]
+    code, output = run_cli([*argv, "--out", str(tmp_path / "t.csv")], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert f"{weights}: damaged safetensors weights" in output
+    assert not (tmp_path / "t.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ('prompt,position\np1,1\np1,"2\n', "not a records table"),
+        ("", "not a records table"),
+        ("prompt,position,layer,k,head,decoding,token\np1,1,1,1,shared,greedy,5\n", "missing"),
+        ("prompt,position,layer,k,head,decoding,match,token\n"
+         "p1,one,1,1,shared,greedy,True,5\n", "column position must hold integers >= 1"),
+        ("prompt,position,layer,k,head,decoding,match,token\n"
+         "p1,1,1,1,shared,greedy,maybe,5\n", "column match must hold True or False"),
+    ],
+)  # fmt: skip
+def test_tampered_atlas_records_are_named(records, message, tmp_path, capsys):
+    run = tmp_path / "match"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"records": "records.csv", "d": 4, "model": "m"}))
+    (run / "records.csv").write_text(records)
+    argv = ["measure", "atlas", "--records", str(run), "--out", str(tmp_path / "atlas")]
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd measure atlas")
+    assert f"records {run / 'records.csv'}" in output and message in output
+    assert not (tmp_path / "atlas").exists()

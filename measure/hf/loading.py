@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from safetensors import SafetensorError, safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
@@ -149,7 +150,7 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
     root = resolve_model_dir(path)
     refuse_pickle_weights(root)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    with refusing_remote_code(root):
+    with refusing_remote_code(root), naming_damaged_weights(root):
         model = AutoModelForCausalLM.from_pretrained(
             root,
             local_files_only=True,
@@ -181,6 +182,24 @@ def refusing_remote_code(root):
             raise
         message = REMOTE_CODE_REFUSAL.format(root=root, version=transformers.__version__)
         raise ValueError(message) from None
+
+
+@contextmanager
+def naming_damaged_weights(root):
+    """Turn safetensors' error on a truncated or corrupt weight file into a ValueError that
+    names the file (the first of ``root``'s ``*.safetensors`` whose header does not read)."""
+    try:
+        yield
+    except SafetensorError as err:
+        bad = root
+        for path in sorted(Path(root).glob("*.safetensors")):
+            try:
+                with safe_open(path, framework="pt"):
+                    pass
+            except SafetensorError:
+                bad = path
+                break
+        raise ValueError(f"{bad}: damaged safetensors weights (truncated?): {err}") from None
 
 
 def load_tokenizer(path):
