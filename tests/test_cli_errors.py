@@ -552,3 +552,19 @@ def test_tampered_atlas_records_are_named(records, message, tmp_path, capsys):
     assert_user_error(code, output, "ppd measure atlas")
     assert f"records {run / 'records.csv'}" in output and message in output
     assert not (tmp_path / "atlas").exists()
+
+
+def test_no_progress_silences_the_loading_bars(model_dirs, tmp_path, capsys):
+    """transformers 5 prints "Loading weights" bars while loading; --no-progress hides them
+    and leaves transformers' setting as it was."""
+    from transformers.utils import logging as hf_logging
+
+    prompts = str(ROOT / "measure" / "data" / "prompts_sample.jsonl")
+    argv = ["measure", "match-rate", "--model", str(model_dirs["good"]), "--prompts", prompts]
+    argv += ["--limit", "1", "--max-new-tokens", "2", "--layers", "1"]
+    assert hf_logging.is_progress_bar_enabled()
+    assert main([*argv, "--out", str(tmp_path / "quiet"), "--no-progress"]) == 0
+    assert "Loading weights" not in capsys.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
+    assert main([*argv, "--out", str(tmp_path / "bars")]) == 0
+    assert "Loading weights" in capsys.readouterr().err  # the bars the option hides

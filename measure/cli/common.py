@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import sys
 import warnings
@@ -92,6 +93,20 @@ def check_candidate_rows(option: str, values, vocab_size: int | None = None) -> 
     for value in values:
         if value > limit:
             raise ValueError(f"{option} must be between 1 and {limit} ({why}), got {value}")
+
+
+def honours_no_progress(handler):
+    """A handler with ``--no-progress`` that also silences the progress bars transformers
+    prints while it loads a model (``measure.hf.loading.loading_bars``)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        from measure.hf.loading import loading_bars
+
+        with loading_bars(not getattr(args, "no_progress", False)):
+            return handler(args)
+
+    return run
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from measure.cli.common import (
     add_prompt_format_args,
     check_candidate_rows,
     degenerate_warnings,
+    honours_no_progress,
     prompt_selection,
     read_prompts,
 )
@@ -90,7 +91,7 @@ def _add_match_rate(subparsers) -> None:
         help="skip the per-prompt check against the model's own forward pass",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_match_rate)
+    p.set_defaults(func=honours_no_progress(_match_rate))
 
 
 def _add_timing(subparsers) -> None:

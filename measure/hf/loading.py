@@ -185,6 +185,30 @@ def refusing_remote_code(root):
 
 
 @contextmanager
+def loading_bars(enabled: bool = True):
+    """Within the block, transformers' (and huggingface_hub's) progress bars, such as the
+    "Loading weights" bar transformers 5 prints while loading, are on only if `enabled` and
+    they were on; their state is restored afterwards."""
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as hf_logging
+
+    if enabled:
+        yield
+        return
+    was_on, hub_off = hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()  # turns huggingface_hub's on too
+        if hub_off:
+            hub.disable_progress_bars()
+        elif not was_on:
+            hub.enable_progress_bars()
+
+
+@contextmanager
 def naming_damaged_weights(root):
     """Turn safetensors' error on a truncated or corrupt weight file into a ValueError that
     names the file (the first of ``root``'s ``*.safetensors`` whose header does not read)."""
