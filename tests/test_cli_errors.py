@@ -568,3 +568,26 @@ def test_no_progress_silences_the_loading_bars(model_dirs, tmp_path, capsys):
     assert hf_logging.is_progress_bar_enabled()
     assert main([*argv, "--out", str(tmp_path / "bars")]) == 0
     assert "Loading weights" in capsys.readouterr().err  # the bars the option hides
+
+
+def test_an_encoder_checkpoint_is_refused_in_one_line_before_its_weights_load(tmp_path, capsys):
+    """A BERT folder: transformers would load BertLMHeadModel with a fresh head after a long
+    weight report; refused from its config.json, before any weight is read."""
+    pytest.importorskip("torch")
+    from transformers import BertConfig, BertModel
+
+    sizes = dict(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
+    config = BertConfig(**sizes, intermediate_size=32, architectures=["BertModel"])
+    BertModel(config).save_pretrained(tmp_path / "bert")
+    (tmp_path / "bert" / "model.safetensors").write_bytes(b"not read")
+    capsys.readouterr()
+    timing = ["measure", "timing", "--prompt-text", "x", "--out", str(tmp_path / "t.csv")]
+    code, output = run_cli([*timing, "--model", str(tmp_path / "bert")], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert len(output.strip().splitlines()) == 1, output
+    assert "an encoder checkpoint (BertModel, is_decoder false), not a causal LM" in output
+    (tmp_path / "t5").mkdir()
+    (tmp_path / "t5" / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    code, output = run_cli([*timing, "--model", str(tmp_path / "t5")], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert "model_type 't5' has no causal-LM class" in output

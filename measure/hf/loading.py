@@ -8,6 +8,7 @@ file shipped inside an installed PyPI package.
 from __future__ import annotations
 
 import importlib.util
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,7 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
     torch_device = resolve_device(device)
     root = resolve_model_dir(path)
     refuse_pickle_weights(root)
+    refuse_non_causal(root)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     with refusing_remote_code(root), naming_damaged_weights(root):
         model = AutoModelForCausalLM.from_pretrained(
@@ -182,6 +184,37 @@ def refusing_remote_code(root):
             raise
         message = REMOTE_CODE_REFUSAL.format(root=root, version=transformers.__version__)
         raise ValueError(message) from None
+
+
+def refuse_non_causal(root) -> None:
+    """ValueError, before any weight is read, if the config.json in ``root`` describes no
+    causal LM: a model_type without a causal-LM class in transformers, or an encoder (BERT,
+    RoBERTa...: ``is_decoder`` false and no causal-LM class among its ``architectures``), which
+    transformers would load with a fresh head after a long weight report. A config that does
+    not read, or that needs remote code, is left to transformers (and its own refusal)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    path = Path(root) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(config, dict) or "auto_map" in config or "model_type" not in config:
+        return
+    model_type, architectures = config["model_type"], config.get("architectures") or []
+    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    if causal is None:
+        raise ValueError(
+            f"{root}: model_type {model_type!r} has no causal-LM class in transformers "
+            f"{transformers.__version__}; the toolkit measures decoder-only causal LMs"
+        )
+    classes = set(causal) if isinstance(causal, (list, tuple)) else {causal}
+    encoder = config.get("is_decoder") is False and not classes & set(architectures)
+    if encoder and not any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        raise ValueError(
+            f"{root}: an encoder checkpoint ({', '.join(map(str, architectures)) or model_type}, "
+            "is_decoder false), not a causal LM; the toolkit measures decoder-only causal LMs"
+        )
 
 
 @contextmanager
