@@ -141,7 +141,8 @@ class CostProfile:
         if backend_costs.greedy_host_s is None and backend != "single":
             host = self.data.get("figures", {}).get(backend, {}).get("host_s")
             if isinstance(host, Mapping) and isinstance(host.get("median"), Real):
-                backend_costs = replace(backend_costs, greedy_host_s=float(host["median"]))
+                median = _seconds(f"figures.{backend}.host_s.median", host["median"])
+                backend_costs = replace(backend_costs, greedy_host_s=median)
         return backend_costs.greedy_costs(d=self.d, d_bar=d_bar)
 
     @property
@@ -167,13 +168,23 @@ def _get(data, path: str):
     return node
 
 
+MAX_SECONDS = 1e6
+"""The largest cost a profile may state (about 11.6 days a pass): a larger one is a corrupt
+file, and its products with depths and token counts would overflow to inf or NaN."""
+
+MAX_SLOWDOWN = 1e6
+"""The largest ``shared_device_slowdown`` a profile may state (for the same reason)."""
+
+
 def _seconds(path: str, value, *, positive: bool = False) -> float:
-    """A finite real >= 0 (> 0 if positive) for field ``path``; ValueError naming it."""
+    """A finite real >= 0 (> 0 if positive) and <= MAX_SECONDS for field ``path``; ValueError
+    naming it."""
     ok = isinstance(value, Real) and not isinstance(value, bool) and is_finite(value)
     bound = "> 0" if positive else ">= 0"
-    if not ok or value < 0 or (positive and value == 0):
+    if not ok or value < 0 or (positive and value == 0) or value > MAX_SECONDS:
         raise ValueError(
-            f"cost profile: {path} must be a finite number of seconds {bound}, got {value!r}"
+            f"cost profile: {path} must be a finite number of seconds {bound} and "
+            f"<= {MAX_SECONDS:g}, got {value!r}"
         )
     return float(value)
 
@@ -198,10 +209,10 @@ def _backend(name: str, entry, prefix: str | None = None) -> BackendCosts:
                 _seconds(f"{prefix}.costs.{key}[{k}]", seconds, positive=True)
         elif key == "shared_device_slowdown":
             bad = not (isinstance(value, Real) and not isinstance(value, bool))
-            if bad or not math.isfinite(value) or value < 1:
+            if bad or not math.isfinite(value) or not 1 <= value <= MAX_SLOWDOWN:
                 raise ValueError(
-                    f"cost profile: {prefix}.costs.{key} must be a finite factor >= 1, "
-                    f"got {value!r}"
+                    f"cost profile: {prefix}.costs.{key} must be a finite factor >= 1 and "
+                    f"<= {MAX_SLOWDOWN:g}, got {value!r}"
                 )
         else:
             _seconds(f"{prefix}.costs.{key}", value, positive=key == "layer_s")

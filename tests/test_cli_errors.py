@@ -472,3 +472,122 @@ def test_plan_writes_nothing_for_an_empty_out_dir():
 
     with pytest.raises(ValueError, match="out_dir must name a directory"):
         run_sweep(json.dumps, [{"a": 1}], out_dir="")
+
+
+def test_candidate_batches_are_capped_before_the_model_loads(capsys, one_parser, tmp_path):
+    """A fixed cap needs no model: refused even where --model names nothing."""
+    timing = ["measure", "timing", "--model", "no-such-model", "--prompt-text", "x"]
+    code, output = run_cli([*timing, "--batch-sizes", "100000000", "--out", "t.csv"], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert "--batch-sizes must be between 1 and 4096" in output
+    profile = ["measure", "profile", "--model", "no-such-model", "--ks", "1", "100000"]
+    code, output = run_cli([*profile, "--out", str(tmp_path / "p.json")], capsys)
+    assert_user_error(code, output, "ppd measure profile")
+    assert "--ks must be between 1 and 4096" in output
+    assert not list(tmp_path.iterdir())
+
+
+def test_candidate_batches_above_the_vocabulary_are_refused(model_dirs, capsys, tmp_path):
+    from transformers import AutoConfig
+
+    vocab = AutoConfig.from_pretrained(model_dirs["good"]).vocab_size
+    model = ["--model", str(model_dirs["good"])]
+    argv = ["measure", "timing", *model, "--prompt-text", "x", "--out", str(tmp_path / "t.csv")]
+    code, output = run_cli([*argv, "--batch-sizes", str(vocab + 1)], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert f"--batch-sizes must be between 1 and {vocab} (the model's vocabulary size)" in output
+    argv = ["measure", "profile", *model, "--ks", str(vocab + 1), "--out", str(tmp_path / "p.json")]
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd measure profile")
+    assert f"--ks must be between 1 and {vocab}" in output
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_huge_profile_cost_is_refused_in_one_line(tmp_path):
+    """``layer_s: 1e308`` is finite, but its products overflow: refused by name, no numpy
+    warning (a fresh process, as a user runs it)."""
+    from tests.ppdmodel.profiles import minimal_profile
+
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(minimal_profile(layer_s=1e308)))
+    result = run_ppd(["latency", "--p", "0.5", "--costs", str(path)])
+    assert result.returncode == 2 and result.stdout == "", result
+    assert result.stderr.count("\n") == 1 and "Warning" not in result.stderr, result.stderr
+    assert "backends.single.costs.layer_s must be" in result.stderr
+
+
+def test_a_truncated_safetensors_file_is_named(model_dirs, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "truncated"
+    shutil.copytree(model_dirs["good"], model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    argv = ["measure", "timing", "--model", str(model), "--prompt-text", "x"]
+    code, output = run_cli([*argv, "--out", str(tmp_path / "t.csv")], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert f"{weights}: damaged safetensors weights" in output
+    assert not (tmp_path / "t.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ('prompt,position\np1,1\np1,"2\n', "not a records table"),
+        ("", "not a records table"),
+        ("prompt,position,layer,k,head,decoding,token\np1,1,1,1,shared,greedy,5\n", "missing"),
+        ("prompt,position,layer,k,head,decoding,match,token\n"
+         "p1,one,1,1,shared,greedy,True,5\n", "column position must hold integers >= 1"),
+        ("prompt,position,layer,k,head,decoding,match,token\n"
+         "p1,1,1,1,shared,greedy,maybe,5\n", "column match must hold True or False"),
+    ],
+)  # fmt: skip
+def test_tampered_atlas_records_are_named(records, message, tmp_path, capsys):
+    run = tmp_path / "match"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"records": "records.csv", "d": 4, "model": "m"}))
+    (run / "records.csv").write_text(records)
+    argv = ["measure", "atlas", "--records", str(run), "--out", str(tmp_path / "atlas")]
+    code, output = run_cli(argv, capsys)
+    assert_user_error(code, output, "ppd measure atlas")
+    assert f"records {run / 'records.csv'}" in output and message in output
+    assert not (tmp_path / "atlas").exists()
+
+
+def test_no_progress_silences_the_loading_bars(model_dirs, tmp_path, capsys):
+    """transformers 5 prints "Loading weights" bars while loading; --no-progress hides them
+    and leaves transformers' setting as it was."""
+    from transformers.utils import logging as hf_logging
+
+    prompts = str(ROOT / "measure" / "data" / "prompts_sample.jsonl")
+    argv = ["measure", "match-rate", "--model", str(model_dirs["good"]), "--prompts", prompts]
+    argv += ["--limit", "1", "--max-new-tokens", "2", "--layers", "1"]
+    assert hf_logging.is_progress_bar_enabled()
+    assert main([*argv, "--out", str(tmp_path / "quiet"), "--no-progress"]) == 0
+    assert "Loading weights" not in capsys.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
+    assert main([*argv, "--out", str(tmp_path / "bars")]) == 0
+    assert "Loading weights" in capsys.readouterr().err  # the bars the option hides
+
+
+def test_an_encoder_checkpoint_is_refused_in_one_line_before_its_weights_load(tmp_path, capsys):
+    """A BERT folder: transformers would load BertLMHeadModel with a fresh head after a long
+    weight report; refused from its config.json, before any weight is read."""
+    pytest.importorskip("torch")
+    from transformers import BertConfig, BertModel
+
+    sizes = dict(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
+    config = BertConfig(**sizes, intermediate_size=32, architectures=["BertModel"])
+    BertModel(config).save_pretrained(tmp_path / "bert")
+    (tmp_path / "bert" / "model.safetensors").write_bytes(b"not read")
+    capsys.readouterr()
+    timing = ["measure", "timing", "--prompt-text", "x", "--out", str(tmp_path / "t.csv")]
+    code, output = run_cli([*timing, "--model", str(tmp_path / "bert")], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert len(output.strip().splitlines()) == 1, output
+    assert "an encoder checkpoint (BertModel, is_decoder false), not a causal LM" in output
+    (tmp_path / "t5").mkdir()
+    (tmp_path / "t5" / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    code, output = run_cli([*timing, "--model", str(tmp_path / "t5")], capsys)
+    assert_user_error(code, output, "ppd measure timing")
+    assert "model_type 't5' has no causal-LM class" in output

@@ -13,6 +13,7 @@ from measure.cli.common import (
     add_prompt_format_args,
     command_line,
     degenerate_warnings,
+    honours_no_progress,
     prompt_selection,
     read_prompts,
 )
@@ -82,7 +83,7 @@ def register_measure(subparsers) -> None:
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument("--out", required=True, type=output_dir, metavar="DIR", help="output directory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_atlas)
+    p.set_defaults(func=honours_no_progress(_atlas))
 
 
 def _atlas(args) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import sys
 import warnings
@@ -17,6 +18,10 @@ MODEL_HELP = (
     "or a known name: smollm2 (needs the smollm2 extra)"
 )
 """Help of every ``--model`` option (measure.hf.loading.resolve_model_dir reads the value)."""
+
+MAX_CANDIDATE_ROWS = 4096
+"""The most rows a candidate batch may have (``--ks``, ``--batch-sizes``): PPD's k is a handful
+of top-k candidates, and at most the vocabulary; a larger batch only exhausts memory."""
 
 PROMPT_FORMATS = ("auto", *FORMATS)
 """``--format`` choices: a file format of ``measure.datasets``, or detect it from the file."""
@@ -76,6 +81,32 @@ def read_prompts(args: argparse.Namespace, limit: int | None = None) -> list[Pro
     ``limit``), read before any model is loaded; a malformed file is a ValueError naming it."""
     with reading("--prompts", args.prompts):
         return load_prompts(args.prompts, args.format, **prompt_selection(args, limit))
+
+
+def check_candidate_rows(option: str, values, vocab_size: int | None = None) -> None:
+    """Refuse a candidate batch size above ``MAX_CANDIDATE_ROWS`` (checked before the model
+    loads) or, given the model's ``vocab_size``, above the vocabulary: a ValueError naming
+    `option` and the allowed range."""
+    limit, why = MAX_CANDIDATE_ROWS, "the toolkit's cap on a candidate batch"
+    if vocab_size is not None and vocab_size < limit:
+        limit, why = int(vocab_size), "the model's vocabulary size"
+    for value in values:
+        if value > limit:
+            raise ValueError(f"{option} must be between 1 and {limit} ({why}), got {value}")
+
+
+def honours_no_progress(handler):
+    """A handler with ``--no-progress`` that also silences the progress bars transformers
+    prints while it loads a model (``measure.hf.loading.loading_bars``)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        from measure.hf.loading import loading_bars
+
+        with loading_bars(not getattr(args, "no_progress", False)):
+            return handler(args)
+
+    return run
 
 
 @contextmanager

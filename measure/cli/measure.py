@@ -10,7 +10,9 @@ from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.common import (
     add_model_args,
     add_prompt_format_args,
+    check_candidate_rows,
     degenerate_warnings,
+    honours_no_progress,
     prompt_selection,
     read_prompts,
 )
@@ -89,7 +91,7 @@ def _add_match_rate(subparsers) -> None:
         help="skip the per-prompt check against the model's own forward pass",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_match_rate)
+    p.set_defaults(func=honours_no_progress(_match_rate))
 
 
 def _add_timing(subparsers) -> None:
@@ -174,7 +176,9 @@ def _profile(args) -> int:
     from measure.profile.report import format_profile, plot_layer_times
 
     check_profile_path(args.out)  # before minutes of measuring
+    check_candidate_rows("--ks", args.ks)
     model, _ = load_model(args.model, dtype=args.dtype, device=args.device)
+    check_candidate_rows("--ks", args.ks, _vocab_size(model))
     profile = measure_profile(
         model,
         model_dir=args.model,
@@ -250,7 +254,9 @@ def _timing(args) -> int:
     from sim.formats import write_layer_times
 
     text = args.prompt_text if args.prompt_text is not None else read_prompts(args, 1)[0].text
+    check_candidate_rows("--batch-sizes", args.batch_sizes)
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    check_candidate_rows("--batch-sizes", args.batch_sizes, _vocab_size(model))
     if tokenizer is None:
         raise ValueError(f"--model {args.model} has no tokenizer files; timing needs one")
     ids = encode_prompt(tokenizer, text, chat_template=not args.no_chat_template)
@@ -271,6 +277,12 @@ def _timing(args) -> int:
         f"greedy step {token:.6g} s; wrote {path}"
     )
     return 0
+
+
+def _vocab_size(model) -> int | None:
+    """The model's vocabulary: the rows of its output embedding (None if it has none)."""
+    head = model.get_output_embeddings()
+    return None if head is None else int(head.weight.shape[0])
 
 
 def _init_distributed(device: str) -> bool:

@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 from measure.chat import encode_prompts
-from measure.cli.common import add_model_args, add_prompt_format_args, read_prompts
+from measure.cli.common import (
+    add_model_args,
+    add_prompt_format_args,
+    honours_no_progress,
+    read_prompts,
+)
 from measure.degenerate import summarize
 from ppdmodel.cli_args import (
     default_d_bar,
@@ -54,7 +59,7 @@ def register(subparsers) -> None:
         "cost profile (ppd measure profile): the verdict then names the largest cost term "
         "and says how well the profile predicted the run",
     )
-    run.set_defaults(func=_run)
+    run.set_defaults(func=honours_no_progress(_run))
     validate = subparsers.add_parser(
         "validate",
         help="predict greedy and PPD latency from a cost profile, then measure them",
@@ -146,7 +151,7 @@ def register(subparsers) -> None:
         help="the older comparison: overheads FITTED on half of the prompts (first d_bar, k "
         "and backend only)",
     )
-    validate.set_defaults(func=_validate)
+    validate.set_defaults(func=honours_no_progress(_validate))
 
 
 def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:

@@ -11,6 +11,7 @@ from measure.cli.common import (
     MODEL_HELP,
     add_prompt_format_args,
     command_line,
+    honours_no_progress,
     prompt_selection,
     read_prompts,
 )
@@ -132,7 +133,7 @@ def _add_train_head(subparsers) -> None:
         "--out", required=True, type=output_dir, metavar="DIR", help="output head directory"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_train_head)
+    p.set_defaults(func=honours_no_progress(_train_head))
 
 
 def _add_reference_model(subparsers) -> None:
@@ -182,7 +183,7 @@ def _add_reference_model(subparsers) -> None:
     )
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_reference_model)
+    p.set_defaults(func=honours_no_progress(_reference_model))
 
 
 def _training_texts(args) -> list[str]:

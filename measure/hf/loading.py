@@ -8,12 +8,14 @@ file shipped inside an installed PyPI package.
 from __future__ import annotations
 
 import importlib.util
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import transformers
+from safetensors import SafetensorError, safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
@@ -148,8 +150,9 @@ def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: 
     torch_device = resolve_device(device)
     root = resolve_model_dir(path)
     refuse_pickle_weights(root)
+    refuse_non_causal(root)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    with refusing_remote_code(root):
+    with refusing_remote_code(root), naming_damaged_weights(root):
         model = AutoModelForCausalLM.from_pretrained(
             root,
             local_files_only=True,
@@ -181,6 +184,79 @@ def refusing_remote_code(root):
             raise
         message = REMOTE_CODE_REFUSAL.format(root=root, version=transformers.__version__)
         raise ValueError(message) from None
+
+
+def refuse_non_causal(root) -> None:
+    """ValueError, before any weight is read, if the config.json in ``root`` describes no
+    causal LM: a model_type without a causal-LM class in transformers, or an encoder (BERT,
+    RoBERTa...: ``is_decoder`` false and no causal-LM class among its ``architectures``), which
+    transformers would load with a fresh head after a long weight report. A config that does
+    not read, or that needs remote code, is left to transformers (and its own refusal)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    path = Path(root) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(config, dict) or "auto_map" in config or "model_type" not in config:
+        return
+    model_type, architectures = config["model_type"], config.get("architectures") or []
+    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    if causal is None:
+        raise ValueError(
+            f"{root}: model_type {model_type!r} has no causal-LM class in transformers "
+            f"{transformers.__version__}; the toolkit measures decoder-only causal LMs"
+        )
+    classes = set(causal) if isinstance(causal, (list, tuple)) else {causal}
+    encoder = config.get("is_decoder") is False and not classes & set(architectures)
+    if encoder and not any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        raise ValueError(
+            f"{root}: an encoder checkpoint ({', '.join(map(str, architectures)) or model_type}, "
+            "is_decoder false), not a causal LM; the toolkit measures decoder-only causal LMs"
+        )
+
+
+@contextmanager
+def loading_bars(enabled: bool = True):
+    """Within the block, transformers' (and huggingface_hub's) progress bars, such as the
+    "Loading weights" bar transformers 5 prints while loading, are on only if `enabled` and
+    they were on; their state is restored afterwards."""
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as hf_logging
+
+    if enabled:
+        yield
+        return
+    was_on, hub_off = hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()  # turns huggingface_hub's on too
+        if hub_off:
+            hub.disable_progress_bars()
+        elif not was_on:
+            hub.enable_progress_bars()
+
+
+@contextmanager
+def naming_damaged_weights(root):
+    """Turn safetensors' error on a truncated or corrupt weight file into a ValueError that
+    names the file (the first of ``root``'s ``*.safetensors`` whose header does not read)."""
+    try:
+        yield
+    except SafetensorError as err:
+        bad = root
+        for path in sorted(Path(root).glob("*.safetensors")):
+            try:
+                with safe_open(path, framework="pt"):
+                    pass
+            except SafetensorError:
+                bad = path
+                break
+        raise ValueError(f"{bad}: damaged safetensors weights (truncated?): {err}") from None
 
 
 def load_tokenizer(path):

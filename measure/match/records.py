@@ -32,7 +32,7 @@ from measure.chat import uses_chat_template
 from measure.datasets import HOLDOUT_EVERY, load_prompts, prompts_hash
 from measure.degenerate import DegenerateSummary, warn_degenerate
 from measure.hf.loading import load_model
-from measure.match.config import MatchRateConfig, make_config
+from measure.match.config import RECORD_COLUMNS, MatchRateConfig, make_config
 from measure.match.rate import (
     PromptResult,
     _vocab_size,
@@ -49,6 +49,7 @@ from measure.match.run_files import MERGE_LOCK, dir_lock, replacing, run_lock
 from measure.train.head_io import group_heads, load_head
 from measure.train.heads import CONFIG_NAME
 from ppdmodel.positions import m_from_positions
+from ppdmodel.validation import check_columns
 from sim.formats import MatchTrace, parse_jsonl, write_traces
 
 SIDECAR = "run.json"
@@ -478,9 +479,29 @@ def result_traces(results: Iterable[PromptResult], config: MatchRateConfig) -> l
     return traces
 
 
+RECORD_INTEGERS = {"position": 1, "layer": 1, "k": 1, "token": 0}
+"""The integer columns of records and the least value each may hold."""
+
+
 def read_records(path: str | Path) -> pd.DataFrame:
-    """Read records written by run_match_rate (CSV or Parquet, by extension)."""
+    """Read records written by run_match_rate (CSV or Parquet, by extension); a file that is
+    not such a table (malformed, a column missing, text or a value out of range where an
+    integer or a boolean belongs) is a ValueError naming it."""
     path = Path(path)
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    return pd.read_csv(path, dtype={"prompt": str, "head": str, "decoding": str})
+    source = f"records {path}"
+    try:
+        if path.suffix == ".parquet":
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, dtype={"prompt": str, "head": str, "decoding": str})
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError, pyarrow's errors
+        raise ValueError(f"{source}: not a records table ({exc})") from None
+    check_columns(source, df, RECORD_COLUMNS)
+    if not len(df):
+        return df.astype({**dict.fromkeys(RECORD_INTEGERS, "int64"), "match": "bool"})
+    for column, least in RECORD_INTEGERS.items():
+        if df[column].dtype.kind not in "iu" or (df[column] < least).any():
+            raise ValueError(f"{source}: column {column} must hold integers >= {least}")
+    if df["match"].dtype.kind != "b":
+        raise ValueError(f"{source}: column match must hold True or False")
+    return df

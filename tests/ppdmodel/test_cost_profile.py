@@ -60,6 +60,10 @@ def test_a_missing_field_is_named(path):
     [
         ("layer_s", -0.001, "backends.single.costs.layer_s must be a finite number"),
         ("layer_s", 0.0, "backends.single.costs.layer_s must be a finite number of seconds > 0"),
+        ("layer_s", 1e308, r"backends.single.costs.layer_s must be .* <= 1e\+06, got 1e\+308"),
+        ("host_s", 1e7, r"backends.single.costs.host_s must be .* <= 1e\+06"),
+        ("shared_device_slowdown", 1e300, r"shared_device_slowdown must be .* <= 1e\+06"),
+        ("candidate_layer_s_by_k", {"3": 1e308}, r"candidate_layer_s_by_k\[3\] must be"),
         ("early_head_s", math.inf, "backends.single.costs.early_head_s must be a finite"),
         ("host_s", math.nan, "backends.single.costs.host_s must be a finite"),
         ("handoff_s", "1ms", "backends.single.costs.handoff_s must be a finite"),
