@@ -13,6 +13,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList  # noqa: E402
 import measure  # noqa: E402
 from measure.decode.backends import ppd_generate  # noqa: E402
 from measure.decode.hf_generate import PPDGenerateOutput, ppd_generate_hf  # noqa: E402
+from measure.hf.compat import output_cache  # noqa: E402
 from tests.measure.tiny_models import ALL_ARCHS, tiny_model  # noqa: E402
 
 PROMPT = [5, 9, 17, 3, 22, 40]
@@ -112,7 +113,10 @@ def test_scores_and_logits_are_returned_when_asked(models):
         finite = torch.isfinite(theirs)
         assert torch.equal(finite, torch.isfinite(mine))
         assert torch.allclose(mine[finite], theirs[finite], atol=1e-4)
-    assert out.cache is not None and out.cache.get_seq_length() == out.sequences.shape[1] - 1
+    cache = output_cache(
+        out
+    )  # the field is `cache` from transformers 5.24, `past_key_values` before
+    assert cache.get_seq_length() == out.sequences.shape[1] - 1
 
 
 def test_streamer_gets_every_token_once_in_order(models):
