@@ -8,6 +8,7 @@ compute per token (Eq. 6 / d). Other layers use the generalised forms in ``ppdmo
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
@@ -121,6 +122,10 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3, measur
     check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
     if curves.empty:
         raise ValueError("curves must hold at least one row (one point of a curve)")
+    for column in ("k", "normalized_latency", x_col):  # plotted, and k labels the points
+        values = pd.to_numeric(curves[column], errors="coerce").to_numpy(dtype=float)
+        if not np.isfinite(values).all():
+            raise ValueError(f"curves column {column!r} must hold finite numbers")
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
