@@ -11,7 +11,7 @@ token (each side times its device count) and break-even p for every row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import numpy as np
 
@@ -26,39 +26,19 @@ from ppdmodel.validation import (
     check_probability,
 )
 
+BATCH_MODEL = ("candidate_extra_row_layer_s", "candidate_layer_s_by_k")
+"""``DecodeCosts``' model of the candidate batch's layer time at any k; a grid row holds it
+evaluated at the row's k instead (``candidate_layer_s``)."""
 
-@dataclass(frozen=True)
-class DecodeCostsGrid:
+
+class _GridTerms:
     """The fields of ``DecodeCosts`` as broadcastable arrays (seconds; SI units).
 
-    ``candidate_layer_s`` is the per-layer time of each row's candidate batch, already
-    evaluated at that row's k (the grid fixes k per row); ``candidate_layer_seconds(k)``
-    returns it, so code written for ``DecodeCosts`` runs unchanged.
+    ``candidate_layer_s`` (> 0) is the per-layer time of each row's candidate batch (k rows, or
+    g + 1 verify rows), already evaluated at that row's k (the grid fixes k per row) in place
+    of ``BATCH_MODEL``; ``candidate_layer_seconds(k)`` returns it, so code written for
+    ``DecodeCosts`` runs unchanged. ``serial_device`` holds booleans per row.
     """
-
-    layer_s: object
-    """One decoder layer at batch 1, seconds (> 0)."""
-    candidate_layer_s: object
-    """One layer of the row's candidate batch (k rows, or g + 1 verify rows), seconds (> 0)."""
-    embedding_s: object = 0.0
-    """Token embedding, seconds."""
-    early_head_s: object = 0.0
-    """Early head at d_bar (on whichever side the row places it), seconds."""
-    final_head_s: object = 0.0
-    """Final norm and LM head after layer d, seconds."""
-    candidate_dispatch_s: object = 0.0
-    """The k ids (and state the candidate side lacks) to the candidates, seconds."""
-    hidden_dispatch_s: object = 0.0
-    """Main's layer-d_bar hidden state to the candidate side, seconds."""
-    handoff_s: object = 0.0
-    """One accepted hand-off to main, seconds."""
-    host_s: object = 0.0
-    """Host time per generated token, seconds."""
-    shared_device_slowdown: object = 1.0
-    """Factor >= 1 per row (1: separate devices)."""
-    serial_device: object = False
-    """True per row where main and the candidates run one after the other on one device
-    (``DecodeCosts.serial_device``; the slowdown is then unused)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -92,6 +72,21 @@ class DecodeCostsGrid:
     def greedy_token_seconds(self, d):
         """One greedy token: embedding + d layers + final head + host time, seconds."""
         return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
+
+
+def _grid_fields() -> list:
+    """``DecodeCosts``' fields as grid columns with its defaults, ``BATCH_MODEL`` replaced by
+    ``candidate_layer_s``; that and ``layer_s`` are required."""
+    columns = [("layer_s", object), ("candidate_layer_s", object)]
+    columns += [(f.name, object, field(default=f.default)) for f in fields(DecodeCosts)
+                if f.name not in ("layer_s", *BATCH_MODEL)]  # fmt: skip
+    return columns
+
+
+DecodeCostsGrid = make_dataclass(
+    "DecodeCostsGrid", _grid_fields(), bases=(_GridTerms,), frozen=True,
+    namespace={"__module__": __name__, "__doc__": _GridTerms.__doc__},
+)  # fmt: skip
 
 
 def check_cost_terms(costs):

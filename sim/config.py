@@ -84,10 +84,11 @@ class SimConfig:
     per_layer_events: bool = False
     """Log (and simulate) every layer as its own event instead of one event per block."""
     costs: DecodeCosts | None = None
-    """Every cost term in seconds (``ppdmodel.DecodeCosts``; this project's extension). When
-    set, ``sim.costs_schedule`` runs: the k candidates as one batch on GPU 1 (``n_gpus`` 2, the
-    default) or on main's GPU 0 (``n_gpus`` 1, the default when shared_device_slowdown > 1);
-    ``cost``, ``link`` and the two overheads must then keep their defaults."""
+    """Every cost term in seconds (``ppdmodel.DecodeCosts``; this project's extension), priced
+    in place of ``cost`` (``sim.step_costs``): the k candidates as one batch on GPU 1
+    (``n_gpus`` 2, the default) or on main's GPU 0 (``n_gpus`` 1, the default when
+    shared_device_slowdown > 1); ``cost``, ``link`` and the two overheads must then keep
+    their defaults."""
     early_head: str = "main"
     """Where the early LM head runs with ``costs``: ``main`` (on main's critical path) or
     ``candidates`` (main hands its layer-d_bar hidden state over and keeps going)."""

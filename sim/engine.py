@@ -37,7 +37,7 @@ import pandas as pd
 from ppdmodel.validation import as_int, check_instance
 from sim.cost import RooflineCost
 from sim.hardware import Engine, GPUSpec, Link
-from sim.hardware_costs import _table, dispatch_bytes, handoff_bytes
+from sim.hardware_costs import _check_gap, _table, dispatch_bytes
 from sim.shape import ModelShape
 
 HEAD_KERNELS = 8
@@ -187,7 +187,7 @@ class EngineHardware:
         return self._message(tp, dispatch_bytes(self.shape, k, gap, early_head), shared)
 
     def handoff_seconds(self, tp, gap, shared):
-        return self._message(tp, handoff_bytes(self.shape, gap), shared)
+        return self._message(tp, self.shape.handoff_bytes(1, _check_gap(gap)), shared)
 
     def greedy_token_seconds(self, tp: int = 1) -> float:
         """Greedy decoding's seconds per token on ``tp`` devices (embedding, d layers, head,

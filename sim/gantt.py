@@ -13,10 +13,9 @@ KIND_COLOURS = {
     "suffix": "#55a868",
     "speculate": "#dd8452",
     "forward": "#4c72b0",
-    "head": "#8172b3",
     "handoff": "#c44e52",
     "overhead": "#937860",
-    "early_head": "#8172b3",  # sim.costs_schedule (DecodeCosts) kinds below
+    "early_head": "#8172b3",
     "dispatch": "#da8bc3",
     "abandoned": "#cccccc",
 }

@@ -36,12 +36,10 @@ from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.validation import as_int, check_instance, check_nonnegative, check_positive_int
 from sim.cost import RooflineCost
 from sim.hardware import GPUSpec, Link
-from sim.shape import SHAPE_PRESETS, ModelShape
+from sim.shape import SHAPE_PRESETS, TOKEN_ID_BYTES, ModelShape
 
 MAX_ROWS = 2**20
 """Largest tensor-parallel degree or batch of rows the cost functions model."""
-TOKEN_ID_BYTES = 8
-"""Bytes of one candidate token id in a dispatch message (int64)."""
 SHARED_GPU_SLOWDOWN = 2.0
 """Assumed slowdown of two memory-bound decode streams on one GPU (they split its bandwidth)."""
 
@@ -170,7 +168,7 @@ class RooflineHardware:
         return self._message(tp, dispatch_bytes(self.shape, k, gap, early_head), shared)
 
     def handoff_seconds(self, tp, gap, shared):
-        return self._message(tp, handoff_bytes(self.shape, gap), shared)
+        return self._message(tp, self.shape.handoff_bytes(1, _check_gap(gap)), shared)
 
 
 def dispatch_bytes(shape: ModelShape, k, gap, early_head: str):
@@ -182,15 +180,6 @@ def dispatch_bytes(shape: ModelShape, k, gap, early_head: str):
     kv = np.multiply(gap, shape.kv_bytes_per_token_layer())
     if check_early_head(early_head) == "main":
         return np.multiply(k, TOKEN_ID_BYTES) + kv
-    return shape.hidden_size * shape.dtype_bytes + kv
-
-
-def handoff_bytes(shape: ModelShape, gap):
-    """Bytes of one accepted hand-off: the hidden state and the KV entries of ``gap`` layers
-    (``ModelShape.handoff_bytes(1, gap)``, vectorised over ``gap``)."""
-    check_instance("shape", shape, ModelShape)
-    gap = _check_gap(gap)
-    kv = np.multiply(gap, shape.kv_bytes_per_token_layer())
     return shape.hidden_size * shape.dtype_bytes + kv
 
 

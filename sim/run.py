@@ -11,9 +11,8 @@ import pandas as pd
 
 from ppdmodel.validation import as_int, check_columns, check_flag, check_instance
 from sim.config import MAX_WORK, SimConfig, estimated_work
-from sim.costs_schedule import CostsSchedule
 from sim.pool import tied_pool, useful_workers
-from sim.schedule import PPDSchedule
+from sim.schedule import Schedule
 
 MAX_RUNS = 10**6
 """Largest n of monte_carlo (one seed and one row per run)."""
@@ -31,8 +30,8 @@ EVENT_COLUMNS = ("process", "gpu", "token", "layer_start", "layer_end", "start",
 class SimResult:
     """One simulated sequence. Times in seconds (``*_s``) and in time units (``*_units``).
 
-    A time unit is ``config.cost.unit_seconds()``: one layer at batch 1 (the mean layer
-    for measured costs), so under UniformCost() units equal the paper's.
+    A time unit is one layer at batch 1 (``config.cost.unit_seconds()``, the mean layer for
+    measured costs; ``config.costs.layer_s``), so under UniformCost() units equal the paper's.
     """
 
     config: SimConfig
@@ -123,8 +122,7 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
         raise ValueError(f"m must hold ell - 1 = {config.ell - 1} values, got {len(m)}")
     elif any(not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in m):
         raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)!r:.200}")
-    engine = PPDSchedule if config.costs is None else CostsSchedule
-    schedule = engine(config, m, record_events=record_events).run()
+    schedule = Schedule(config, m, record_events=record_events).run()
     return SimResult(
         config=config,
         m=schedule.m,
@@ -132,7 +130,7 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
         latency_s=schedule.latency_s,
         makespan_s=schedule.makespan_s,
         busy_s=schedule.busy_s,
-        unit_s=config.cost.unit_seconds() if config.costs is None else config.costs.layer_s,
+        unit_s=schedule.costs.unit_s,
     )
 
 

@@ -7,10 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ppdmodel.validation import as_int
+import numpy as np
+
+from ppdmodel.validation import as_int, check_nonnegative
 
 MAX_DIMENSION = 2**40
 """Largest model dimension accepted (about 10^12): products of a few stay exact in float64."""
+TOKEN_ID_BYTES = 8
+"""Bytes of one candidate token id in a dispatch message: the real decoder sends its ids as
+int64 (``torch.long``) tensors (``measure.decode.comm``, ``measure.decode.dist``)."""
 
 
 @dataclass(frozen=True)
@@ -89,16 +94,15 @@ class ModelShape:
         """Bytes of one token's key and value entries in one layer."""
         return 2 * self.kv_width * self.dtype_bytes
 
-    def handoff_bytes(self, n_missing_tokens: int = 1, n_layers: int = 1) -> int:
+    def handoff_bytes(self, n_missing_tokens=1, n_layers=1):
         """Bytes of one hand-off: one hidden-state row plus the KV entries the receiver lacks.
 
         After an accepted early prediction the receiving process lacks the keys and values
         of ``n_missing_tokens`` tokens in the ``n_layers`` layers the sender ran for them.
+        Integers give an int; arrays (whole numbers) broadcast and give float64.
         """
-        n_missing_tokens = as_int(
-            "n_missing_tokens", n_missing_tokens, minimum=0, limit=MAX_DIMENSION
-        )
-        n_layers = as_int("n_layers", n_layers, minimum=0, limit=MAX_DIMENSION)
+        n_missing_tokens = _count("n_missing_tokens", n_missing_tokens)
+        n_layers = _count("n_layers", n_layers)
         hidden = self.hidden_size * self.dtype_bytes
         return hidden + n_missing_tokens * n_layers * self.kv_bytes_per_token_layer()
 
@@ -207,3 +211,13 @@ def _first(config: dict, *keys: str) -> int:
         if config.get(key) is not None:
             return int(config[key])
     raise ValueError(f"config: none of {list(keys)} found (not a decoder-only model config?)")
+
+
+def _count(name: str, value):
+    """A whole number in [0, MAX_DIMENSION]: a Python int, or a float64 array of them."""
+    if np.ndim(value) == 0:
+        return as_int(name, value, minimum=0, limit=MAX_DIMENSION)
+    arr = check_nonnegative(name, value)
+    if np.any(arr != np.floor(arr)) or np.any(arr > MAX_DIMENSION):
+        raise ValueError(f"{name} must hold whole numbers <= {MAX_DIMENSION}")
+    return arr

@@ -32,6 +32,13 @@ def test_shape_handoff_bytes():
     assert shape.handoff_bytes(1, 20) == 5120 * 2 + 20 * 2 * 5120 * 2
     gqa = sim.ModelShape.from_name("llama2-70b")
     assert gqa.kv_width == 8 * 128
+    # one definition, vectorised over layers (the planner's grids) and exact for integers
+    gaps = np.array([0, 1, 20, 40])
+    assert shape.handoff_bytes(1, gaps).tolist() == [shape.handoff_bytes(1, g) for g in gaps]
+    assert isinstance(shape.handoff_bytes(2, 3), int)
+    for bad in (-1, 2.5, np.array([1, -2]), np.array([0.5])):
+        with pytest.raises(ValueError, match="n_layers"):
+            shape.handoff_bytes(1, bad)
     with pytest.raises(ValueError, match="shape name"):
         sim.ModelShape.from_name("gpt-5")
     with pytest.raises(ValueError, match="hidden_size"):

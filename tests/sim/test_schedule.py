@@ -1,9 +1,11 @@
 """Exact schedules of small cases, derived by hand from Algorithm 2 and Figure 2."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import sim
+from sim.formats import LAYER_TIMES_COLUMNS
 
 # d=4, d_bar=2, k=1, ell=3 (D = d - d_bar = 2): token 1 takes 4; token t takes 2 after a
 # match (main resumes at layer 3, its prefix is empty) and 4 after a miss.
@@ -171,17 +173,21 @@ def test_link_adds_latency_plus_bytes_over_bandwidth():
     link = sim.Link("test", latency_s=0.5, bandwidth_bytes_per_s=16.0)
     assert link.transfer_time(40) == 0.5 + 40 / 16
     result = sim.simulate(small([1, 1], link=link, shape=shape))
-    # dispatch of 1 candidate id (4 bytes) = 0.75; hand-off (40 bytes) = 3.0, derived by hand
+    # dispatch of 1 candidate id (int64, 8 bytes) = 1.0, logged on the host row; hand-off
+    # (40 bytes) = 3.0, derived by hand
     assert result.records == [
         ("main", 0, 1, 1, 2, 0, 2, "prefix"),
+        ("sub1", -1, 2, 0, 0, 2, 3, "dispatch"),
         ("main", 0, 1, 3, 4, 2, 4, "suffix"),
-        ("sub1", 1, 2, 1, 2, 2.75, 4.75, "speculate"),
-        ("sub1", -1, 2, 2, 2, 4.75, 7.75, "handoff"),
-        ("main", 0, 2, 3, 4, 7.75, 9.75, "suffix"),
-        ("sub1", 1, 3, 1, 2, 8.5, 10.5, "speculate"),
-        ("sub1", -1, 3, 2, 2, 10.5, 13.5, "handoff"),
-        ("main", 0, 3, 3, 4, 13.5, 15.5, "suffix"),
-        ("sub1", 1, 4, 1, 2, 14.25, 16.25, "speculate"),
+        ("sub1", 1, 2, 1, 2, 3, 5, "speculate"),
+        ("sub1", -1, 2, 2, 2, 5, 8, "handoff"),
+        ("sub1", -1, 3, 0, 0, 8, 9, "dispatch"),
+        ("main", 0, 2, 3, 4, 8, 10, "suffix"),
+        ("sub1", 1, 3, 1, 2, 9, 11, "speculate"),
+        ("sub1", -1, 3, 2, 2, 11, 14, "handoff"),
+        ("sub1", -1, 4, 0, 0, 14, 15, "dispatch"),
+        ("main", 0, 3, 3, 4, 14, 16, "suffix"),
+        ("sub1", 1, 4, 1, 2, 15, 17, "speculate"),
     ]
     handoffs = result.events[result.events["kind"] == "handoff"]
     assert ((handoffs["end"] - handoffs["start"]) == link.transfer_time(40)).all()
@@ -232,3 +238,64 @@ def test_simulate_rejects_m_other_than_0_and_1(m):
     with pytest.raises(ValueError, match="m must hold only 0 and 1"):
         sim.simulate(small([0, 0]), m=m)
     assert sim.simulate(small([0, 0]), m=np.array([1, 0])).n_runs == 2
+
+
+def test_one_message_size_for_a_token_id():
+    # the real decoder sends candidate ids as int64 (measure.decode.dist); the simulator's
+    # dispatch and the planner's message both count that size
+    from sim.hardware_costs import dispatch_bytes
+    from sim.shape import TOKEN_ID_BYTES
+
+    assert TOKEN_ID_BYTES == np.dtype(np.int64).itemsize
+    shape = sim.ModelShape(4, 4, 2, 2, 8, 16, dtype_bytes=2, context_len=0)
+    assert dispatch_bytes(shape, 3, 0, "main") == 3 * TOKEN_ID_BYTES
+    link = sim.Link("test", latency_s=0.5, bandwidth_bytes_per_s=16.0)
+    config = sim.SimConfig(d=4, d_bar=2, k=3, ell=2, matches=sim.Replay([0]), link=link,
+                           shape=shape, n_gpus=2)  # fmt: skip
+    dispatch = sim.simulate(config).events.query("kind == 'dispatch'")
+    assert ((dispatch["end"] - dispatch["start"]) == link.transfer_time(3 * 8)).all()
+
+
+def _processes_records(config, m):
+    """The records of the general path (SimPy processes), bypassing the fast path."""
+    from sim.schedule import Schedule
+
+    schedule = Schedule(config, m)
+    schedule._start_processes()
+    schedule.env.run()
+    return schedule
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_path_equals_the_processes(seed):
+    """Uneven measured layers, heads, a link and overheads on dedicated GPUs: the per-token
+    arithmetic gives the same events as the SimPy processes."""
+    rng = np.random.default_rng(seed)
+    for _ in range(15):
+        d = int(rng.integers(2, 12))
+        d_bar, k = int(rng.integers((d + 1) // 2, d)), int(rng.integers(1, 6))
+        rows = [("layer", i, b, float(rng.uniform(0.5, 2)), 0.0, 1)
+                for i in range(d) for b in (1, 2, 3)]  # fmt: skip
+        rows += [("embed", -1, 1, 0.25, 0.0, 1), ("head", -1, 1, float(rng.uniform(0, 3)), 0.0, 1)]
+        cost = sim.MeasuredCost(pd.DataFrame(rows, columns=list(LAYER_TIMES_COLUMNS)))
+        ell = int(rng.integers(1, 12))
+        m = rng.integers(0, 2, ell - 1)
+        config = sim.SimConfig(
+            d=d, d_bar=d_bar, k=k, ell=ell, matches=sim.Replay(m), cost=cost,
+            n_gpus=int(rng.integers(2, k + 2)), link=sim.Link("l", 0.1, 8.0),
+            shape=sim.ModelShape(4, d, 2, 2, 8, 16), per_token_overhead_s=0.125,
+            per_handoff_overhead_s=float(rng.choice([0.0, 0.5])),
+        )  # fmt: skip
+        fast = sim.simulate(config)
+        slow = _processes_records(config, m)
+        assert sorted(fast.raw_records) == sorted(slow.records)
+        assert fast.latency_s == slow.latency_s
+        assert fast.busy_s == pytest.approx(slow.busy_s)
+
+
+def test_greedy_on_one_gpu_with_per_layer_events():
+    # ppd simulate's greedy baseline of --gpus 1 --per-layer-events raised AttributeError
+    config = sim.SimConfig(d=4, d_bar=2, k=5, ell=3, n_gpus=1, per_layer_events=True,
+                           schedule="greedy")  # fmt: skip
+    result = sim.simulate(config)
+    assert result.latency_units == 12 and len(result.records) == 12
