@@ -299,3 +299,23 @@ def test_greedy_on_one_gpu_with_per_layer_events():
                            schedule="greedy")  # fmt: skip
     result = sim.simulate(config)
     assert result.latency_units == 12 and len(result.records) == 12
+
+
+def test_both_cost_sources_build_the_one_engines_input():
+    from ppdmodel import DecodeCosts
+    from sim.step_costs import step_costs
+
+    unit = step_costs(sim.SimConfig(d=6, d_bar=3, k=2, ell=4, n_gpus=2))
+    seconds = step_costs(sim.SimConfig(d=6, d_bar=3, k=2, ell=4, costs=DecodeCosts.unit()))
+    assert unit.main_layer_s == seconds.main_layer_s == (1.0,) * 6
+    assert unit.groups == seconds.groups  # one batch "sub1+sub2" on GPU 1, layers 1..3
+    assert (unit.abandon_rejected, seconds.abandon_rejected) == (False, True)
+    roofline = sim.RooflineCost(sim.ModelShape.from_name("llama2-7b"),
+                                sim.GPUSpec.from_name("a100-80gb"))  # fmt: skip
+    priced = step_costs(sim.SimConfig(d=32, d_bar=16, k=3, ell=4, cost=roofline, n_gpus=3))
+    assert priced.main_layer_s[0] == roofline.block_seconds(1, 1, 1)
+    assert [(g.label, g.gpu, g.layer_s[0]) for g in priced.groups] == [
+        ("sub1+sub3", 1, roofline.block_seconds(1, 1, 2)),
+        ("sub2", 2, roofline.block_seconds(1, 1, 1)),
+    ]
+    assert priced.early_head_s == priced.final_head_s == roofline.head_seconds(1) > 0
