@@ -310,7 +310,7 @@ def plot_block_times(validation, path):
         ax.set_title(block, fontsize=8)
     for ax in axes[len(blocks) :]:
         ax.set_visible(False)
-    names = [m.replace("ppd ", "").replace("d_bar=", "") for m in methods]
+    names = [m.replace("ppd ", "") for m in methods]
     for ax in axes[::cols]:
         ax.set_yticks([y[m] for m in methods], names, fontsize=7)
     fig.suptitle(
@@ -318,7 +318,8 @@ def plot_block_times(validation, path):
         "vs the profile's price (tick; bar: 95 % interval over its cost replicates)",
         fontsize=10,
     )
-    fig.legend(handles=_block_key(), loc="outside lower center", fontsize=8, ncols=4)
+    key = _block_key(dict.fromkeys(table["backend"]))
+    fig.legend(handles=key, loc="outside lower center", fontsize=8, ncols=len(key))
     fig.savefig(path, dpi=110)
     return fig
 
@@ -345,12 +346,12 @@ def _block_panel(ax, rows: pd.DataFrame, y: dict) -> None:
     ax.grid(axis="x", linewidth=0.3)
 
 
-def _block_key() -> list:
-    """One legend for every panel of layer_times.png."""
+def _block_key(backends) -> list:
+    """One legend for every panel of layer_times.png (measured dots of ``backends``)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     dots = [Line2D([], [], marker="o", linestyle="", color=c, label=f"measured in the runs, {b}")
-            for b, c in BACKEND_COLORS.items()]  # fmt: skip
+            for b, c in BACKEND_COLORS.items() if b in backends]  # fmt: skip
     return [*dots, Line2D([], [], marker="|", linestyle="", color="black", label="profile's price"),
             Patch(color="0.8", label="price's 95 % interval (cost replicates)")]  # fmt: skip
