@@ -15,7 +15,7 @@
 # 4. the figure: p (accepted predictions per predictable token), the measured speed-up with
 #    its range over the rounds' quartiles, the predicted one with its 95 % interval (the
 #    profile's cost replicates) and whether the measured median fell inside it.
-# About 25 minutes on 2 idle CPU cores (most of it the head). Outputs under OUT.
+# Outputs under OUT (head/, heldout.jsonl, validate/, validate.log).
 # A smoke run on a tiny model: MODEL=DIR LAYER=2 EPOCHS=1 NEW_TOKENS=8 HELDOUT="164 244" \
 #   TRAIN_LIMIT=4 REPEATS=1 PROFILE_REPEATS=2 bash benchmarks/readme_headline.sh
 set -euo pipefail
