@@ -72,7 +72,8 @@ def register(subparsers) -> None:
         "relative error, a waterfall from Theorem 4.1 to the prediction and a verdict per "
         "configuration, and which block of a pass departs most from the profile in the runs. "
         "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
-        "predicted_vs_measured.png and layer_times.png. --early-exit L --draft-tokens G adds "
+        "predicted_vs_measured.png and layer_times.png (each block's time in the runs beside "
+        "the profile's price). --early-exit L --draft-tokens G adds "
         "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
         "rounds, predicted from the profile and the layer-L match sequences. --free L_S "
         "--threshold X|auto adds FREE (approximate: quality against greedy is reported), "
@@ -407,7 +408,12 @@ def _validate(args) -> int:
     import torch
 
     from measure.eval.free_eval import free_table
-    from measure.eval.plots import plot_predicted_vs_measured, plot_waterfalls
+    from measure.eval.plots import (
+        block_times,
+        plot_block_times,
+        plot_predicted_vs_measured,
+        plot_waterfalls,
+    )
     from measure.eval.repeat import PPDConfig
     from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
     from measure.eval.validate import validate
@@ -464,7 +470,10 @@ def _validate(args) -> int:
     write_traces(out / "traces.jsonl", traces)
     plot_waterfalls(result, out / "waterfall.png")
     plot_predicted_vs_measured(result, out / "predicted_vs_measured.png")
-    plot_layer_times(profile, out / "layer_times.png")
+    if block_times(result).empty:  # no block timed in the runs: the profile's layers alone
+        plot_layer_times(profile, out / "layer_times.png")
+    else:
+        plot_block_times(result, out / "layer_times.png")
     summary = result.summary()
     print(
         f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "

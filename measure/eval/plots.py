@@ -1,5 +1,6 @@
-"""Figures of ``ppd validate``: a waterfall per configuration, predicted vs measured, and the
-stacked latency breakdown of greedy beside every configuration."""
+"""Figures of ``ppd validate``: a waterfall per configuration, predicted vs measured, each
+block's time in the runs beside the profile's price, and the stacked latency breakdown of
+greedy beside every configuration."""
 
 from __future__ import annotations
 
@@ -8,33 +9,52 @@ import math
 import numpy as np
 import pandas as pd
 
+from measure.eval.plot_labels import repel_labels
+from measure.eval.terms import price_intervals
 from measure.eval.verdict import TERM_LABELS
 
-LABEL_OFFSETS = ((6, 8), (6, -14), (-40, 10), (-40, -16))
-"""Point-label offsets (points) of predicted_vs_measured.png, cycled over the rows."""
+WATERFALL_COLUMNS = 4
+"""Panels per row of waterfall.png."""
 MIN_SHOWN_SHARE = 0.002
 """Waterfall terms smaller than this share of the total are left out of the figure."""
 
 
-def plot_waterfalls(validation, path) -> None:
+def plot_waterfalls(validation, path):
     """Per configuration: Theorem 4.1's ideal, each cost term stacked on top, the prediction
-    and, beside it, the measured median per token with its IQR (ms per token, PNG)."""
+    and, beside it, the measured median per token with its IQR (ms per token, PNG). Returns
+    the Figure; constrained layout keeps the title above the panels' titles."""
     from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
 
     results = validation.results
-    cols = min(3, len(results))
+    cols = min(WATERFALL_COLUMNS, len(results))
     rows = math.ceil(len(results) / cols)
-    fig = Figure(figsize=(4.6 * cols, 3.6 * rows))
+    fig = Figure(figsize=(max(4.6 * cols, 7.5), 3.6 * rows + 0.9), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
     for ax, result in zip(axes, results, strict=False):
         _waterfall(ax, result)
     for ax in axes[len(results) :]:
         ax.set_visible(False)
     fig.suptitle(
-        "where PPD's time per token goes: predicted from the profile vs measured", fontsize=10
+        "where PPD's time per token goes: predicted from the profile vs measured", fontsize=11
     )
-    fig.tight_layout()
+    fig.legend(handles=_waterfall_key(), loc="outside lower center", fontsize=8,
+               ncols=5 if cols > 2 else 2)  # fmt: skip
     fig.savefig(path, dpi=110)
+    return fig
+
+
+def _waterfall_key() -> list:
+    """One legend for every panel of waterfall.png."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    return [
+        Patch(color="tab:blue", label="cost term (predicted, stacked)"),
+        Patch(color="tab:purple", label="negative term (predicted)"),
+        Patch(color="tab:green", label="predicted total"),
+        Patch(color="tab:orange", label="measured median (IQR bar)"),
+        Line2D([], [], color="grey", linestyle="--", linewidth=1, label="greedy, measured"),
+    ]
 
 
 def _waterfall(ax, result) -> None:
@@ -68,38 +88,51 @@ def _waterfall(ax, result) -> None:
     ax.axhline(greedy, color="grey", linestyle="--", linewidth=1, label="greedy, measured")
     top = max(peak * scale, total * scale, meas.q3 / tokens * scale, greedy)
     ax.set_ylim(0, 1.08 * top)
-    ax.set_xticks(
-        np.arange(len(labels) + 2), [*labels, "predicted", "measured"], rotation=60, fontsize=7
-    )
+    ax.set_xticks(np.arange(len(labels) + 2), [*labels, "predicted", "measured (IQR)"],
+                  rotation=55, ha="right", rotation_mode="anchor", fontsize=7)  # fmt: skip
     ax.set_ylabel("ms per token")
     c = result.config
     ax.set_title(
         f"d_bar={c.d_bar} k={c.k} {c.early_head} {c.backend}: error {100 * result.rel_err:+.1f} %",
         fontsize=8,
     )
-    ax.legend(fontsize=7, loc="lower right")
 
 
 def _point_name(row) -> str:
-    """'greedy', 'd_bar/k/head/backend' for PPD, 'EE L/g' for early exit or 'FREE L_s/threshold'."""
+    """'greedy, single' (its prices' backend), 'd_bar k head backend' for PPD, 'EE L/g' for
+    early exit or 'FREE L_s/threshold'."""
     if row["method"] == "greedy":
-        return "greedy"
+        return f"greedy, {row['backend']}"
     if row.get("threshold") is not None and row.get("threshold") == row.get("threshold"):
         return f"FREE {int(row['exit_layer'])}/{row['threshold']:.3g}"
     if row.get("exit_layer") is not None and row.get("exit_layer") == row.get("exit_layer"):
         return f"EE {int(row['exit_layer'])}/{int(row['draft_tokens'])}"
-    return f"{int(row['d_bar'])}/{int(row['k'])}/{row['early_head'][0]}/{row['backend'][0]}"
+    return f"{int(row['d_bar'])} {int(row['k'])} {row['early_head'][:4]} {row['backend']}"
 
 
-def plot_predicted_vs_measured(validation, path) -> None:
+def point_table(table: pd.DataFrame) -> list[str]:
+    """The key of predicted_vs_measured.png: one line per numbered point (monospace)."""
+    lines = [f"{'#':>3} {'method':<19} {'measured':>8} {'predicted':>9} {'error':>7}"]
+    for i, (_, row) in enumerate(table.iterrows(), start=1):
+        lines.append(f"{i:>3} {_point_name(row):<19.19} {row['measured_s']:>8.3g} "
+                     f"{row['predicted_s']:>9.3g} {100 * row['rel_err']:>+6.1f}%")  # fmt: skip
+    return lines
+
+
+def plot_predicted_vs_measured(validation, path):
     """Predicted (closed form and simulator; for early exit the step accounting and the
     i.i.d. closed form) against the measured median, with the IQR as error bars; the
-    diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG)."""
+    diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG). Points are numbered
+    (labels pushed apart, ``measure.eval.plot_labels``) and keyed in a table beside the plot.
+    Returns the Figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     table = validation.table
-    fig = Figure(figsize=(6.2, 5.2))
-    ax = fig.subplots()
+    key = point_table(table)
+    height = max(5.2, 1.0 + 0.17 * len(key))  # the scatter grows with the points it holds
+    fig = Figure(figsize=(height + 4.4, height), layout="constrained")
+    ax, side = fig.subplots(1, 2, width_ratios=[height - 0.6, 4.4])
     measured = table["measured_s"].to_numpy()
     xerr = np.stack(
         [measured - table["measured_q1_s"].to_numpy(), table["measured_q3_s"].to_numpy() - measured]
@@ -108,8 +141,8 @@ def plot_predicted_vs_measured(validation, path) -> None:
              else pd.Series(False, index=table.index)).to_numpy(dtype=bool)  # fmt: skip
     ppd = ~early
     ax.errorbar(measured[ppd], table["predicted_s"][ppd], xerr=xerr[:, ppd], fmt="o", capsize=3,
-                label="closed form")  # fmt: skip
-    ax.plot(measured[ppd], table["simulated_s"][ppd], "x", color="tab:red", markersize=9,
+                markersize=4, label="closed form")  # fmt: skip
+    ax.plot(measured[ppd], table["simulated_s"][ppd], "x", color="tab:red", markersize=7,
             label="simulator")  # fmt: skip
     if early.any():
         ax.errorbar(
@@ -123,13 +156,9 @@ def plot_predicted_vs_measured(validation, path) -> None:
         )
         ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
                 label="early exit: i.i.d. closed form")  # fmt: skip
-    for i, (_, row) in enumerate(table.iterrows()):  # cycling offsets keep close points legible
-        ax.annotate(_point_name(row), (row["measured_s"], row["predicted_s"]), fontsize=6,
-                    xytext=LABEL_OFFSETS[i % len(LABEL_OFFSETS)], textcoords="offset points",
-                    arrowprops=dict(arrowstyle="-", linewidth=0.4, color="grey"))  # fmt: skip
     shown = pd.concat([table["predicted_s"], table.get("iid_s", pd.Series(dtype=float))])
-    low = 0.8 * min(measured.min(), shown.min())
-    high = 1.2 * max(measured.max(), shown.max())
+    low = 0.85 * min(measured.min(), shown.min())
+    high = 1.15 * max(measured.max(), shown.max())
     line = np.array([low, high])
     ax.plot(line, line, color="black", linewidth=1)
     for band, alpha in ((0.05, 0.25), (0.15, 0.1)):
@@ -139,14 +168,23 @@ def plot_predicted_vs_measured(validation, path) -> None:
     ax.set_ylim(low, high)
     ax.set_xlabel("measured decode seconds (median over rounds, IQR bars)")
     ax.set_ylabel("predicted decode seconds (profile, nothing fitted)")
-    ax.set_title(
-        "labels: d_bar/k/early head (m|c)/backend (s|d); EE L/g: HF early exit, after the "
-        "first step",
-        fontsize=7,
-    )
+    ax.set_title("predicted vs measured: numbered points, keyed on the right", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    labels = [
+        ax.annotate(str(i), (m, pr), fontsize=7, textcoords="offset points", xytext=(0, 0),
+                    arrowprops=dict(arrowstyle="-", linewidth=0.6, color="0.35", shrinkA=0,
+                                    shrinkB=2))
+        for i, (m, pr) in enumerate(zip(measured, table["predicted_s"], strict=True), start=1)
+    ]  # fmt: skip
+    side.set_axis_off()
+    side.text(0.0, 1.0, "\n".join(key), family="monospace", fontsize=7, va="top",
+              transform=side.transAxes)  # fmt: skip
+    side.set_title("d_bar k early-head backend; seconds over all prompts", fontsize=8, loc="left")
+    canvas = FigureCanvasAgg(fig)  # the renderer measures the labels' boxes
+    canvas.draw()  # fixes the layout, so the labels are placed where they will be drawn
+    repel_labels(ax, labels, canvas.get_renderer())
     fig.savefig(path, dpi=120)
+    return fig
 
 
 BREAKDOWN_PARTS = tuple(TERM_LABELS)
@@ -226,3 +264,94 @@ def plot_latency_breakdown(validation, *, title: str | None = None):
                  "ms added by PPD", fontsize=9)  # fmt: skip
     fig.legend(fontsize=7, loc="outside right upper")
     return fig
+
+
+BACKEND_COLORS = {"single": "tab:blue", "dist": "tab:orange"}
+"""Marker colour of each backend in layer_times.png."""
+
+
+def block_times(validation) -> pd.DataFrame:
+    """The term check of every configuration (``measure.eval.terms``) with the price's 95 %
+    interval over the profile's cost replicates (``price_low_s``, ``price_high_s``; NaN for
+    a profile without samples), configurations grouped by backend."""
+    frames = []
+    for r in sorted(validation.results, key=lambda r: r.config.backend != "single"):
+        if r.terms is None or r.terms.empty:
+            continue
+        bands = price_intervals(validation.profile, r.config)
+        frame = r.terms.assign(method=r.config.label, backend=r.config.backend)
+        frame["price_low_s"] = [bands[b].low if b in bands else np.nan for b in frame["block"]]
+        frame["price_high_s"] = [bands[b].high if b in bands else np.nan for b in frame["block"]]
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def plot_block_times(validation, path):
+    """layer_times.png of a validation: per block of a pass (one panel each), every
+    configuration's median time inside the judged runs (dot, coloured by backend; measured /
+    price written beside) against the profile's price (bar: its 95 % interval over the cost
+    replicates, tick: the price). Returns the Figure; ValueError without any timed block."""
+    from matplotlib.figure import Figure
+
+    table = block_times(validation)
+    if table.empty:
+        raise ValueError("validation has no block timed in its runs (no term check)")
+    methods = list(dict.fromkeys(table["method"]))
+    place = table.assign(at=table.groupby("method").cumcount()).groupby("block")["at"].mean()
+    blocks = list(place.sort_values(kind="stable").index)  # in the order of a pass
+    cols = min(5, len(blocks))
+    rows = math.ceil(len(blocks) / cols)
+    height = 0.6 + 0.2 * len(methods)
+    fig = Figure(figsize=(2.6 * cols + 2.2, height * rows + 1.0), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True)).ravel()
+    y = {m: len(methods) - 1 - i for i, m in enumerate(methods)}  # first method on top
+    for ax, block in zip(axes, blocks, strict=False):
+        _block_panel(ax, table[table["block"] == block], y)
+        ax.set_title(block, fontsize=8)
+    for ax in axes[len(blocks) :]:
+        ax.set_visible(False)
+    names = [m.replace("ppd ", "") for m in methods]
+    for ax in axes[::cols]:
+        ax.set_yticks([y[m] for m in methods], names, fontsize=7)
+    fig.suptitle(
+        f"{validation.profile.model_name}: each block's median time inside the judged runs (dot) "
+        "vs the profile's price (tick; bar: 95 % interval over its cost replicates)",
+        fontsize=10,
+    )
+    key = _block_key(dict.fromkeys(table["backend"]))
+    fig.legend(handles=key, loc="outside lower center", fontsize=8, ncols=len(key))
+    fig.savefig(path, dpi=110)
+    return fig
+
+
+def _block_panel(ax, rows: pd.DataFrame, y: dict) -> None:
+    """One block: price (tick, interval bar) and measured median (dot) per configuration."""
+    ys = rows["method"].map(y).to_numpy()
+    price = rows["price_s"].to_numpy() * 1e3
+    measured = rows["measured_median_s"].to_numpy() * 1e3
+    low = rows["price_low_s"].fillna(rows["price_s"]).to_numpy() * 1e3
+    high = rows["price_high_s"].fillna(rows["price_s"]).to_numpy() * 1e3
+    ax.barh(ys, high - low, left=low, height=0.6, color="0.8")
+    ax.plot(price, ys, "|", color="black", markersize=8)
+    colors = [BACKEND_COLORS.get(b, "tab:grey") for b in rows["backend"]]
+    ax.scatter(measured, ys, s=14, c=colors, zorder=3)
+    right = 1.3 * max(np.nanmax(measured), np.nanmax(high))
+    for yi, ratio in zip(ys, rows["ratio"], strict=True):
+        if ratio == ratio:  # NaN for a zero price
+            ax.text(right, yi, f"x{ratio:.2f}", fontsize=6, ha="right", va="center")
+    ax.set_xlim(0, right)
+    ax.set_ylim(-0.7, max(y.values()) + 0.7)
+    ax.set_xlabel("ms", fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.grid(axis="x", linewidth=0.3)
+
+
+def _block_key(backends) -> list:
+    """One legend for every panel of layer_times.png (measured dots of ``backends``)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    dots = [Line2D([], [], marker="o", linestyle="", color=c, label=f"measured in the runs, {b}")
+            for b, c in BACKEND_COLORS.items() if b in backends]  # fmt: skip
+    return [*dots, Line2D([], [], marker="|", linestyle="", color="black", label="profile's price"),
+            Patch(color="0.8", label="price's 95 % interval (cost replicates)")]  # fmt: skip

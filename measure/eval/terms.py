@@ -33,6 +33,7 @@ import pandas as pd
 from measure.eval.repeat import PPDConfig
 from measure.profile.host import host_seconds
 from ppdmodel.cost_profile import CostProfile
+from ppdmodel.intervals import Interval, interval_of
 
 TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_s_per_token")
 
@@ -80,6 +81,25 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     host = [s for r in runs for s in host_seconds(r, config.backend)]
     rows.append(_row("host per token", host, costs.host_s, tokens))
     return pd.DataFrame([r for r in rows if r["count"]], columns=list(TERM_COLUMNS))
+
+
+def block_prices(profile: CostProfile, config: PPDConfig, costs=None) -> dict[str, float]:
+    """Each block's price in seconds (the table above) under ``config``, from ``costs``
+    (DecodeCosts; default: the profile's own for the configuration's backend)."""
+    costs = costs or profile.costs(config.backend, d_bar=config.d_bar)
+    prices = {name: float(price) for name, _, price in _blocks(config, profile.d, costs)}
+    prices["host per token"] = float(costs.host_s)
+    return prices
+
+
+def price_intervals(profile: CostProfile, config: PPDConfig) -> dict[str, Interval]:
+    """Each block's price over the profile's cost replicates (``ppdmodel.intervals``' 95 %
+    interval); empty for a profile that kept no timed samples."""
+    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar)
+    prices = [block_prices(profile, config, costs) for costs in replicates]
+    if not prices:
+        return {}
+    return {name: interval_of([p[name] for p in prices]) for name in prices[0]}
 
 
 def _row(name: str, seconds: list[float], price: float, tokens: int) -> dict:
