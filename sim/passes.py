@@ -2,8 +2,8 @@
 
 A pass over token t starts at layer 1 (embedding first) or, after an accepted hand-off, at
 layer d - d_bar + 1; it runs up to d_bar, the early head, then layers d_bar + 1..d and the
-final head (layers 1-based, as ``sim.cost``). The simulator's fast engine and the calibration
-of real runs (``measure.eval.calibrate``) both take their pass times from here; the closed form
+final head (layers 1-based, as ``sim.cost``). The simulator's fast engine takes its pass
+times from here; the closed form
 in seconds has its own per-pass schedule under uniform layer costs (``ppdmodel.passes``).
 """
 
