@@ -33,8 +33,8 @@ from measure.match.config import make_config
 from measure.match.rate import measure_prompt
 from measure.profile.stats import Spread
 from ppdmodel.alternatives import early_exit_step_seconds, speculative_seconds_per_token
-from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import CostProfile
+from ppdmodel.defaults import default_d_bar
 from ppdmodel.early_exit import EarlyExitCosts, early_exit_trace_seconds
 
 

@@ -46,7 +46,6 @@ from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
 from measure.profile.replicates import cost_replicates
 from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
-from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import (
     PROFILE_FORMAT,
     PROFILE_VERSION,
@@ -54,6 +53,7 @@ from ppdmodel.cost_profile import (
     parse_cost_profile,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, link_seconds
+from ppdmodel.defaults import default_d_bar
 
 BACKENDS = ("single", "dist")
 """Backends a profile can describe (``measure.decode.backends.BACKENDS``)."""
