@@ -246,9 +246,8 @@ def _load(args):
 
     check_world_size(args)  # before the model loads
 
-    from measure.decode.checks import check_context
+    from measure.checks import check_context, eos_token_ids
     from measure.hf.loading import load_model
-    from measure.match.rate import eos_token_ids
     from measure.train.head_io import load_head
 
     if args.prompt:

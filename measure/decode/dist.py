@@ -68,9 +68,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from measure.clock import Clock
 from measure.decode.comm import Comm, PendingRecv
 from measure.hf.kv_ops import append_entries, last_entries, pack, share_prefix, unpack
-from measure.profile.clock import Clock
 
 PROMPT, CANDS, VERDICT, END, PING, STOP, HIDDEN = 1, 2, 3, 4, 5, 6, 7
 KIND_CODES = {"layers": 0, "handoff": 1, "head": 2, "abandoned": 3}

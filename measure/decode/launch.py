@@ -18,7 +18,8 @@ import torch
 import torch.distributed as dist
 from transformers import AutoConfig
 
-from measure.decode.checks import (
+from measure import clock as clocks
+from measure.checks import (
     as_prompt_ids,
     check_context,
     check_head_layer,
@@ -49,7 +50,6 @@ from measure.decode.results import build_result, handoff_nbytes
 from measure.decode.sampling import GREEDY, Decoding, next_token_rule
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.loading import load_causal_lm, resolve_model_dir
-from measure.profile import clock as clocks
 from measure.train.head_io import head_name, load_head
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
 from sim.formats import write_traces
@@ -131,7 +131,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
             ids.to(lsm.device),
             decoding,
             max_new_tokens=task.max_new_tokens,
-            eos=eos_set(task.eos_token_id),
+            eos=task.eos_token_id,
             seed=task.seeds[i] if task.seeds else None,
             generator=generator,
         )

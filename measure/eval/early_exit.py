@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from measure.decode.checks import as_prompt_ids, eos_set
+from measure.checks import as_prompt_ids, eos_set
 from measure.eval.hf_early_exit import BACKEND, EarlyExitConfig, HFBookkeeping
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import make_config

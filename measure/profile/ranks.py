@@ -24,9 +24,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from measure import clock as clocks
 from measure.decode.dist import free_port
 from measure.hf.loading import load_causal_lm
-from measure.profile import clock as clocks
 from measure.profile.probes import DecodeProbe
 
 PHASES = ("alone0", "alone1", "both")

@@ -14,8 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from measure.checks import check_context, context_length  # noqa: E402
 from measure.decode.backends import ppd_generate, ppd_many  # noqa: E402
-from measure.decode.checks import check_context, context_length  # noqa: E402
 from measure.decode.greedy import greedy_generate  # noqa: E402
 from measure.decode.launch import ppd_dist_many  # noqa: E402
 from measure.eval.report import table3  # noqa: E402
