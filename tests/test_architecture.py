@@ -13,8 +13,9 @@ PACKAGES = ("ppdmodel", "sim", "measure")
 LAYER = {"ppdmodel": 0, "sim": 1, "measure": 2}
 """A package may import only packages of a lower or equal layer."""
 MEASURE_LAYERS = {
-    # ground floor: loading and model surgery, versions, prompts, the one clock, the checks
+    # ground floor: loading and model surgery, versions, prompts, the one clock, the checks,
     "hf": 0, "versions": 0, "chat": 0, "datasets": 0, "degenerate": 0, "clock": 0, "checks": 0,
+    "lifeline": 0,  # spawn and watch ranks tied to this process
     "train": 1,  # trained heads (on hf)
     "decode": 2,  # the PPD decoder and its launcher (loads trained heads)
     "match": 3,  # match rates (main's token rule of decode.sampling)
