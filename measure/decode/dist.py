@@ -58,7 +58,7 @@ Failures: a rank that raises reports its traceback; a rank that hangs trips the 
 group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress); a rank
 that dies is found by its exit code or signal. The parent then kills every rank and raises
 ``DistRunError``, one line naming the rank that failed first. Ranks never outlive the parent:
-each dies with it (``measure.decode.lifeline``).
+each dies with it (``measure.lifeline``).
 """
 
 from __future__ import annotations
