@@ -20,6 +20,8 @@ import time
 import numpy as np
 import torch
 
+from ppdmodel.defaults import default_d_bar
+
 
 def random_llama(layers: int, hidden: int, vocab: int, seed: int = 0):
     """A random Llama of about the offline reference model's depth (fp32, eval)."""
@@ -69,7 +71,7 @@ def bench_cpu(model, model_dir, prompts, args) -> None:
 
     torch.set_num_threads(1)
     d = model.config.num_hidden_layers
-    d_bar = args.d_bar or (d + 1) // 2
+    d_bar = args.d_bar or default_d_bar(d)
     context = round(np.mean([len(p) for p in prompts]) + args.max_new_tokens / 2)
     start = time.perf_counter()
     profile = measure_profile(
@@ -110,7 +112,7 @@ def bench_gpu(model, prompts, args) -> None:
 
     model = model.to("cuda")
     d = model.config.num_hidden_layers
-    d_bar = args.d_bar or (d + 1) // 2
+    d_bar = args.d_bar or default_d_bar(d)
     greedy_generate(model, prompts[0], max_new_tokens=4)
     ppd_single(model, prompts[0], d_bar=d_bar, k=1, max_new_tokens=4)
     g_s, r_s, exact, ms = [], [], True, []

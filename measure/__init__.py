@@ -46,7 +46,6 @@ _EXPORTS = {
     "PPDResult": "measure.decode.results",
     "greedy_generate": "measure.decode.greedy",
     "table3": "measure.eval.report",
-    "validate_results": "measure.eval.validate",
     "free_generate": "measure.free.decode",
     "FreeResult": "measure.free.decode",
     "AdaptiveThreshold": "measure.free.threshold",

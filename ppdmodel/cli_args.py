@@ -15,21 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-DEFAULT_D = 40
-"""Decoder layers when none are given: Vicuna-13B, the model behind the paper's tables."""
+from ppdmodel.defaults import DEFAULT_D, default_d_bar  # noqa: F401 (re-exported for the CLI modules)
 
 MAX_INT = 2**53
 """Largest integer an option takes: every integer up to it is exact in float64, so the closed
 form, the simulator and numpy's int64 arrays all hold it without overflow."""
-
-
-def default_d_bar(d: int) -> int:
-    """The early-prediction layer when none is given: the smallest integer layer >= d/2.
-
-    d/2 is the paper's setting (Eq. 3, 5, 6); for odd d it is not a layer, so every command
-    rounds it up, the nearest layer inside Theorem 4.1's domain d/2 <= d_bar < d.
-    """
-    return (int(d) + 1) // 2
 
 
 def _int_in(text: str, low: int) -> int:

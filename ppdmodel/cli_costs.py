@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from pathlib import Path
 
 import numpy as np
 
 from ppdmodel.cli_args import existing_file, nonnegative_float, positive_float, positive_int
-from ppdmodel.cost_profile import parse_cost_profile
+from ppdmodel.cost_profile import read_cost_profile
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts
 from ppdmodel.intervals import prediction_interval
 from ppdmodel.seconds import break_even_p, expected_latency_seconds, greedy_latency_seconds
@@ -104,14 +102,7 @@ class CostTerms:
         }
         self.profile = None
         if args.costs is not None:
-            path = Path(args.costs)
-            if not path.is_file():
-                raise FileNotFoundError(f"--costs: profile file not found: {path}")
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"--costs: {path} is not JSON: {exc}") from None
-            self.profile = parse_cost_profile(data)
+            self.profile = read_cost_profile(args.costs)
             bad = [d for d in args.d or [] if d != self.profile.d]
             if bad:
                 raise ValueError(

@@ -2,7 +2,9 @@
 
 The one definition of the profile's layout and of its checks, shared by every reader (the
 closed form's ``ppd latency --costs``, ``measure.profile.load_profile`` for the simulator and
-``ppd validate``). Pure parsing: callers read the file and pass the decoded JSON object here.
+``ppd validate``, the planner's ``sim.hardware_costs.load_profile``). ``parse_cost_profile``
+checks a decoded JSON object; ``read_cost_profile`` reads a file with one set of errors (the
+file's only I/O in ``ppdmodel``: every reader of a profile file goes through it).
 
 Layout (``PROFILE_FORMAT``, version ``PROFILE_VERSION``)::
 
@@ -34,10 +36,13 @@ and ``warnings`` are carried along for reports.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from numbers import Real
+from pathlib import Path
 
 from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.validation import check_d_bar, check_positive_int, is_finite
@@ -283,3 +288,29 @@ def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
         raise ValueError("cost profile: backends must name at least one backend")
     parsed = {str(key): _backend(str(key), entry) for key, entry in backends.items()}
     return CostProfile(model_name=str(name), d=depth, backends=parsed, data=data)
+
+
+def read_profile_data(path) -> dict:
+    """The JSON object in a profile file; ValueError naming the file when it is missing,
+    unreadable, not JSON or not an object (no layout checks: ``parse_cost_profile``)."""
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise ValueError(f"path must be a profile file path, got {path!r:.60}")
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"cost profile file not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cost profile file {path} is not JSON: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"cost profile file {path} cannot be read: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ValueError(f"cost profile file {path} must hold a JSON object, got {kind}")
+    return data
+
+
+def read_cost_profile(path, d: int | None = None) -> CostProfile:
+    """Read and check a profile file (``read_profile_data``, then ``parse_cost_profile``);
+    ValueError naming the file or the bad field, or, given ``d``, a profile of another depth."""
+    return parse_cost_profile(read_profile_data(path), d=d)

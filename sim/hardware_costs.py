@@ -21,7 +21,6 @@ Two sources play the role ``HardwareModel`` declares:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -31,7 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ppdmodel.alternatives import ring_allreduce_seconds
-from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
+from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile, read_profile_data
 from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.validation import as_int, check_instance, check_nonnegative, check_positive_int
 from sim.cost import RooflineCost
@@ -370,20 +369,6 @@ def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
     )
 
 
-def _read_json(path) -> dict:
-    """The JSON object in ``path``; ValueError naming the file otherwise."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"profile: no such file {str(path)!r}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"profile: {path} is not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"profile: {path} must hold a JSON object")
-    return data
-
-
 def profile_model(path: str | Path, *, context_len: int | None = None) -> tuple[ModelShape, str]:
     """The shape of the model a cost profile was measured on, and its name.
 
@@ -392,7 +377,7 @@ def profile_model(path: str | Path, *, context_len: int | None = None) -> tuple[
     ValueError otherwise (give the shape or config yourself). ``context_len``: None takes
     the profile's ``model.context_tokens``.
     """
-    model = _read_json(path).get("model")
+    model = read_profile_data(path).get("model")
     if not isinstance(model, dict):
         raise ValueError(f"profile {str(path)!r} names no model: give --shape or --config")
     name = str(model.get("name", ""))
@@ -423,7 +408,7 @@ def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
     be ``shape``'s), or a bare ``DecodeCosts.to_dict()`` object (also under ``"decode_costs"``
     or ``"costs"``), taken as one shared device.
     """
-    data = _read_json(path)
+    data = read_profile_data(path)
     if data.get("format") == PROFILE_FORMAT:
         profile = parse_cost_profile(data, d=shape.num_layers)
         return [

@@ -32,6 +32,7 @@ from ppdmodel.alternatives import (
     early_exit_step_seconds,
     sample_speculative_steps,
 )
+from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import as_real, check_instance, check_nonnegative
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
@@ -318,7 +319,7 @@ def _cell(row, hardware, space: PlanSpace, d: int, n: int) -> dict:
                            n_gpus=1 if shared or costs.shared_device else 2)  # fmt: skip
         cell["config"] = config.to_dict()
     elif row.method == "greedy":
-        config = SimConfig(d=d, d_bar=(d + 1) // 2, k=1, ell=space.ell, schedule="greedy",
+        config = SimConfig(d=d, d_bar=default_d_bar(d), k=1, ell=space.ell, schedule="greedy",
                            costs=greedy_costs(hw, tp=int(row.tp_main)))  # fmt: skip
         cell["config"] = config.to_dict()
     elif row.method == "free":

@@ -33,6 +33,7 @@ from ppdmodel.alternatives import (
 )
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
+from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import as_int, as_real, check_instance
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, early_head_cost
@@ -335,7 +336,7 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
     workloads = space.workloads or ptable.workloads
     heads = space.heads or ptable.heads
     pgrid = ptable.grid(d, workloads, heads)
-    d_bars = np.asarray(space.d_bars or range((d + 1) // 2, d))
+    d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
     ks = np.asarray(space.ks or range(1, ptable.max_k + 1))
     if d_bars.min() * 2 < d or d_bars.max() >= d:
         raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d})")

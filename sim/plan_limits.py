@@ -11,6 +11,7 @@ from numbers import Number
 
 import numpy as np
 
+from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import (
     as_int,
     check_columns,
@@ -71,7 +72,7 @@ def screen_rows(hardware, ptable, space: PlanSpace, d: int) -> int:
     check_plan_args(hardware, ptable, space, d, 0, check_size=False)
     workloads = len(space.workloads or ptable.workloads)
     heads = len(space.heads or ptable.heads)
-    d_bars = len(space.d_bars) if space.d_bars else d - (d + 1) // 2
+    d_bars = len(space.d_bars) if space.d_bars else d - default_d_bar(d)
     ks = len(space.ks) if space.ks else int(ptable.max_k)
     exits = len(space.exit_layers) if space.exit_layers else d - 1
     drafts = len(space.draft_lengths)

@@ -2,12 +2,8 @@
 
 ``tied_pool(workers)`` is a ``ProcessPoolExecutor`` (spawn) whose workers
 
-* end when the parent dies, however it dies: Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``
-  (the kernel kills the worker even while it computes in C), and everywhere a daemon watchdog
-  thread that waits on the parent's sentinel pipe (closed by the kernel when the parent
-  exits) and ends the worker; the same two mechanisms that tie ``measure``'s dist ranks to
-  their parent (``measure.decode.lifeline``, which cannot import this package's dependencies
-  before it is tied);
+* end when the parent dies, however it dies (``sim.lifeline.tie_to_parent``: Linux's parent
+  death signal and a watchdog thread; ``measure``'s ranks are tied the same way);
 * ignore SIGINT: Ctrl-C to the process group reaches the parent, which cancels what is queued
   and terminates the workers at once (a plain pool's ``shutdown(wait=True)`` would first run
   every queued task, and every worker would print a KeyboardInterrupt traceback).
@@ -19,26 +15,17 @@ confirmation) and ``sim.run.monte_carlo`` use it.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import signal
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from multiprocessing.connection import wait
 
 from ppdmodel.validation import as_int, check_instance
+from sim.lifeline import tie_to_parent
 
-PR_SET_PDEATHSIG = 1
-"""prctl option: the signal this process gets when its parent dies (linux/prctl.h)."""
-POLL_S = 0.5
-"""Seconds between parent checks of the watchdog where no sentinel pipe exists."""
-ORPHAN_EXIT = 1
-"""Exit status of a worker that ends because its parent died."""
 MAX_WORKERS = 256
 """Largest pool (each worker is a Python interpreter of a few hundred MB)."""
 STOP_JOIN_S = 5.0
@@ -53,36 +40,11 @@ def useful_workers(requested: int | None, tasks: int) -> int:
     return max(1, min(requested, cpus, int(tasks)))
 
 
-def _set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
-    """Ask Linux to send ``sig`` to this process when its parent dies; False elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _watchdog(parent_pid: int) -> None:
-    parent = multiprocessing.parent_process()
-    if parent is not None and parent.pid == parent_pid and parent.sentinel is not None:
-        wait([parent.sentinel])  # readable (EOF) once the parent has exited
-    else:
-        while os.getppid() == parent_pid:
-            time.sleep(POLL_S)
-    os._exit(ORPHAN_EXIT)
-
-
 def _tie_worker(parent_pid: int) -> None:
     """Worker initializer: ignore SIGINT and end within about a second of the parent's death
     (at once if it is already gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _set_parent_death_signal()
-    if os.getppid() != parent_pid:
-        os._exit(ORPHAN_EXIT)
-    threading.Thread(target=_watchdog, args=(parent_pid,), name="ppd-parent-watchdog",
-                     daemon=True).start()  # fmt: skip
+    tie_to_parent(parent_pid)
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:

@@ -1,4 +1,5 @@
-"""The layout's rules: imports point one way (measure -> sim -> ppdmodel) and form no cycle."""
+"""The layout's rules: imports point one way (measure -> sim -> ppdmodel, and inside measure from
+the entry points down to the ground floor) and form no cycle."""
 
 from __future__ import annotations
 
@@ -11,6 +12,22 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ppdmodel", "sim", "measure")
 LAYER = {"ppdmodel": 0, "sim": 1, "measure": 2}
 """A package may import only packages of a lower or equal layer."""
+MEASURE_LAYERS = {
+    # ground floor: loading and model surgery, versions, prompts, the one clock, the checks,
+    "hf": 0, "versions": 0, "chat": 0, "datasets": 0, "degenerate": 0, "clock": 0, "checks": 0,
+    "lifeline": 0,  # spawn and watch ranks tied to this process
+    "train": 1,  # trained heads (on hf)
+    "decode": 2,  # the PPD decoder and its launcher (loads trained heads)
+    "match": 3,  # match rates (main's token rule of decode.sampling)
+    "free": 3,  # FREE decoding
+    "profile": 3,  # the cost profile (times the decoder's backends and ranks)
+    "eval": 4,  # prediction, validation, reports (on all of the above)
+    "doctor": 4,  # the self-check (greedy against PPD)
+    "cli": 5, "notebook_inputs": 5,  # entry points
+}  # fmt: skip
+"""Layers inside ``measure`` (its sub-packages and top-level modules): a part may import only
+parts of a lower layer, or, on the ground floor, other ground-floor modules. ``measure`` itself
+(``__init__``: lazy exports, no imports of its own) is below them all."""
 
 
 def _module_name(path: Path) -> str:
@@ -100,6 +117,51 @@ def test_imports_point_one_way(package):
         if LAYER[target.split(".")[0]] > LAYER[package]
     )
     assert not bad, bad
+
+
+def _measure_part(module: str) -> str | None:
+    """The sub-package or top-level module of ``measure`` that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "measure" and len(parts) > 1 else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports inside ``measure`` that break ``MEASURE_LAYERS`` (or name an unplaced part)."""
+    bad = []
+    for name, targets in graph.items():
+        source = _measure_part(name)
+        if source is None:
+            continue
+        for target in map(_measure_part, targets):
+            if target is None or target == source:
+                continue
+            if source not in MEASURE_LAYERS or target not in MEASURE_LAYERS:
+                bad.append(f"{name}: {source if source not in MEASURE_LAYERS else target} "
+                           "has no layer in MEASURE_LAYERS")  # fmt: skip
+                continue
+            low, high = MEASURE_LAYERS[target], MEASURE_LAYERS[source]
+            if low > high or (low == high and high > 0):
+                bad.append(f"{name} (layer {high}) imports measure.{target} (layer {low})")
+    return sorted(set(bad))
+
+
+def test_imports_inside_measure_point_down():
+    parts = {_measure_part(name) for name in _modules()} - {None}
+    assert parts <= set(MEASURE_LAYERS), f"no layer for {sorted(parts - set(MEASURE_LAYERS))}"
+    assert not upward_imports(import_graph()), upward_imports(import_graph())
+
+
+def test_an_upward_import_inside_measure_is_found():
+    graph = {"measure.profile.timing": {"measure.clock", "measure.decode.checks", "sim.run"}}
+    assert upward_imports(graph) == []
+    graph["measure.decode.greedy"] = {"measure.profile.clock", "measure.hf.loading", "measure"}
+    graph["measure.match.rate"] = {"measure.free.decode"}  # siblings above the ground floor
+    graph["measure.hf.arch"] = {"measure.nowhere"}
+    assert upward_imports(graph) == [
+        "measure.decode.greedy (layer 2) imports measure.profile (layer 3)",
+        "measure.hf.arch: nowhere has no layer in MEASURE_LAYERS",
+        "measure.match.rate (layer 3) imports measure.free (layer 3)",
+    ]
 
 
 def test_the_graph_sees_imports_inside_functions(tmp_path):

@@ -644,6 +644,10 @@ VALID_OVERRIDES = {
 NOT_FUZZED = {
     "sim.pool.tied_pool": "starts processes (tests/sim/test_pool.py)",
     "sim.sweep.open_executor": "starts processes or clusters (tests/sim/test_sweep.py)",
+    "sim.lifeline.tie_to_parent": "ends the calling process when the pid is not its parent "
+    "(tests/measure/decode/test_lifeline.py)",
+    "sim.lifeline.set_parent_death_signal": "arms a signal for the calling process "
+    "(tests/measure/decode/test_lifeline.py)",
 }
 """Public callables left out, and why."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -27,9 +26,6 @@ from ppdmodel.cli_args import (
     probability,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
-
-TIMING_TOKENS, TIMING_WARMUP = 16, 2
-"""``ppd validate --fit`` times the layers over this many decode steps after these warm-ups."""
 
 
 def register(subparsers) -> None:
@@ -77,9 +73,7 @@ def register(subparsers) -> None:
         "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
         "rounds, predicted from the profile and the layer-L match sequences. --free L_S "
         "--threshold X|auto adds FREE (approximate: quality against greedy is reported), "
-        "predicted from the profile and each run's exit sequence. "
-        "--fit runs the older comparison "
-        "instead, with overheads FITTED on half of the prompts.",
+        "predicted from the profile and each run's exit sequence.",
     )
     _add_common(validate, grid=True)
     validate.add_argument(
@@ -145,12 +139,6 @@ def register(subparsers) -> None:
         type=positive_int,
         default=1,
         help="prompts --threshold auto calibrates on, untimed, before the rounds (default 1)",
-    )
-    validate.add_argument(
-        "--fit",
-        action="store_true",
-        help="the older comparison: overheads FITTED on half of the prompts (first d_bar, k "
-        "and backend only)",
     )
     validate.set_defaults(func=honours_no_progress(_validate))
 
@@ -259,9 +247,8 @@ def _load(args):
 
     check_world_size(args)  # before the model loads
 
-    from measure.decode.checks import check_context
+    from measure.checks import check_context, eos_token_ids
     from measure.hf.loading import load_model
-    from measure.match.rate import eos_token_ids
     from measure.train.head_io import load_head
 
     if args.prompt:
@@ -359,12 +346,10 @@ def _early_exit_configs(args) -> list:
     """The --early-exit x --draft-tokens methods (checked before any model is loaded)."""
     from measure.eval.hf_early_exit import EarlyExitConfig
 
-    if args.do_sample and (args.early_exit or args.fit):
-        raise ValueError("--do-sample: --early-exit and --fit time greedy decoding only")
+    if args.do_sample and args.early_exit:
+        raise ValueError("--do-sample: --early-exit times greedy decoding only")
     if bool(args.early_exit) != bool(args.draft_tokens):
         raise ValueError("--early-exit and --draft-tokens must be given together")
-    if args.early_exit and args.fit:
-        raise ValueError("--early-exit is not available with --fit")
     return [
         EarlyExitConfig(exit_layer=L, g=g)
         for L in dict.fromkeys(args.early_exit)
@@ -391,8 +376,6 @@ def _free_configs(args) -> list:
 
     if bool(args.free) != bool(args.threshold):
         raise ValueError("--free and --threshold must be given together")
-    if args.free and args.fit:
-        raise ValueError("--free is not available with --fit")
     return [
         FreeConfig(exit_layer=L, threshold=t, calibration_sentences=args.calibration_sentences)
         for L in dict.fromkeys(args.free)
@@ -403,8 +386,6 @@ def _free_configs(args) -> list:
 def _validate(args) -> int:
     early_exit = _early_exit_configs(args)
     free = _free_configs(args)
-    if args.fit:
-        return _validate_fitted(args)
     import torch
 
     from measure.eval.free_eval import free_table
@@ -572,68 +553,3 @@ def _validation_profile(args, model, ids, out: Path):
     print(format_profile(profile))
     print(f"wrote {path}")
     return profile
-
-
-def _validate_fitted(args) -> int:
-    """``ppd validate --fit``: the older comparison, overheads FITTED on half of the prompts."""
-    from measure.decode.backends import ppd_many
-    from measure.decode.checks import check_context
-    from measure.eval.fitted import model_shape, plot_validation, validate_results
-    from measure.eval.report import run_greedy
-    from measure.profile.timing import time_layers
-    from sim.formats import write_layer_times, write_traces
-
-    model, ids, names, d_bar, eos, head = _load(args)
-    d_bar = d_bar[0] if isinstance(d_bar, list) else d_bar
-    k, backend = args.k[0], args.backend[0]
-    timed = TIMING_WARMUP + TIMING_TOKENS  # the layer timing decodes from the first prompt
-    check_context(model, len(ids[0]), timed, what="the layer timing's tokens")
-    greedy = run_greedy(model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
-    _warn_degenerate("validate", names, greedy, eos)
-    ppd = ppd_many(
-        model,
-        ids,
-        d_bar=d_bar,
-        k=k,
-        max_new_tokens=args.max_new_tokens,
-        backend=backend,
-        world_size=args.world_size,
-        eos_token_id=eos,
-        timeout_s=args.timeout_s,
-        sequences=names,
-        model_dir=args.model if backend == "dist" else None,
-        head=head,
-    )
-    if [r.tokens for r in ppd] != [g.tokens for g in greedy]:
-        raise ValueError("PPD output differs from greedy: refusing to validate timings")
-    batches = (1,) if k == 1 else (1, k)
-    layer_times = time_layers(
-        model, ids[0], n_tokens=TIMING_TOKENS, warmup=TIMING_WARMUP, batch_sizes=batches
-    )
-    n_gpus = min(args.world_size, k + 1) if backend == "dist" else 2
-    context = max(map(len, ids)) + args.max_new_tokens
-    report = validate_results(ppd, greedy, layer_times, model_shape(model.config, context), n_gpus)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    report.table.to_csv(out / "validation.csv", index=False)
-    report.summary.to_csv(out / "summary.csv", index=False)
-    write_layer_times(out / "layer_times.csv", layer_times)
-    write_traces(out / "traces.jsonl", [r.trace for r in ppd])
-    (out / "calibration.json").write_text(
-        json.dumps(
-            {**report.calibration.to_dict(), "held_out": report.held_out, "fitted": True},
-            indent=2,
-            default=str,
-        ),
-        encoding="utf-8",
-    )
-    plot_validation(report.summary, out / "validation.png")
-    print(
-        f"FITTED: overheads fitted on {'one half' if report.held_out else 'all'} of the "
-        f"prompts, compared on {'the other half' if report.held_out else 'the same prompts'}; "
-        "agreement with fitted constants says little (drop --fit to predict from a profile)"
-    )
-    print(json.dumps(report.calibration.to_dict(), indent=1, default=str))
-    print(report.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a"))
-    print(f"wrote {out}/validation.csv, summary.csv, calibration.json (fitted), validation.png")
-    return 0

@@ -265,7 +265,7 @@ def _distill_config(args, kind: str):
 
 
 def _train_on_greedy(args, kinds: list[str], out: Path) -> int:
-    from measure.decode.checks import check_context
+    from measure.checks import check_context
     from measure.hf.loading import load_model
     from measure.train.distill import collect_states, fit_head, new_head
 

@@ -6,7 +6,8 @@
 - ``dist.py`` / ``comm.py`` / ``launch.py``: the torch.distributed message protocol, its
   point-to-point messages, and the ranks' launcher;
 - ``backends.py``: ``ppd_generate`` / ``ppd_many``, the one dispatch over backends;
-- ``greedy.py``: the greedy reference; ``checks.py``: argument checks; ``results.py``: results;
+- ``greedy.py``: the greedy reference; ``results.py``: results (argument checks and the clock
+  are on the ground floor: ``measure.checks``, ``measure.clock``);
 - ``sampling.py``: main's token rule, greedy or sampled as transformers' ``generate`` samples
   (paper Appendix B);
 - ``hf_generate.py``: PPD as ``model.generate(custom_generate=ppd_generate_hf)``, and the

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from measure.decode.checks import as_prompt_ids, check_context
+from measure.checks import as_prompt_ids, check_context
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
 from measure.decode.sampling import GREEDY, Decoding, check_seed

@@ -58,7 +58,7 @@ Failures: a rank that raises reports its traceback; a rank that hangs trips the 
 group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress); a rank
 that dies is found by its exit code or signal. The parent then kills every rank and raises
 ``DistRunError``, one line naming the rank that failed first. Ranks never outlive the parent:
-each dies with it (``measure.decode.lifeline``).
+each dies with it (``measure.lifeline``).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from measure.clock import Clock
 from measure.decode.comm import Comm, PendingRecv
 from measure.hf.kv_ops import append_entries, last_entries, pack, share_prefix, unpack
-from measure.profile.clock import Clock
 
 PROMPT, CANDS, VERDICT, END, PING, STOP, HIDDEN = 1, 2, 3, 4, 5, 6, 7
 KIND_CODES = {"layers": 0, "handoff": 1, "head": 2, "abandoned": 3}

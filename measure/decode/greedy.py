@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from measure.decode.checks import (
-    as_prompt_ids,
-    check_context,
-    check_max_new_tokens,
-    check_prompt_ids,
-    eos_set,
-)
+from measure import clock as clocks
+from measure.checks import check_max_new_tokens
+from measure.clock import synchronize
 from measure.decode.results import GreedyResult
-from measure.decode.sampling import GREEDY, check_seed, next_token_rule
+from measure.decode.sampling import GREEDY, check_seed, prompt_and_rule
 from measure.hf.layer_split import LayerSplitModel
-from measure.profile import clock as clocks
-from measure.profile.clock import synchronize
 
 
 @torch.no_grad()
@@ -39,18 +33,10 @@ def greedy_generate(
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
     check_max_new_tokens(max_new_tokens)
     check_seed(seed, generator)
-    ids = as_prompt_ids(input_ids, lsm.device)
-    check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
-    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
-    rule = next_token_rule(
-        lsm.model,
-        ids,
-        decoding,
-        max_new_tokens=max_new_tokens,
-        eos=eos_set(eos_token_id),
-        seed=seed,
+    ids, rule = prompt_and_rule(
+        lsm, input_ids, decoding, max_new_tokens=max_new_tokens, eos=eos_token_id, seed=seed,
         generator=generator,
-    )
+    )  # fmt: skip
     cache = lsm.new_cache()
     t0 = clocks.host_clock()
     if ids.shape[1] > 1:

@@ -38,7 +38,7 @@ from measure.decode.results import PPDResult
 from measure.decode.sampling import TransformersChoice, check_processors
 from measure.hf.compat import generate_call_locals, output_cache_field
 from measure.hf.layer_split import LayerSplitModel
-from ppdmodel.cli_args import default_d_bar
+from ppdmodel.defaults import default_d_bar
 
 ASSISTED_OPTIONS = ("prompt_lookup_num_tokens", "assistant_early_exit", "use_mtp")
 """Generation-config fields that turn ``generate`` into assisted decoding."""

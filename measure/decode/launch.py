@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue as queue_mod
 import signal
-import tempfile
 import time
-import traceback
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -18,7 +15,8 @@ import torch
 import torch.distributed as dist
 from transformers import AutoConfig
 
-from measure.decode.checks import (
+from measure import clock as clocks
+from measure.checks import (
     as_prompt_ids,
     check_context,
     check_head_layer,
@@ -43,37 +41,15 @@ from measure.decode.dist import (
     RemoteCandidates,
     free_port,
 )
-from measure.decode.lifeline import run_tied
 from measure.decode.loop import run_main
 from measure.decode.results import build_result, handoff_nbytes
 from measure.decode.sampling import GREEDY, Decoding, next_token_rule
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.loading import load_causal_lm, resolve_model_dir
-from measure.profile import clock as clocks
+from measure.lifeline import run_ranks, tied_temp_dir
 from measure.train.head_io import head_name, load_head
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
 from sim.formats import write_traces
-
-WATCHDOG_GRACE_S = 5.0
-"""Seconds the parent waits beyond ``timeout_s`` so a rank's own timeout error arrives first."""
-REPORT_GRACE_S = 1.0
-"""Seconds the parent collects the other ranks' errors and exit codes after the first failure."""
-PEER_ERROR_MARKS = ("Connection closed", "Connection reset", "timed out", "Timed out", "peer")
-"""Text of errors a rank raises because *another* rank failed (named after the culprit)."""
-
-
-class DistRunError(RuntimeError):
-    """A distributed PPD run failed; the message is one line naming the rank that failed first
-    (its exception, exit code or signal). The ranks' tracebacks are in ``details`` and, as the
-    exception's cause, in a traceback (``ppd --debug``)."""
-
-    def __init__(self, message: str, details: str = ""):
-        super().__init__(message)
-        self.details = details
-
-
-class RankTracebacks(Exception):
-    """The failed ranks' own tracebacks: the cause of a DistRunError, shown with ``--debug``."""
 
 
 def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
@@ -131,7 +107,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
             ids.to(lsm.device),
             decoding,
             max_new_tokens=task.max_new_tokens,
-            eos=eos_set(task.eos_token_id),
+            eos=task.eos_token_id,
             seed=task.seeds[i] if task.seeds else None,
             generator=generator,
         )
@@ -254,10 +230,10 @@ def run_rank(rank: int, job: DistJob, progress=lambda i: None):
 
 
 RANK_ENTRY = "measure.decode.launch:_spawn_entry"
-"""What a spawned rank runs once ``lifeline.run_tied`` has tied it to this process."""
+"""What a spawned rank runs once ``measure.lifeline`` has tied it to this process."""
 
 
-def _spawn_entry(rank: int, job: dict, queue) -> None:
+def _spawn_entry(rank: int, job: dict, progress) -> list | None:
     job = DistJob.from_dict(job)
     os.environ.update(
         MASTER_ADDR=job.master_addr,
@@ -265,15 +241,8 @@ def _spawn_entry(rank: int, job: dict, queue) -> None:
         RANK=str(rank),
         WORLD_SIZE=str(job.world_size),
     )
-    try:
-        with torch.no_grad():
-            out = run_rank(rank, job, progress=lambda i: queue.put(("progress", rank, i)))
-        if rank == 0:
-            queue.put(("result", 0, out))
-        queue.put(("done", rank, None))
-    except BaseException as exc:  # report every failure, then exit non-zero
-        queue.put(("error", rank, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-        raise SystemExit(1) from None
+    with torch.no_grad():
+        return run_rank(rank, job, progress=progress)
 
 
 def run_job(job: DistJob) -> list[list]:
@@ -281,7 +250,7 @@ def run_job(job: DistJob) -> list[list]:
 
     Raises DistRunError naming the failing rank if a rank raises, dies (with its exit code or
     signal), or makes no progress for ``job.timeout_s`` (``job.startup_s`` more before the
-    first progress). Ranks end with this process, however it ends (``lifeline``).
+    first progress). Ranks end with this process, however it ends (``measure.lifeline``).
     """
     if job.world_size < 2:
         raise ValueError(f"world_size must be >= 2, got {job.world_size}")
@@ -292,117 +261,14 @@ def run_job(job: DistJob) -> list[list]:
             )
     if job.master_port == 0:
         job = replace(job, master_port=free_port())
-    ctx = torch.multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=run_tied,
-            args=(os.getpid(), RANK_ENTRY, r, job.to_dict(), queue),
-            daemon=True,
-        )
-        for r in range(job.world_size)
-    ]
-    for proc in procs:
-        proc.start()
-    try:
-        return _watch(job, procs, queue)
-    finally:
-        for proc in procs:
-            proc.join(timeout=2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5.0)
-
-
-def _watch(job: DistJob, procs, queue) -> list[list]:
-    deadline = time.monotonic() + job.startup_s + job.timeout_s
-    result, done, errors = None, set(), {}
-    while True:
-        try:
-            kind, rank, payload = queue.get(timeout=0.2)
-        except queue_mod.Empty:
-            kind = None
-        now = time.monotonic()
-        if kind == "progress":  # a rank's own peer timeout (naming the peer) should come first
-            deadline = now + job.timeout_s + WATCHDOG_GRACE_S
-        elif kind == "result":
-            result = payload
-        elif kind == "done":
-            done.add(rank)
-        elif kind == "error":
-            errors[rank] = payload
-        if result is not None and len(done) == job.world_size:
-            return result
-        if errors or any(p.exitcode not in (None, 0) for p in procs):
-            error = _failure(procs, queue, errors)
-            raise error from (RankTracebacks(error.details) if error.details else None)
-        if now > deadline:
-            alive = _alive(procs)
-            raise DistRunError(
-                f"PPD dist run made no progress for {job.timeout_s:g} s; ranks "
-                f"still running: {alive}; killed them"
-            )
-
-
-def _failure(procs, queue, errors: dict) -> DistRunError:
-    """The error of a failed run, once the other ranks had REPORT_GRACE_S to report or exit."""
-    end = time.monotonic() + REPORT_GRACE_S
-    while time.monotonic() < end and _alive(procs):
-        try:
-            kind, rank, payload = queue.get(timeout=0.1)
-        except queue_mod.Empty:
-            continue
-        if kind == "error":
-            errors.setdefault(rank, payload)
-    exits = {r: p.exitcode for r, p in enumerate(procs)}
-    return DistRunError(failure_message(errors, exits), details=_details(errors))
-
-
-def failure_message(errors: dict[int, str], exits: dict[int, int | None]) -> str:
-    """One line naming the rank that failed first: a rank that died without a word (killed by
-    a signal, or exited non-zero), else one that raised an error of its own, else one that lost
-    its peer; then the other ranks, and those still running (killed).
-
-    errors: rank -> "Type: message\ntraceback"; exits: rank -> exit code (None: running,
-    negative: killed by that signal).
-    """
-    status = {}
-    for rank, code in exits.items():
-        if rank in errors:
-            status[rank] = (2 if _is_peer_error(errors[rank]) else 1, errors[rank].splitlines()[0])
-        elif code is not None and code != 0:
-            status[rank] = (0, _exit_text(code))
-    if not status:
-        return "PPD dist run failed"
-    order = sorted(status, key=lambda r: (status[r][0], r))
-    parts = [f"rank {r}: {status[r][1]}" for r in order]
-    alive = [r for r, code in exits.items() if code is None]
-    if alive:
-        parts.append(f"ranks still running (killed): {alive}")
-    return "PPD dist run failed: " + "; ".join(parts)
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (out of memory? the OOM killer sends SIGKILL)" if -code == signal.SIGKILL else ""
-        return f"killed by {name} (signal {-code}){hint}"
-    return f"exited with code {code}"
-
-
-def _is_peer_error(text: str) -> bool:
-    return any(mark in text for mark in PEER_ERROR_MARKS)
-
-
-def _details(errors: dict[int, str]) -> str:
-    return "\n".join(f"--- rank {r} ---\n{errors[r]}" for r in sorted(errors))
-
-
-def _alive(procs) -> list[int]:
-    return [r for r, p in enumerate(procs) if p.is_alive()]
+    out = run_ranks(
+        RANK_ENTRY,
+        (job.to_dict(),),
+        world_size=job.world_size,
+        timeout_s=job.timeout_s,
+        startup_s=job.startup_s,
+    )
+    return out[0]
 
 
 def ppd_dist_many(
@@ -439,7 +305,7 @@ def ppd_dist_many(
     for one in ids:
         check_prompt_ids(one, config.vocab_size)
     check_context(config, [one.shape[1] for one in ids], max_new_tokens, names=sequences)
-    with tempfile.TemporaryDirectory(prefix="ppd-dist-") as tmp:
+    with tied_temp_dir("ppd-dist-") as tmp:  # removed even if this process is killed
         task = DistTask(
             model_dir=_model_dir(model, tmp),
             prompts=[one[0].tolist() for one in ids],

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from measure.decode.checks import (
-    as_prompt_ids,
-    check_context,
-    check_head_layer,
-    check_ppd_args,
-    check_prompt_ids,
-    eos_set,
-)
+from measure.checks import check_head_layer, check_ppd_args, checked_prompt
 from measure.decode.loop import CANDIDATES, MAIN, Recorder, run_main
 from measure.decode.results import build_result, handoff_nbytes
-from measure.decode.sampling import GREEDY, NextToken, check_seed, next_token_rule
+from measure.decode.sampling import GREEDY, NextToken, check_seed, prompt_and_rule
 from measure.hf.kv_ops import append_entries, last_entries, share_prefix
 from measure.hf.layer_split import LayerSplitModel
 from measure.train.head_io import head_name
@@ -146,19 +139,13 @@ def ppd_single(
     vocab = lsm.model.config.get_text_config().vocab_size
     check_ppd_args(d, d_bar, k, vocab, max_new_tokens)
     check_head_layer(lsm.head, d_bar)
-    ids = as_prompt_ids(input_ids, lsm.device)
-    check_prompt_ids(ids, vocab)
-    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
     if next_token is None:
-        next_token = next_token_rule(
-            lsm.model,
-            ids,
-            decoding,
-            max_new_tokens=max_new_tokens,
-            eos=eos_set(eos_token_id),
-            seed=seed,
+        ids, next_token = prompt_and_rule(
+            lsm, input_ids, decoding, max_new_tokens=max_new_tokens, eos=eos_token_id, seed=seed,
             generator=generator,
-        )
+        )  # fmt: skip
+    else:  # the caller's rule: nothing seeded here
+        ids = checked_prompt(lsm, input_ids, max_new_tokens)
     fields, cache = run_main(
         lsm,
         ids,

@@ -52,17 +52,17 @@ from collections.abc import Callable
 
 import torch
 
+from measure import clock as clocks
+from measure.clock import Clock, synchronize
 from measure.decode.executor import CandidateExecutor
 from measure.decode.sampling import NextToken
-from measure.profile import clock as clocks
-from measure.profile.clock import Clock, synchronize
 
 MAIN, CANDIDATES = 0, 1
 """Process ids used in trace events: the main process and the (batched) candidate process."""
 
 
 class Recorder:
-    """Timed blocks of one run on ``measure.profile.clock.Clock`` markers (resolved at the end)."""
+    """Timed blocks of one run on ``measure.clock.Clock`` markers (resolved at the end)."""
 
     def __init__(self, device: torch.device, host_clock: bool = False):
         self.clock = Clock(device, host_sync=host_clock)

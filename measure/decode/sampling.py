@@ -31,6 +31,8 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
+from measure.checks import checked_prompt, eos_set
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -244,12 +246,27 @@ def next_token_rule(
 ) -> NextToken:
     """Main's rule for one prompt ids [1, P]: greedy, or sampled as ``generate`` samples.
 
-    Sampled with ``seed``: torch's global generator is seeded with it now, as a user does with
-    ``torch.manual_seed(seed)`` before ``generate``; with ``generator``: draws come from it.
+    eos: the ids that stop it (None, an int or several). Sampled with ``seed``: torch's global
+    generator is seeded with it now, as a user does with ``torch.manual_seed(seed)`` before
+    ``generate``; with ``generator``: draws come from it.
     """
+    eos = eos_set(eos)
     if not decoding.do_sample:
         return GreedyChoice(eos)
     if seed is not None:
         torch.manual_seed(seed)
     processors = logits_processors(model, decoding, ids, max_new_tokens)
     return TransformersChoice(ids, processors, generator=generator, eos=eos)
+
+
+def prompt_and_rule(
+    lsm, input_ids, decoding: Decoding, *, max_new_tokens, eos=None, seed=None, generator=None
+) -> tuple[torch.Tensor, NextToken]:
+    """A decoder's start: the prompt checked (``measure.checks.checked_prompt``) as ids [1, P]
+    on ``lsm``'s device, and main's rule for it (``next_token_rule``)."""
+    ids = checked_prompt(lsm, input_ids, max_new_tokens)
+    rule = next_token_rule(
+        lsm.model, ids, decoding, max_new_tokens=max_new_tokens, eos=eos, seed=seed,
+        generator=generator,
+    )  # fmt: skip
+    return ids, rule

@@ -1,2 +1,3 @@
-"""Judging real runs: the Table-3-style report (``report.py``), calibration of the simulator's
-overhead terms (``calibrate.py``) and the three-way validation (``validate.py``)."""
+"""Judging real runs: the Table-3-style report (``report.py``) and predict-then-measure
+validation (``predict.py``, ``validate.py``): every run predicted from a cost profile measured
+beforehand, nothing fitted on the runs it judges."""

@@ -26,15 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from measure.decode.checks import as_prompt_ids, eos_set
+from measure.checks import as_prompt_ids, eos_set
 from measure.eval.hf_early_exit import BACKEND, EarlyExitConfig, HFBookkeeping
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import make_config
 from measure.match.rate import measure_prompt
 from measure.profile.stats import Spread
 from ppdmodel.alternatives import early_exit_step_seconds, speculative_seconds_per_token
-from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import CostProfile
+from ppdmodel.defaults import default_d_bar
 from ppdmodel.early_exit import EarlyExitCosts, early_exit_trace_seconds
 
 

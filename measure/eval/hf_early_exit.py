@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from measure.decode.checks import as_prompt_ids, eos_set
-from measure.profile.clock import host_clock, synchronize
+from measure.checks import as_prompt_ids, eos_set
+from measure.clock import host_clock, synchronize
 from ppdmodel.validation import check_positive_int
 
 BACKEND = "single"

@@ -39,9 +39,9 @@ from ppdmodel import (
     latency_waterfall,
     trace_latency_seconds,
 )
-from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.costs import DecodeCosts
+from ppdmodel.defaults import default_d_bar
 from ppdmodel.intervals import Interval, interval_of
 from ppdmodel.passes import pass_times
 

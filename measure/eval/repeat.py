@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from measure.checks import as_prompt_ids, check_context
 from measure.decode.backends import ppd_many
-from measure.decode.checks import as_prompt_ids, check_context
 from measure.decode.greedy import greedy_generate
 from measure.decode.sampling import GREEDY, Decoding
 from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit

@@ -5,8 +5,7 @@
 (``measure.eval.predict``: closed form and simulator; nothing is fitted on the judged runs),
 and reports per configuration the predicted seconds, the measured median with its quartiles,
 the relative error, the agreement band and a waterfall from Theorem 4.1's ideal to the
-prediction. The older fitted comparison is ``measure.eval.fitted`` (``ppd validate --fit``);
-its names are re-exported here for existing callers.
+prediction.
 """
 
 from __future__ import annotations
@@ -18,12 +17,6 @@ import pandas as pd
 
 from measure.decode.sampling import GREEDY, Decoding
 from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
-from measure.eval.fitted import (  # noqa: F401  (re-exported: the fitted comparison)
-    ValidationReport,
-    model_shape,
-    plot_validation,
-    validate_results,
-)
 from measure.eval.free_eval import (
     FreeConfig,
     FreeOutcome,

@@ -36,18 +36,11 @@ from numbers import Integral
 
 import torch
 
-from measure.decode.checks import (
-    as_prompt_ids,
-    check_context,
-    check_head_layer,
-    check_max_new_tokens,
-    check_prompt_ids,
-    eos_set,
-)
+from measure import clock as clocks
+from measure.checks import check_head_layer, check_max_new_tokens, checked_prompt, eos_set
+from measure.clock import synchronize
 from measure.free.threshold import AdaptiveThreshold, check_threshold
 from measure.hf.layer_split import LayerSplitModel
-from measure.profile import clock as clocks
-from measure.profile.clock import synchronize
 
 MODES = ("sync", "copy", "oracle")
 """``free_generate`` modes (module docstring)."""
@@ -182,9 +175,7 @@ def free_generate(
     check_exit_layer(exit_layer, d)
     check_head_layer(head, exit_layer)
     check_max_new_tokens(max_new_tokens)
-    ids = as_prompt_ids(input_ids, lsm.device)
-    check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
-    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
+    ids = checked_prompt(lsm, input_ids, max_new_tokens)
     exit_logits = head if head is not None else lsm.logits
     eos = eos_set(eos_token_id)
     cache = lsm.new_cache()

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from measure.chat import encode_prompt
-from measure.decode.checks import check_context
+from measure.checks import check_context, eos_token_ids
 from measure.decode.sampling import (
     Decoding,
     GreedyChoice,
@@ -343,15 +343,6 @@ def _crop(cache, length: int) -> bool:
     except (ValueError, RuntimeError):
         return False
     return cache.get_seq_length() == length
-
-
-def eos_token_ids(model) -> list[int]:
-    """EOS ids that stop generation, as ``model.generate`` uses them."""
-    config = getattr(model, "generation_config", None) or model.config
-    eos = getattr(config, "eos_token_id", None)
-    if eos is None:
-        return []
-    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
 
 
 def prompt_inputs(

@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from measure.chat import uses_chat_template
+from measure.checks import eos_token_ids
 from measure.datasets import HOLDOUT_EVERY, load_prompts, prompts_hash
 from measure.degenerate import DegenerateSummary, warn_degenerate
 from measure.hf.loading import load_model
@@ -40,7 +41,6 @@ from measure.match.rate import (
     check_inputs_context,
     degenerate_summary,
     empty_records,
-    eos_token_ids,
     measure_prompt,
     prompt_inputs,
     trained_layers,

@@ -1,7 +1,7 @@
 """Timed pieces of a decode step, run the way ``measure.decode`` runs them (cost profile input).
 
 ``DecodeProbe`` holds a model's KV cache at a fixed context length and times, on the one
-clock of ``measure`` (``measure.profile.clock``):
+clock of ``measure`` (``measure.clock``):
 
 - ``step``: one greedy decode step as ``greedy_generate`` runs it, with a lap after each
   piece: host bookkeeping, embedding (with the layers' shared inputs: rotary tables, mask),
@@ -23,6 +23,8 @@ from itertools import pairwise
 
 import torch
 
+from measure import clock as clocks
+from measure.clock import Clock
 from measure.hf.kv_ops import (
     append_entries,
     crop_last,
@@ -32,8 +34,6 @@ from measure.hf.kv_ops import (
     unpack,
 )
 from measure.hf.layer_split import LayerSplitModel
-from measure.profile import clock as clocks
-from measure.profile.clock import Clock
 
 
 def context_ids(context_tokens: int, vocab_size: int) -> torch.Tensor:

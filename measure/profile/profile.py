@@ -46,14 +46,15 @@ from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
 from measure.profile.replicates import cost_replicates
 from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
-from ppdmodel.cli_args import default_d_bar
 from ppdmodel.cost_profile import (
     PROFILE_FORMAT,
     PROFILE_VERSION,
     CostProfile,
     parse_cost_profile,
+    read_cost_profile,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, link_seconds
+from ppdmodel.defaults import default_d_bar
 
 BACKENDS = ("single", "dist")
 """Backends a profile can describe (``measure.decode.backends.BACKENDS``)."""
@@ -413,16 +414,9 @@ def write_profile(path, profile: CostProfile) -> Path:
 def load_profile(path, *, model=None, d: int | None = None) -> CostProfile:
     """Read a profile file; ValueError naming the field when it is malformed or, given
     ``model`` (or its depth ``d``), when it was measured on a model of another depth."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"profile file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"profile file {path} is not JSON: {exc}") from None
     if model is not None:
         d = model.config.get_text_config().num_hidden_layers
-    return parse_cost_profile(data, d=d)
+    return read_cost_profile(path, d=d)
 
 
 def figure(profile: CostProfile, backend: str, name: str) -> Spread:

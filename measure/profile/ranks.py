@@ -15,18 +15,16 @@ interleaved rounds (warm-up rounds excluded)
 from __future__ import annotations
 
 import os
-import queue as queue_mod
-import time
-import traceback
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from measure import clock as clocks
 from measure.decode.dist import free_port
 from measure.hf.loading import load_causal_lm
-from measure.profile import clock as clocks
+from measure.lifeline import run_ranks
 from measure.profile.probes import DecodeProbe
 
 PHASES = ("alone0", "alone1", "both")
@@ -56,26 +54,27 @@ class RankProbe:
     master_port: int = 0
 
 
-def _rank_entry(rank: int, job: RankProbe, queue) -> None:
+RANK_ENTRY = "measure.profile.ranks:_rank_entry"
+"""What a spawned rank runs once ``measure.lifeline`` has tied it to this process."""
+
+
+def _rank_entry(rank: int, job: dict, progress) -> dict[str, list[float]]:
+    job = RankProbe(**job)
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(job.master_port), RANK=str(rank), WORLD_SIZE="2"
     )
+    torch.set_num_threads(job.threads)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=2, timeout=timedelta(seconds=job.timeout_s)
+    )
     try:
-        torch.set_num_threads(job.threads)
-        dist.init_process_group(
-            "gloo", rank=rank, world_size=2, timeout=timedelta(seconds=job.timeout_s)
-        )
-        try:
-            with torch.no_grad():
-                samples = _link_rounds(rank, job)
-                if job.model_dir is not None:
-                    samples.update(_stream_rounds(rank, job))
-        finally:
-            dist.destroy_process_group()
-        queue.put(("samples", rank, samples))
-    except BaseException as exc:  # report, then exit non-zero
-        queue.put(("error", rank, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-        raise SystemExit(1) from None
+        with torch.no_grad():
+            samples = _link_rounds(rank, job)
+            if job.model_dir is not None:
+                samples.update(_stream_rounds(rank, job))
+    finally:
+        dist.destroy_process_group()
+    return samples
 
 
 def _rotated(items, r: int) -> list:
@@ -122,47 +121,20 @@ def _stream_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
 
 
 def probe_ranks(job: RankProbe) -> dict[str, list[float]]:
-    """Run ``job`` on two spawned gloo ranks; the samples of both ranks, merged by name.
+    """Run ``job`` on two spawned gloo ranks tied to this process (``measure.lifeline``); the
+    samples of both ranks, merged by name.
 
-    Raises RuntimeError naming the rank if a rank fails or the job exceeds ``timeout_s``.
+    Raises DistRunError (a RuntimeError) naming the rank if a rank fails or the job exceeds
+    ``timeout_s``.
     """
     sizes = tuple(int(n) for n in job.sizes)
     if not sizes or any(n < 4 or n % 4 for n in sizes):
         raise ValueError(f"sizes must be message sizes in bytes, multiples of 4, got {sizes}")
-    if job.master_port == 0:
-        job = RankProbe(**{**job.__dict__, "sizes": sizes, "master_port": free_port()})
-    ctx = torch.multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_rank_entry, args=(r, job, queue), daemon=True) for r in (0, 1)]
-    for proc in procs:
-        proc.start()
+    job = replace(job, sizes=sizes, master_port=job.master_port or free_port())
     merged: dict[str, list[float]] = {}
-    done: set[int] = set()
-    deadline = time.monotonic() + job.timeout_s
-    try:
-        while len(done) < 2:
-            try:
-                kind, rank, payload = queue.get(timeout=0.5)
-            except queue_mod.Empty:
-                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-                if dead:
-                    raise RuntimeError(
-                        f"rank probe: rank {dead[0]} exited with code {procs[dead[0]].exitcode}"
-                    ) from None
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"rank probe: no result within timeout_s = {job.timeout_s:g} s"
-                    ) from None
-                continue
-            if kind == "error":
-                raise RuntimeError(f"rank probe: rank {rank} failed: {payload}")
-            for name, values in payload.items():
-                merged.setdefault(name, []).extend(values)
-            done.add(rank)
-    finally:
-        for proc in procs:
-            proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5.0)
+    for samples in run_ranks(
+        RANK_ENTRY, (asdict(job),), world_size=2, timeout_s=job.timeout_s, what="rank probe"
+    ):
+        for name, values in samples.items():
+            merged.setdefault(name, []).extend(values)
     return merged

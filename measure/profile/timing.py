@@ -1,7 +1,7 @@
 """Per-layer and whole-step decode times in the per-layer CSV schema the simulator reads.
 
 ``Laps`` timestamps component boundaries within one decode step on the one clock of ``measure``
-(``measure.profile.clock``: CUDA events on a GPU, one synchronize per token; ``perf_counter`` on
+(``measure.clock``: CUDA events on a GPU, one synchronize per token; ``perf_counter`` on
 the CPU).
 Warm-up steps are decoded but never timed.
 """
@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from measure.decode.checks import check_context
+from measure.checks import check_context
+from measure.clock import Clock
 from measure.hf.compat import model_cache_keyword, output_cache
 from measure.hf.layer_split import LayerSplitModel, expand_cache
-from measure.profile.clock import Clock
 from sim.formats import LAYER_TIMES_COLUMNS, validate_layer_times
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
-from ppdmodel.cost_profile import parse_cost_profile
+from ppdmodel.cost_profile import parse_cost_profile, read_cost_profile, read_profile_data
 from ppdmodel.costs import DecodeCosts
 from tests.ppdmodel.profiles import minimal_profile
 
@@ -139,3 +140,44 @@ def test_unknown_backend_and_bad_d_bar_are_refused():
         profile.costs("dist", d_bar=15)
     with pytest.raises(ValueError, match="outside Theorem 4.1's domain"):
         profile.costs("single", d_bar=10)
+
+
+def test_read_cost_profile_reads_what_parse_checks(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(minimal_profile(d=30)), encoding="utf-8")
+    profile = read_cost_profile(path, d=30)
+    assert profile.d == 30 and profile.data == parse_cost_profile(minimal_profile(d=30)).data
+    assert read_cost_profile(str(path)).d == 30
+    with pytest.raises(ValueError, match="model.d = 30 does not match the model's depth d = 12"):
+        read_cost_profile(path, d=12)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, r"cost profile file not found: .*p\.json"),
+        ("{not json", r"cost profile file .*p\.json is not JSON"),
+        (b"\xff\xfe{", r"cost profile file .*p\.json is not JSON"),
+        ("[1, 2]", r"cost profile file .*p\.json must hold a JSON object, got list"),
+        (json.dumps(minimal_profile(layer_s=1e308)), r"backends\.single\.costs\.layer_s must be"),
+    ],
+)
+def test_read_cost_profile_names_the_file_or_the_field(tmp_path, content, message):
+    path = tmp_path / "p.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        read_cost_profile(path)
+
+
+@pytest.mark.parametrize("path", [None, 3, "", b"p.json"])
+def test_read_cost_profile_refuses_what_is_not_a_path(path):
+    with pytest.raises(ValueError, match="^path must be a profile file path"):
+        read_cost_profile(path)
+
+
+def test_a_folder_is_not_a_profile_file(tmp_path):
+    with pytest.raises(ValueError, match="cost profile file not found"):
+        read_profile_data(tmp_path)

@@ -9,9 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from measure.eval.calibrate import (  # noqa: E402
-    Calibration,
-)
 from ppdmodel.cli import main  # noqa: E402
 from sim.formats import read_traces  # noqa: E402
 from tests.measure.tiny_models import char_tokenizer, tiny_model  # noqa: E402
@@ -133,22 +130,13 @@ def test_cli_validate_refuses_a_profile_of_another_model(model_dir, tmp_path, ca
     assert "model.d = 30 does not match the model's depth d = 4" in capsys.readouterr().err
 
 
-def test_cli_validate_fit_says_fitted(model_dir, tmp_path, capsys):
-    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--prompt", "xyz"]
-    argv += ["--max-new-tokens", "8", "--d-bar", "2", "--fit", "--out", str(tmp_path)]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("FITTED: overheads fitted on one half") and "simulated_rel_err" in out
-    for name in ("validation.csv", "summary.csv", "calibration.json", "validation.png"):
-        assert (tmp_path / name).is_file(), name
-    text = (tmp_path / "calibration.json").read_text()
-    calibration = json.loads(text, parse_constant=_refuse)  # strict JSON: no Infinity/NaN
-    assert calibration["fitted"] is True
-    assert Calibration.from_dict(calibration).per_token_overhead_s >= 0
-
-
-def _refuse(name):
-    raise AssertionError(f"calibration.json is not strict JSON: {name}")
+def test_cli_validate_fit_is_retired(model_dir, tmp_path, capsys):
+    """The fitted comparison is gone: predict-then-measure is the one validation."""
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--fit"]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--out", str(tmp_path)])
+    assert info.value.code == 2 and "--fit" in capsys.readouterr().err
+    assert not (tmp_path / "calibration.json").exists()
 
 
 def test_cli_refuses_d_bar_below_half(model_dir, tmp_path):
@@ -298,7 +286,6 @@ def test_cli_validate_sampled_predicts_from_its_own_matches(model_dir, tmp_path,
         (["--top-k", "5"], "--top-k: sampling options need --do-sample"),
         (["--do-sample", "--top-p", "0"], r"top_p must be in \(0, 1\]"),
         (["--do-sample", "--early-exit", "2", "--draft-tokens", "2"], "--do-sample: --early-exit"),
-        (["--do-sample", "--fit"], "--do-sample: --early-exit and --fit"),
     ],
 )
 def test_cli_sampling_misuse_exits_2(model_dir, tmp_path, capsys, extra, message):

@@ -6,10 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from measure.checks import eos_token_ids  # noqa: E402
 from measure.decode.greedy import greedy_generate  # noqa: E402
 from measure.decode.launch import ppd_dist_many  # noqa: E402
 from measure.decode.local import ppd_single  # noqa: E402
-from measure.match.rate import eos_token_ids, match_rates  # noqa: E402
+from measure.match.rate import match_rates  # noqa: E402
 from measure.match.tables import to_traces  # noqa: E402
 from measure.train.distill import new_head  # noqa: E402
 from tests.measure.decode.test_local import prompts  # noqa: E402

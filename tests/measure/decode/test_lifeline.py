@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from measure.decode.lifeline import parent_alive, set_parent_death_signal
+from sim.lifeline import parent_alive, set_parent_death_signal
 from tests.procs import (
     cmdline,
     cpu_seconds,
@@ -40,7 +40,7 @@ ppd_dist_many(tiny_model("gpt2", seed=4), [[1, 2, 3]], d_bar=2, k=1, max_new_tok
 
 TIED_CHILD = """
 import os, sys, time
-from measure.decode import lifeline
+from sim import lifeline
 if sys.argv[2] == "watchdog-only":  # the portable path alone, without PR_SET_PDEATHSIG
     lifeline.set_parent_death_signal = lambda *args: False
 lifeline.tie_to_parent(int(sys.argv[1]))
@@ -93,9 +93,17 @@ def test_tied_child_dies_with_its_killed_parent(mechanism):
         kill_all([child])
 
 
+PROBE_RUN = """
+from measure.profile.ranks import RankProbe, probe_ranks
+# the profiler's two gloo ranks ping-pong (far more rounds than the test waits for)
+probe_ranks(RankProbe(sizes=(4, 4096), repeats=10**9, timeout_s=600))
+"""
+
+
 def _ranks_in(parent: int, state: str, timeout_s: float) -> list[int]:
     """The parent's descendants once its two ranks exist (``start-up``: they are importing
-    torch) or have gone idle (``idle``: hanging, as in issue 10)."""
+    torch), have gone idle (``idle``: hanging, as in issue 10) or have computed for a while
+    (``busy``: 2 s of CPU each)."""
     deadline, last = time.monotonic() + timeout_s, {}
     while time.monotonic() < deadline:
         kids = descendants(parent)
@@ -104,38 +112,93 @@ def _ranks_in(parent: int, state: str, timeout_s: float) -> list[int]:
             return kids
         if len(ranks) == 2:
             cpu = {k: cpu_seconds(k) for k in ranks}
-            if last.keys() == cpu.keys() and all(
-                cpu[p] > 1.0 and cpu[p] - last[p] < 0.02 for p in cpu
+            if state == "busy" and all(c > 2.0 for c in cpu.values()):
+                return kids
+            if (
+                state == "idle"
+                and last.keys() == cpu.keys()
+                and all(cpu[p] > 1.0 and cpu[p] - last[p] < 0.02 for p in cpu)
             ):
                 return kids
             last = cpu
         time.sleep(1.0)
-    raise AssertionError("the ranks never started and went idle")
+    raise AssertionError(f"the ranks never reached {state}")
 
 
-@needs_proc
-@pytest.mark.parametrize("state", ["start-up", "idle"])
-def test_killing_the_parent_of_a_dist_run_leaves_no_process_behind(state):
-    """SIGKILL the parent of a 2-rank run: ranks and resource tracker end in < 10 s."""
+def _kill_parent_and_find_leftovers(script: str, state: str, tmp_path) -> None:
+    """SIGKILL the parent running ``script`` once its ranks are in ``state``: every process
+    below it (ranks, resource tracker, janitor) ends in < 10 s, and no temporary folder is
+    left in its TMPDIR."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     parent = subprocess.Popen(
-        [sys.executable, "-c", HANGING_DIST_RUN],
+        [sys.executable, "-c", script],
         cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp)},
         stdout=subprocess.DEVNULL,  # an orphan holding a pipe would block this test
         stderr=subprocess.DEVNULL,
     )
     kids = []
     try:
         kids = _ranks_in(parent.pid, state, timeout_s=240)
-        assert len(kids) >= 3  # 2 ranks + the resource tracker
+        assert len(kids) >= 3  # 2 ranks + the resource tracker (+ a janitor)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         seconds = wait_gone(kids, 10.0)
         left = [cmdline(p)[-60:] for p in running(kids)]
         assert not left, f"still running {seconds:.1f} s after the parent died: {left}"
+        left = sorted(p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_"))
+        assert not left, f"left in TMPDIR: {left}"  # (torch's own cache folder aside)
     finally:
         kill_all(kids)
         if parent.poll() is None:
             parent.kill()
+
+
+@needs_proc
+@pytest.mark.parametrize("state", ["start-up", "idle"])
+def test_killing_the_parent_of_a_dist_run_leaves_nothing_behind(state, tmp_path):
+    """SIGKILL the parent of a 2-rank run: ranks and resource tracker end in < 10 s, and the
+    temporary folder holding the saved model is removed (issue 25)."""
+    _kill_parent_and_find_leftovers(HANGING_DIST_RUN, state, tmp_path)
+
+
+@needs_proc
+@pytest.mark.parametrize("state", ["start-up", "busy"])
+def test_killing_the_parent_of_the_profilers_rank_probe_leaves_no_process_behind(state, tmp_path):
+    """The profiler's two gloo ranks are tied to their parent as the decoder's are (issue 20)."""
+    _kill_parent_and_find_leftovers(PROBE_RUN, state, tmp_path)
+
+
+def test_a_tied_temp_dir_goes_with_its_block_and_with_a_killed_process(tmp_path):
+    from measure.lifeline import tied_temp_dir
+
+    with tied_temp_dir("ppd-x-") as path:
+        assert Path(path).is_dir() and Path(path).name.startswith("ppd-x-")
+        (Path(path) / "f").write_text("x")
+    assert not Path(path).exists()
+    code = (
+        "import sys, time\n"
+        "from measure.lifeline import tied_temp_dir\n"
+        "with tied_temp_dir('ppd-x-') as path:\n"
+        "    print(path, flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    path = Path(proc.stdout.readline().strip())
+    assert path.is_dir() and path.parent == tmp_path
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not path.exists()
 
 
 def test_ranks_are_tied_before_anything_heavy_is_imported():
@@ -149,7 +212,7 @@ def test_ranks_are_tied_before_anything_heavy_is_imported():
     assert DistJob.from_dict(job.to_dict()) == job
     code = (
         "import os, sys\n"
-        "from measure.decode.lifeline import run_tied\n"
+        "from measure.lifeline import run_tied\n"
         "run_tied(os.getppid(), 'builtins:print', 'torch' in sys.modules, 'tied')\n"
     )
     result = subprocess.run(
@@ -160,7 +223,8 @@ def test_ranks_are_tied_before_anything_heavy_is_imported():
 
 def test_a_killed_rank_is_named_with_its_signal_in_one_line():
     torch = pytest.importorskip("torch")
-    from measure.decode.launch import DistRunError, ppd_dist_many
+    from measure.decode.launch import ppd_dist_many
+    from measure.lifeline import DistRunError
     from tests.measure.tiny_models import tiny_model
 
     torch.set_num_threads(1)
@@ -176,7 +240,7 @@ def test_a_killed_rank_is_named_with_its_signal_in_one_line():
 
 
 def test_failure_message_puts_the_culprit_first():
-    from measure.decode.launch import failure_message
+    from measure.lifeline import failure_message
 
     peer = "RuntimeError: [gloo] Connection reset by peer\nTraceback ..."
     own = "ValueError: injected\nTraceback ..."
@@ -191,3 +255,17 @@ def test_failure_message_puts_the_culprit_first():
         "PPD dist run failed: rank 1: exited with code 3; ranks still running (killed): [0]"
     )
     assert "killed by SIGTERM (signal 15)" in failure_message({}, {0: -15, 1: None})
+
+
+def test_a_rank_that_raised_is_not_also_reported_as_killed():
+    """Issue 25: a rank that raised, still exiting when the report is made, was also listed
+    among the ranks "still running (killed)"."""
+    from measure.lifeline import failure_message
+
+    own = "ValueError: injected\nTraceback ..."
+    assert failure_message({0: own}, {0: None, 1: None}) == (
+        "PPD dist run failed: rank 0: ValueError: injected; ranks still running (killed): [1]"
+    )
+    assert failure_message({0: own, 1: own}, {0: None, 1: 1}, "rank probe") == (
+        "rank probe failed: rank 0: ValueError: injected; rank 1: ValueError: injected"
+    )

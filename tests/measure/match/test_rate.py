@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from measure.checks import eos_token_ids
 from measure.decode.backends import ppd_generate, ppd_many
 from measure.decode.sampling import Decoding, prompt_seed
 from measure.hf.layer_split import LayerSplitModel
@@ -16,7 +17,6 @@ from measure.match.config import RECORD_COLUMNS, make_config
 from measure.match.rate import (
     GreedyMismatchError,
     MeasureOOMError,
-    eos_token_ids,
     match_rates,
     measure_prompt,
     verify_greedy,

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import measure.profile.clock as clock_module  # noqa: E402
+import measure.clock as clock_module  # noqa: E402
 from measure.hf.layer_split import LayerSplitModel  # noqa: E402
 from measure.profile.timing import time_greedy, time_layers  # noqa: E402
 from sim.formats import LAYER_TIMES_COLUMNS, read_layer_times, write_layer_times  # noqa: E402

@@ -1,22 +1,22 @@
-"""Tie a spawned rank's life to its parent's, so no rank outlives a killed parent.
+"""Tie a child process's life to its parent's, so no child outlives a killed parent.
 
-A parent killed by SIGKILL or the OOM killer runs no cleanup, and ranks blocked on a peer
-would otherwise idle until their process-group timeout. Two mechanisms, both armed by
-``tie_to_parent``; a rank starts in ``run_tied``, which ties it before importing anything heavy
-(torch takes seconds to import: a parent dying meanwhile must not leave the rank behind):
+A parent killed by SIGKILL or the OOM killer runs no cleanup; its children would idle (or
+compute) on. ``tie_to_parent`` arms two mechanisms in the child:
 
-* Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills the rank when its parent
-  dies, even while the rank is blocked inside C code;
-  (the kernel's "parent" is the spawning thread: ``run_job`` spawns and waits in one thread);
+* Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills the child when its parent
+  dies, even while it is blocked or computing inside C code (the kernel's "parent" is the
+  thread that spawned it: spawn and wait in one thread);
 * everywhere: a daemon watchdog thread that waits on the parent's sentinel pipe (closed by the
   kernel when the parent exits; multiprocessing children have one) or else polls the parent
   pid, and ends the process when the parent is gone.
+
+Used by ``sim.pool``'s workers and ``measure``'s ranks (``measure.lifeline``). Standard library
+only: a child ties itself before it imports anything heavy.
 """
 
 from __future__ import annotations
 
 import ctypes
-import importlib
 import multiprocessing
 import os
 import signal
@@ -30,7 +30,7 @@ PR_SET_PDEATHSIG = 1
 POLL_S = 0.5
 """Seconds between parent checks of the watchdog where no sentinel pipe exists."""
 ORPHAN_EXIT = 1
-"""Exit status of a rank that ends because its parent died."""
+"""Exit status of a child that ends because its parent died."""
 
 
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
@@ -60,14 +60,6 @@ def tie_to_parent(parent_pid: int) -> None:
     threading.Thread(
         target=_watchdog, args=(parent_pid,), name="ppd-parent-watchdog", daemon=True
     ).start()
-
-
-def run_tied(parent_pid: int, target: str, *args) -> None:
-    """Process target of a spawned rank: tie to ``parent_pid``, then import and call ``target``
-    (``"package.module:function"``) with ``args``, which must unpickle without heavy imports."""
-    tie_to_parent(parent_pid)
-    module, _, name = target.partition(":")
-    getattr(importlib.import_module(module), name)(*args)
 
 
 def _watchdog(parent_pid: int) -> None:

@@ -1,4 +1,8 @@
-"""Argument checks of every generating function (PPD, greedy, match rates, timing): ValueError."""
+"""Argument checks of every generating function (PPD, greedy, FREE, match rates, timing):
+ValueError naming the argument; and the EOS ids that stop generation.
+
+The ground floor of ``measure``: every layer above (decode, match, profile, eval) uses these.
+"""
 
 from __future__ import annotations
 
@@ -107,6 +111,15 @@ def as_prompt_ids(input_ids, device) -> torch.Tensor:
     return ids.to(device)
 
 
+def checked_prompt(lsm, input_ids, max_new_tokens) -> torch.Tensor:
+    """One prompt as ids [1, P] on ``lsm``'s device (a ``LayerSplitModel``), checked: every id
+    in the vocabulary, and P + max_new_tokens within the model's context."""
+    ids = as_prompt_ids(input_ids, lsm.device)
+    check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
+    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
+    return ids
+
+
 def eos_set(eos_token_id) -> set[int]:
     """EOS ids as a set (None -> empty; an int or a list of ints)."""
     if eos_token_id is None:
@@ -114,3 +127,12 @@ def eos_set(eos_token_id) -> set[int]:
     if isinstance(eos_token_id, int):
         return {eos_token_id}
     return {int(x) for x in eos_token_id}
+
+
+def eos_token_ids(model) -> list[int]:
+    """EOS ids that stop generation, as ``model.generate`` uses them."""
+    config = getattr(model, "generation_config", None) or model.config
+    eos = getattr(config, "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
