@@ -21,8 +21,9 @@ from ppdmodel.cli_args import (
 )
 from sim.hardware import ENGINE_PRESETS
 
-TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "compute_s", "speedup",
-                 "compute_ratio", "p", "break_even_p", "quality")  # fmt: skip
+TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "latency_low_s", "latency_high_s",
+                 "compute_s", "speedup", "speedup_low", "speedup_high", "compute_ratio", "p",
+                 "break_even_p", "quality")  # fmt: skip
 """Columns of the printed frontier (the CSV holds every column)."""
 SHOW = 10
 """Frontier points printed per workload (evenly spaced along it)."""
@@ -73,8 +74,15 @@ def register(subparsers) -> None:
     p.add_argument("--bandwidth-efficiency", type=probability, default=None,
                    help="fraction of peak HBM bandwidth reached (default 0.8, or the engine's)")
     p.add_argument("--table", default=None,
-                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet"
-                        " (default: the profiled model's shipped atlas if any, else Table 2)")
+                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2'), a CSV/Parquet, "
+                        "or a ppd measure match-rate / ppd validate output folder (or its "
+                        "traces.jsonl: p per d_bar, k and head, with its token count) (default: "
+                        "the profiled model's shipped atlas; without --profile, Table 2)")
+    p.add_argument("--allow-other-model-table", action="store_true",
+                   help="recommend from a p-table measured on another model than the profiled "
+                        "one (by default refused)")
+    p.add_argument("--draws", type=nonnegative_int, default=None,
+                   help="draws behind each 95 %% interval (default 100; 0: no intervals)")
     p.add_argument("--table-d", type=positive_int, default=None,
                    help="layers of the model a p-table file was measured on")
     p.add_argument("--workload", nargs="+", default=None, help="workloads (default: all)")
@@ -118,14 +126,22 @@ def _shape(args):
 
     if args.profile and not (args.config or args.shape):
         return profile_model(args.profile, context_len=args.context_len)
-    name = ""
-    if args.profile:
-        with suppress(ValueError):  # a bare DecodeCosts file names no model
-            name = profile_model(args.profile)[1]
+    name = _profile_model(args.profile).get("name", "") if args.profile else ""
     context = args.context_len or 1024
     if args.config:
         return ModelShape.from_hf_config(args.config, context_len=context), name
     return ModelShape.from_name(args.shape or "vicuna-13b").with_context(context), name
+
+
+def _profile_model(path) -> dict:
+    """The ``model`` entry of a cost profile ({} for a bare DecodeCosts file)."""
+    with suppress(ValueError, OSError):
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = data.get("model") if isinstance(data, dict) else None
+        if isinstance(model, dict):
+            return {key: str(value) for key, value in model.items()
+                    if key in ("name", "path") and value}  # fmt: skip
+    return {}
 
 
 def _hardware(args, shape) -> list:
@@ -187,27 +203,55 @@ def _engine_hardware(args, shape) -> list:
             for gpu in args.gpu or ["h100-sxm"] for link in args.link]  # fmt: skip
 
 
-def _ptable(args, model_name: str = ""):
+def _ptable(args, model_name: str = "", d: int = 0):
+    """The p-table (--table, or the profiled model's shipped atlas, or Table 2), refused when
+    it was measured on another model than the profiled one (``_check_table_model``)."""
     from sim.ptable import PTable
 
     if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
         try:
-            return PTable.builtin(model_name) if model_name else PTable.paper()
+            table = PTable.builtin(model_name) if model_name else PTable.paper()
         except ValueError:
-            return PTable.paper()
-    if Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
-        return PTable.read(args.table, d=args.table_d)
-    return PTable.builtin(args.table)
+            table = PTable.paper()
+    elif Path(args.table).is_dir() or Path(args.table).suffix == ".jsonl":
+        table = PTable.from_run(args.table)
+    elif Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
+        table = PTable.read(args.table, d=args.table_d)
+    else:
+        table = PTable.builtin(args.table)
+    _check_table_model(args, table, model_name, d)
+    return table
+
+
+def _check_table_model(args, table, model_name: str, d: int) -> None:
+    """Refuse (ValueError) a p-table of another model than the profile's (another name, or a
+    measured folder of another depth) unless --allow-other-model-table."""
+    from sim.ptable import same_model
+
+    if not args.profile or args.allow_other_model_table:
+        return
+    measured = args.table is not None and Path(args.table).exists() and Path(
+        args.table).suffix not in (".csv", ".parquet")  # fmt: skip
+    table_model = table.model or ("" if not measured else f"a {table.d}-layer model")
+    other = not same_model(table.model, model_name) or (measured and table.d != d)
+    if other:
+        where = "no --table was given and " if args.table is None else ""
+        raise ValueError(
+            f"{where}p-table '{table.name}' was measured on {table_model!r}, the profile on "
+            f"{model_name or f'a {d}-layer model'!r}: give --table with this model's rates (a "
+            "ppd measure match-rate or ppd validate folder) or --allow-other-model-table"
+        )
 
 
 def run_plan(args: argparse.Namespace) -> int:
     from sim.plan import plan
     from sim.plan_grid import DraftModel, PlanSpace
+    from sim.plan_intervals import PLAN_DRAWS
     from sim.sweep import open_executor
 
     shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
-    ptable = _ptable(args, model_name)
+    ptable = _ptable(args, model_name, shape.num_layers)
     free_table = _free_table(args, shape.num_layers)
     draft = None
     if args.draft_acceptance is not None:
@@ -226,10 +270,12 @@ def run_plan(args: argparse.Namespace) -> int:
         result = plan(hardware, ptable, space, d=shape.num_layers, max_compute=args.max_compute,
                       confirm_n=args.confirm_n, executor=executor, seed=args.seed,
                       out_dir=out / "confirm" if args.confirm_n else None,
-                      keep_screened=True, min_quality=args.min_quality)  # fmt: skip
+                      keep_screened=True, min_quality=args.min_quality,
+                      replicates=_replicates(args, hardware),
+                      draws=PLAN_DRAWS if args.draws is None else args.draws)  # fmt: skip
     seconds = time.perf_counter() - started
     regimes = _advise(result, hardware, args.devices)
-    result.frontier.to_csv(out / "plan.csv", index=False)
+    plan_table(result).to_csv(out / "plan.csv", index=False)
     result.by_devices.to_csv(out / "by_devices.csv", index=False)
     if len(regimes):
         regimes.to_csv(out / "regimes.csv", index=False)
@@ -238,7 +284,9 @@ def run_plan(args: argparse.Namespace) -> int:
         f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
     )
     _write_png(result, out / "plan.png", title)
-    note = "; ".join(filter(None, (_depth_note(ptable, shape), _free_note(args))))
+    note = "; ".join(filter(None, (_depth_note(ptable, shape), _free_note(args),
+                                   _other_model_note(args, ptable, model_name))))  # fmt: skip
+    commands = {w: _settle_command(args, v, ptable) for w, v in result.verdicts.items()}
     if args.json:
         report = {
             "n_screened": result.n_screened,
@@ -247,13 +295,96 @@ def run_plan(args: argparse.Namespace) -> int:
             "seconds": seconds,
             "note": note,
             "recommendations": result.recommendations,
+            "intervals_cover": result.covers,
+            "verdicts": {
+                w: {
+                    "text": v.text,
+                    "too_close": v.too_close,
+                    "recommended": v.recommended,
+                    "rival": v.rival,
+                    "validate_command": commands[w],
+                }
+                for w, v in result.verdicts.items()
+            },  # fmt: skip
+            "asked": []
+            if result.asked is None
+            else json.loads(result.asked.to_json(orient="records")),  # fmt: skip
             "regimes": json.loads(regimes.to_json(orient="records")),
             "frontier": json.loads(result.frontier.to_json(orient="records")),
         }
         print(json.dumps(report, indent=2))
     else:
-        _print(result, seconds, note, out, regimes)
+        _print(result, seconds, note, out, regimes, commands)
     return 0
+
+
+def plan_table(result):
+    """plan.csv: the frontier (``on_frontier``) and the PPD configurations asked for with
+    --d-bar/--k (``asked``), off the frontier or not."""
+    import pandas as pd
+
+    asked = result.asked
+    front = result.frontier.assign(
+        on_frontier=True, asked=(result.frontier.method == "ppd") & (asked is not None)
+    )
+    if asked is None:
+        return front
+    extra = asked[~asked.on_frontier].assign(asked=True, recommended=False, pareto=False)
+    return pd.concat([front, extra], ignore_index=True)
+
+
+def _replicates(args, hardware):
+    """Per hardware model, its profile's bootstrap replicates (None without a profile)."""
+    from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
+    from sim.plan_intervals import profile_replicates
+
+    if not args.profile:
+        return None
+    data = json.loads(Path(args.profile).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
+        return None  # a bare DecodeCosts file keeps no samples
+    return profile_replicates(parse_cost_profile(data), hardware)
+
+
+def _settle_command(args, verdict, ptable) -> str:
+    """The ppd validate command that times the recommendation and its rival, or why none."""
+    from sim.plan_intervals import validate_command
+    from sim.ptable import run_metadata
+
+    if verdict.validate_flags is None:
+        return ""
+    prompts = "PROMPTS"
+    entry = _profile_model(args.profile) if args.profile else {}
+    model = entry.get("path") or entry.get("name") or "MODEL"
+    if args.table is not None and Path(args.table).exists():
+        folder = Path(args.table) if Path(args.table).is_dir() else Path(args.table).parent
+        with suppress(ValueError):
+            prompts = run_metadata(folder).get("prompts") or prompts
+    return validate_command(verdict.validate_flags, model=model, prompts=prompts,
+                            profile=args.profile, ell=args.ell,
+                            out=str(Path(args.out) / "settle"))  # fmt: skip
+
+
+def _other_model_note(args, ptable, model_name: str) -> str:
+    from sim.ptable import same_model
+
+    if args.profile and args.allow_other_model_table and not same_model(ptable.model, model_name):
+        return (f"p-table '{ptable.name}' measured on {ptable.model!r}, used for "
+                f"{model_name!r} (--allow-other-model-table)")  # fmt: skip
+    return ""
+
+
+def _print_verdict(result, workload: str, command: str) -> None:
+    """The verdict line and, when too close to call, the command that settles it."""
+    v = result.verdicts.get(workload)
+    if v is None:
+        return
+    print(f"verdict: {v.text}")
+    if v.too_close and command:
+        print(f"settle it (greedy and these configurations only): {command}")
+    elif v.too_close:
+        print("settle it: ppd validate cannot time one of the two (tensor parallelism or a "
+              "separate draft model); measure them on the target hardware")  # fmt: skip
 
 
 def _advise(result, hardware, devices: int):
@@ -309,7 +440,7 @@ def _write_png(result, path, title: str) -> None:
     plt.close(fig)
 
 
-def _print(result, seconds: float, note: str, out: Path, regimes) -> None:
+def _print(result, seconds: float, note: str, out: Path, regimes, commands: dict) -> None:
     import numpy as np
     import pandas as pd
 
@@ -346,10 +477,19 @@ def _print(result, seconds: float, note: str, out: Path, regimes) -> None:
                 print(free[["config", "latency_s", "compute_s", "speedup", "compute_ratio",
                             "quality"]].to_string(index=False))  # fmt: skip
             print(f"recommended: {result.recommendations[workload]}")
+            _print_verdict(result, workload, commands.get(workload, ""))
             table = result.by_devices[result.by_devices.workload == workload]
             speedups = table.pivot(index="budget", columns="method", values="speedup")
             winner = table[table.wins].set_index("budget").method
             print("speed-up over greedy on one device, best of each method on <= n devices:")
             print(speedups.assign(fastest=winner).rename_axis("n devices").to_string())
+    if result.asked is not None and (~result.asked.on_frontier).any():
+        off = result.asked[~result.asked.on_frontier].sort_values("latency_s")
+        print(f"\n{len(off)} configuration(s) asked for with --d-bar/--k are off the frontier "
+              f"(plan.csv: asked, not on_frontier); the fastest:")  # fmt: skip
+        with pd.option_context("display.width", 200, "display.max_colwidth", 80,
+                               "display.float_format", "{:.4g}".format):  # fmt: skip
+            print(off.head(SHOW)[["workload", "config", "latency_s", "speedup", "speedup_low",
+                                  "speedup_high", "p"]].to_string(index=False))  # fmt: skip
     extra = f", {out / 'regimes.csv'}" if len(regimes) else ""
     print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'}{extra} and {out / 'plan.png'}")

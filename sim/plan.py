@@ -13,7 +13,13 @@
    Monte Carlo of their verify rule; the mean and its standard error per point;
 4. recommends, per workload, the fastest feasible configuration of quality >= ``min_quality``
    (default 1.0: exact methods only, so FREE is shown but recommended only when the bar is
-   lowered), and says why.
+   lowered), and says why;
+5. puts a 95 % interval on every latency and speed-up (``sim.plan_intervals``: the profile's
+   cost replicates, p's sampling error) and says, per workload, whether the recommendation
+   is clear of its rival and of greedy or too close to call (``Plan.verdicts``).
+
+The configurations a user asked for (``space.d_bars``, ``space.ks``) are kept in
+``Plan.asked`` with their intervals, on the frontier or not.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -32,13 +38,24 @@ from ppdmodel.alternatives import (
     early_exit_step_seconds,
     sample_speculative_steps,
 )
-from ppdmodel.validation import as_real, check_instance, check_nonnegative
+from ppdmodel.validation import as_real, check_columns, check_instance, check_nonnegative
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
+from sim.plan_intervals import (
+    INTERVAL_COLUMNS,
+    KEYS,
+    PLAN_DRAWS,
+    Verdict,
+    draw_intervals,
+    rival_of,
+    spread_sources,
+    verdict,
+)
 from sim.plan_limits import (
+    SCREEN_COLUMNS,
     check_cell,
     check_confirm_work,
     check_plan_args,
@@ -72,6 +89,13 @@ class Plan:
     """Wall seconds of the closed-form screening."""
     confirm_s: float = 0.0
     """Wall seconds of the simulation of the frontier points."""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    """Per workload: can the recommendation be told from its rival and greedy (intervals)?"""
+    asked: pd.DataFrame | None = None
+    """The PPD configurations the space names (``d_bars``, ``ks`` given), frontier or not:
+    ``on_frontier`` marks those in ``frontier``; None when the space names none."""
+    covers: str = ""
+    """What the interval columns cover (``sim.plan_intervals.spread_sources``)."""
 
 
 def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.ndarray:
@@ -141,12 +165,7 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     out = []
-    for _, rows in screened.groupby("workload", sort=False):
-        base = rows[(rows.method == "greedy") & (rows.tp_main == 1)]
-        ref = base.nsmallest(1, "latency_s").iloc[0]
-        rows = rows.assign(
-            speedup=ref.latency_s / rows.latency_s, compute_ratio=rows.compute_s / ref.compute_s
-        )
+    for _, rows in against_greedy(screened, screened).groupby("workload", sort=False):
         if max_compute is not None:
             rows = rows[rows.compute_ratio <= max_compute * (1 + 1e-12)]
         allowed = _allowed(rows, min_quality)
@@ -160,6 +179,22 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
                                 quality)  # fmt: skip
             out.append(by_method[mask].sort_values("compute_s", kind="stable"))
     return pd.concat(out).reset_index(drop=True)
+
+
+def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``speedup`` and ``compute_ratio`` against the fastest greedy on one
+    device of their workload in ``screened``."""
+    check_columns("rows", rows, SCREEN_COLUMNS)
+    check_screened("screened", screened)
+    base = screened[(screened.method == "greedy") & (screened.tp_main == 1)]
+    ref = base.sort_values("latency_s", kind="stable").groupby("workload").first()
+    ref = ref.reindex(rows.workload)
+    if ref.latency_s.isna().any():
+        raise ValueError("screened must hold greedy on one device for every workload of rows")
+    return rows.assign(
+        speedup=ref.latency_s.to_numpy() / rows.latency_s.to_numpy(),
+        compute_ratio=rows.compute_s.to_numpy() / ref.compute_s.to_numpy(),
+    )
 
 
 def _allowed(rows: pd.DataFrame, min_quality: float) -> np.ndarray:
@@ -208,10 +243,14 @@ def plan(
     out_dir=None,
     keep_screened: bool = False,
     min_quality: float = EXACT_QUALITY,
+    replicates=None,
+    draws: int = PLAN_DRAWS,
 ) -> Plan:
     """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
-    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s;
-    ``min_quality``: the lowest quality against greedy's output a recommendation may have.
+    0 skips it), recommend and judge (module docstring). ``hardware``: ``HardwareModel``s;
+    ``min_quality``: the lowest quality against greedy's output a recommendation may have;
+    ``replicates``: per hardware model, its bootstrap replicates (``sim.plan_intervals.
+    profile_replicates``; None: no cost spread); ``draws``: draws per interval (0: points).
 
     Refuses (ValueError) a screen or confirmation above ``sim.plan_limits``' work limits
     before starting it; Ctrl-C or any exception ends the confirmation's local workers.
@@ -241,8 +280,66 @@ def plan(
         reasons[workload] = explain(front.loc[best], rows, screened, max_compute, min_quality)
     front.insert(2, "config", [label(r) for r in front.itertuples()])
     by_devices = best_by_devices(screened, max_compute, min_quality)
-    return Plan(front, reasons, len(screened), screened if keep_screened else None,
-                by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
+    result = Plan(front, reasons, len(screened), screened if keep_screened else None,
+                  by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
+    return _judge(
+        result,
+        screened,
+        hardware,
+        ptable,
+        space,
+        d,
+        replicates=replicates,
+        draws=draws,
+        seed=seed,
+        max_compute=max_compute,
+        min_quality=min_quality,
+    )
+
+
+def _judge(result: Plan, screened, hardware, ptable, space, d, *, replicates, draws, seed,
+           max_compute, min_quality) -> Plan:  # fmt: skip
+    """Interval columns on the frontier and the asked configurations, and the verdicts."""
+    front = result.frontier
+    asked = None
+    if space.d_bars is not None or space.ks is not None:
+        ppd = screened[screened.method == "ppd"]
+        asked = against_greedy(ppd, screened) if len(ppd) else None
+    bests = front[front.recommended]
+    rivals = [rival_of(b, screened, max_compute, min_quality) for _, b in bests.iterrows()]
+    rivals = [r for r in rivals if r is not None]
+    rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
+        None)  # fmt: skip
+    parts = [p for p in (front, asked, rival_rows) if p is not None]
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+    done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
+                          replicates=replicates, draws=draws, seed=seed)  # fmt: skip
+    columns = list(INTERVAL_COLUMNS)
+    front[columns] = done[columns].iloc[: len(front)].to_numpy()
+    start = len(front)
+    if asked is not None:
+        asked = asked.copy()
+        asked[columns] = done[columns].iloc[start : start + len(asked)].to_numpy()
+        start += len(asked)
+        keys = [c for c in KEYS if c in asked.columns]
+        on = asked[keys].merge(front[keys].assign(on_frontier=True), on=keys, how="left")
+        asked.insert(0, "config", [label(r) for r in asked.itertuples()])
+        asked["on_frontier"] = on.on_frontier.eq(True).to_numpy()
+    if rival_rows is not None:
+        rival_rows = rival_rows.assign(**dict(zip(columns, done[columns].iloc[start:]
+                                                  .to_numpy().T, strict=True)))  # fmt: skip
+    covers = spread_sources(replicates, ptable)
+    verdicts = {}
+    for _, best in front[front.recommended].iterrows():
+        workload = best.workload
+        greedy = front[(front.workload == workload) & (front.method == "greedy")
+                       & (front.tp_main == 1)].nsmallest(1, "latency_s")  # fmt: skip
+        rival = None if rival_rows is None else rival_rows[rival_rows.workload == workload]
+        others = [*(r for _, r in (rival.iterrows() if rival is not None else ())),
+                  *(r for _, r in greedy.iterrows())]  # fmt: skip
+        others = [r for r in others if label(r) != label(best)]
+        verdicts[workload] = verdict(best, others, covers, label)
+    return replace(result, frontier=front, verdicts=verdicts, asked=asked, covers=covers)
 
 
 def check_min_quality(min_quality) -> float:
@@ -265,13 +362,8 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
         f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
         f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
     )
-    others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
-    others = others[(others.devices <= best.devices) & _allowed(others, min_quality)]
-    if max_compute is not None:
-        base = best.compute_s / best.compute_ratio
-        others = others[others.compute_s <= max_compute * base * (1 + 1e-12)]
-    if len(others):
-        rival = others.nsmallest(1, "latency_s").iloc[0]
+    rival = rival_of(best, screened, max_compute, min_quality)
+    if rival is not None:
         text += (
             f"; the best other method on at most {int(best.devices)} "
             f"device{'s' if best.devices > 1 else ''}, "
