@@ -252,7 +252,8 @@ def test_plan_from_a_validation_folder_says_too_close_and_how_to_settle_it(tmp_p
     assert "--d-bar 22 --k 1 --early-head candidates --backend dist" in command
     assert "off the frontier" in out
     table = pd.read_csv(tmp_path / "out" / "plan.csv")
-    assert (table.speedup_low <= table.speedup).all() and (table.speedup <= table.speedup_high).all()
+    assert (table.speedup_low <= table.speedup).all()
+    assert (table.speedup <= table.speedup_high).all()
     asked = table[table.asked]
     assert set(asked.d_bar) == {22} and (~asked.on_frontier).any() and table.on_frontier.any()
     assert main([*argv, "--table", str(folder / "traces.jsonl"), "--json"]) == 0
