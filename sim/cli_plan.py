@@ -281,11 +281,14 @@ def run_plan(args: argparse.Namespace) -> int:
         regimes.to_csv(out / "regimes.csv", index=False)
     hardware_names = ", ".join(hw.name for hw in hardware)
     title = (
-        f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
+        f"{args.config or args.shape or model_name or 'vicuna-13b'} on {hardware_names}; "
+        f"p-table {ptable.name}"
     )
     _write_png(result, out / "plan.png", title)
-    note = "; ".join(filter(None, (_depth_note(ptable, shape), _free_note(args),
-                                   _other_model_note(args, ptable, model_name))))  # fmt: skip
+    notes = (_depth_note(ptable, shape), _free_note(args),
+             _other_model_note(args, ptable, model_name),
+             _coverage_note(ptable, result.screened, shape.num_layers))  # fmt: skip
+    note = "; ".join(filter(None, notes))
     commands = {w: _settle_command(args, v, ptable) for w, v in result.verdicts.items()}
     if args.json:
         report = {
@@ -363,6 +366,19 @@ def _settle_command(args, verdict, ptable) -> str:
     return validate_command(verdict.validate_flags, model=model, prompts=prompts,
                             profile=args.profile, ell=args.ell,
                             out=str(Path(args.out) / "settle"))  # fmt: skip
+
+
+def _coverage_note(ptable, screened, d: int) -> str:
+    """Which screened d_bar the p-table did not measure (their p is interpolated)."""
+    if ptable.d != d:  # mapped by relative depth: _depth_note says so
+        return ""
+    measured = set(ptable.df.layer.astype(int))
+    missing = sorted(set(screened.d_bar[screened.method == "ppd"].astype(int)) - measured)
+    if not missing or len(measured) > 8:
+        return ""
+    return (f"p-table '{ptable.name}' measured layers {sorted(measured)} only: p at the other "
+            f"d_bar ({len(missing)} of them) is interpolated toward p = 1 at the last layer, an "
+            "assumption its intervals do not cover")  # fmt: skip
 
 
 def _other_model_note(args, ptable, model_name: str) -> str:

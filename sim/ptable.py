@@ -193,8 +193,9 @@ class PTable:
     def grid_draws(self, d_model: int, workloads=None, heads=None, *, draws: int,
                    seed: int = 0) -> np.ndarray | None:  # fmt: skip
         """[draws, w, h, layer, k] draws of ``grid``: each cell's p drawn from its ``n_tokens``
-        (interpolated as p is; Jeffreys' posterior, ``p_draws``; a cell without n, or a row
-        without it counted as 0, keeps its p); None when the table gives no n."""
+        (interpolated as p is, but held beyond the deepest measured layer; Jeffreys' posterior,
+        ``p_draws``; a cell without n, or a row without it counted as 0, keeps its p); None
+        when the table gives no n."""
         draws = int(check_positive_int("draws", draws, limit=MAX_DRAWS))
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r:.60}")
@@ -202,9 +203,11 @@ class PTable:
                 self.df[N_COLUMN], errors="coerce").gt(0).any():  # fmt: skip
             return None
         p = self.grid(d_model, workloads, heads)
-        table = replace(self, df=self.df.assign(
-            **{N_COLUMN: pd.to_numeric(self.df[N_COLUMN], errors="coerce").fillna(0)}))  # fmt: skip
-        n = table.grid(d_model, workloads, heads, column=N_COLUMN)
+        df = self.df.assign(**{N_COLUMN: pd.to_numeric(self.df[N_COLUMN], errors="coerce")
+                               .fillna(0)})  # fmt: skip
+        deepest = df.sort_values("layer").groupby(["workload", "head", "k"]).tail(1)
+        df = pd.concat([df, deepest.assign(layer=self.d)], ignore_index=True)  # n holds on top
+        n = replace(self, df=df).grid(d_model, workloads, heads, column=N_COLUMN)
         out = np.repeat(p[None], draws, axis=0)
         for i, cell in enumerate(zip(*np.nonzero(np.isfinite(p) & (n >= 1)), strict=True)):
             out[(slice(None), *cell)] = p_draws(p=float(p[cell]), n=int(n[cell]), draws=draws,

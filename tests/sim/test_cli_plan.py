@@ -250,16 +250,18 @@ def test_plan_from_a_validation_folder_says_too_close_and_how_to_settle_it(tmp_p
     (command,) = [line for line in out.splitlines() if line.startswith("settle it")]
     assert "ppd validate --model smollm2 --prompts questions.jsonl" in command
     assert "--d-bar 22 --k 1 --early-head candidates --backend dist" in command
-    assert "off the frontier" in out
+    assert "off the frontier" in out and "measured layers [22] only" not in out  # asked: 22
     table = pd.read_csv(tmp_path / "out" / "plan.csv")
     assert (table.speedup_low <= table.speedup).all()
     assert (table.speedup <= table.speedup_high).all()
     asked = table[table.asked]
     assert set(asked.d_bar) == {22} and (~asked.on_frontier).any() and table.on_frontier.any()
-    assert main([*argv, "--table", str(folder / "traces.jsonl"), "--json"]) == 0
+    assert main([*argv, "--table", str(folder / "traces.jsonl"), "--d-bar", "22", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     (verdict,) = report["verdicts"].values()
     assert verdict["too_close"] and verdict["validate_command"].startswith("ppd validate")
+    assert main([*argv, "--table", str(folder), "--d-bar", "20", "22"]) == 0
+    assert "measured layers [22] only: p at the other d_bar (1 of them)" in capsys.readouterr().out
 
 
 def test_plan_refuses_another_models_table_without_the_flag(tmp_path, capsys):
