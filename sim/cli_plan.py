@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,15 @@ from ppdmodel.cli_args import (
     positive_float,
     positive_int,
     probability,
+)
+from sim.cli_plan_table import (
+    coverage_note,
+    depth_note,
+    other_model_note,
+    profile_entry,
+    read_ptable,
+    replicates_of,
+    settle_command,
 )
 from sim.hardware import ENGINE_PRESETS
 
@@ -126,22 +134,11 @@ def _shape(args):
 
     if args.profile and not (args.config or args.shape):
         return profile_model(args.profile, context_len=args.context_len)
-    name = _profile_model(args.profile).get("name", "") if args.profile else ""
+    name = profile_entry(args.profile).get("name", "") if args.profile else ""
     context = args.context_len or 1024
     if args.config:
         return ModelShape.from_hf_config(args.config, context_len=context), name
     return ModelShape.from_name(args.shape or "vicuna-13b").with_context(context), name
-
-
-def _profile_model(path) -> dict:
-    """The ``model`` entry of a cost profile ({} for a bare DecodeCosts file)."""
-    with suppress(ValueError, OSError):
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        model = data.get("model") if isinstance(data, dict) else None
-        if isinstance(model, dict):
-            return {key: str(value) for key, value in model.items()
-                    if key in ("name", "path") and value}  # fmt: skip
-    return {}
 
 
 def _hardware(args, shape) -> list:
@@ -203,46 +200,6 @@ def _engine_hardware(args, shape) -> list:
             for gpu in args.gpu or ["h100-sxm"] for link in args.link]  # fmt: skip
 
 
-def _ptable(args, model_name: str = "", d: int = 0):
-    """The p-table (--table, or the profiled model's shipped atlas, or Table 2), refused when
-    it was measured on another model than the profiled one (``_check_table_model``)."""
-    from sim.ptable import PTable
-
-    if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
-        try:
-            table = PTable.builtin(model_name) if model_name else PTable.paper()
-        except ValueError:
-            table = PTable.paper()
-    elif Path(args.table).is_dir() or Path(args.table).suffix == ".jsonl":
-        table = PTable.from_run(args.table)
-    elif Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
-        table = PTable.read(args.table, d=args.table_d)
-    else:
-        table = PTable.builtin(args.table)
-    _check_table_model(args, table, model_name, d)
-    return table
-
-
-def _check_table_model(args, table, model_name: str, d: int) -> None:
-    """Refuse (ValueError) a p-table of another model than the profile's (another name, or a
-    measured folder of another depth) unless --allow-other-model-table."""
-    from sim.ptable import same_model
-
-    if not args.profile or args.allow_other_model_table:
-        return
-    measured = args.table is not None and Path(args.table).exists() and Path(
-        args.table).suffix not in (".csv", ".parquet")  # fmt: skip
-    table_model = table.model or ("" if not measured else f"a {table.d}-layer model")
-    other = not same_model(table.model, model_name) or (measured and table.d != d)
-    if other:
-        where = "no --table was given and " if args.table is None else ""
-        raise ValueError(
-            f"{where}p-table '{table.name}' was measured on {table_model!r}, the profile on "
-            f"{model_name or f'a {d}-layer model'!r}: give --table with this model's rates (a "
-            "ppd measure match-rate or ppd validate folder) or --allow-other-model-table"
-        )
-
-
 def run_plan(args: argparse.Namespace) -> int:
     from sim.plan import plan
     from sim.plan_grid import DraftModel, PlanSpace
@@ -251,7 +208,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
-    ptable = _ptable(args, model_name, shape.num_layers)
+    ptable = read_ptable(args, model_name, shape.num_layers)
     free_table = _free_table(args, shape.num_layers)
     draft = None
     if args.draft_acceptance is not None:
@@ -271,7 +228,7 @@ def run_plan(args: argparse.Namespace) -> int:
                       confirm_n=args.confirm_n, executor=executor, seed=args.seed,
                       out_dir=out / "confirm" if args.confirm_n else None,
                       keep_screened=True, min_quality=args.min_quality,
-                      replicates=_replicates(args, hardware),
+                      replicates=replicates_of(args, hardware),
                       draws=PLAN_DRAWS if args.draws is None else args.draws)  # fmt: skip
     seconds = time.perf_counter() - started
     regimes = _advise(result, hardware, args.devices)
@@ -285,11 +242,11 @@ def run_plan(args: argparse.Namespace) -> int:
         f"p-table {ptable.name}"
     )
     _write_png(result, out / "plan.png", title)
-    notes = (_depth_note(ptable, shape), _free_note(args),
-             _other_model_note(args, ptable, model_name),
-             _coverage_note(ptable, result.screened, shape.num_layers))  # fmt: skip
+    notes = (depth_note(ptable, shape), _free_note(args),
+             other_model_note(args, ptable, model_name),
+             coverage_note(ptable, result.screened, shape.num_layers))  # fmt: skip
     note = "; ".join(filter(None, notes))
-    commands = {w: _settle_command(args, v, ptable) for w, v in result.verdicts.items()}
+    commands = {w: settle_command(args, v, ptable) for w, v in result.verdicts.items()}
     if args.json:
         report = {
             "n_screened": result.n_screened,
@@ -334,60 +291,6 @@ def plan_table(result):
         return front
     extra = asked[~asked.on_frontier].assign(asked=True, recommended=False, pareto=False)
     return pd.concat([front, extra], ignore_index=True)
-
-
-def _replicates(args, hardware):
-    """Per hardware model, its profile's bootstrap replicates (None without a profile)."""
-    from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
-    from sim.plan_intervals import profile_replicates
-
-    if not args.profile:
-        return None
-    data = json.loads(Path(args.profile).read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
-        return None  # a bare DecodeCosts file keeps no samples
-    return profile_replicates(parse_cost_profile(data), hardware)
-
-
-def _settle_command(args, verdict, ptable) -> str:
-    """The ppd validate command that times the recommendation and its rival, or why none."""
-    from sim.plan_intervals import validate_command
-    from sim.ptable import run_metadata
-
-    if verdict.validate_flags is None:
-        return ""
-    prompts = "PROMPTS"
-    entry = _profile_model(args.profile) if args.profile else {}
-    model = entry.get("path") or entry.get("name") or "MODEL"
-    if args.table is not None and Path(args.table).exists():
-        folder = Path(args.table) if Path(args.table).is_dir() else Path(args.table).parent
-        with suppress(ValueError):
-            prompts = run_metadata(folder).get("prompts") or prompts
-    return validate_command(verdict.validate_flags, model=model, prompts=prompts,
-                            profile=args.profile, ell=args.ell,
-                            out=str(Path(args.out) / "settle"))  # fmt: skip
-
-
-def _coverage_note(ptable, screened, d: int) -> str:
-    """Which screened d_bar the p-table did not measure (their p is interpolated)."""
-    if ptable.d != d:  # mapped by relative depth: _depth_note says so
-        return ""
-    measured = set(ptable.df.layer.astype(int))
-    missing = sorted(set(screened.d_bar[screened.method == "ppd"].astype(int)) - measured)
-    if not missing or len(measured) > 8:
-        return ""
-    return (f"p-table '{ptable.name}' measured layers {sorted(measured)} only: p at the other "
-            f"d_bar ({len(missing)} of them) is interpolated toward p = 1 at the last layer, an "
-            "assumption its intervals do not cover")  # fmt: skip
-
-
-def _other_model_note(args, ptable, model_name: str) -> str:
-    from sim.ptable import same_model
-
-    if args.profile and args.allow_other_model_table and not same_model(ptable.model, model_name):
-        return (f"p-table '{ptable.name}' measured on {ptable.model!r}, used for "
-                f"{model_name!r} (--allow-other-model-table)")  # fmt: skip
-    return ""
 
 
 def _print_verdict(result, workload: str, command: str) -> None:
@@ -437,13 +340,6 @@ def _free_note(args) -> str:
         return ("FREE (approximate early exit) left out: give --free-table FILE with its exit "
                 "rate and quality per threshold, as ppd validate --free measures them")  # fmt: skip
     return ""
-
-
-def _depth_note(ptable, shape) -> str:
-    if ptable.d == shape.num_layers:
-        return ""
-    return (f"p-table '{ptable.name}' was measured on a {ptable.d}-layer model; mapped to "
-            f"{shape.num_layers} layers by relative depth")  # fmt: skip
 
 
 def _write_png(result, path, title: str) -> None:
