@@ -38,24 +38,14 @@ from ppdmodel.alternatives import (
     early_exit_step_seconds,
     sample_speculative_steps,
 )
-from ppdmodel.validation import as_real, check_columns, check_instance, check_nonnegative
+from ppdmodel.validation import as_real, check_instance, check_nonnegative
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
-from sim.plan_intervals import (
-    INTERVAL_COLUMNS,
-    KEYS,
-    PLAN_DRAWS,
-    Verdict,
-    draw_intervals,
-    rival_of,
-    spread_sources,
-    verdict,
-)
+from sim.plan_intervals import PLAN_DRAWS, Verdict, against_greedy, judge, rival_of
 from sim.plan_limits import (
-    SCREEN_COLUMNS,
     check_cell,
     check_confirm_work,
     check_plan_args,
@@ -181,22 +171,6 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
     return pd.concat(out).reset_index(drop=True)
 
 
-def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with ``speedup`` and ``compute_ratio`` against the fastest greedy on one
-    device of their workload in ``screened``."""
-    check_columns("rows", rows, SCREEN_COLUMNS)
-    check_screened("screened", screened)
-    base = screened[(screened.method == "greedy") & (screened.tp_main == 1)]
-    ref = base.sort_values("latency_s", kind="stable").groupby("workload").first()
-    ref = ref.reindex(rows.workload)
-    if ref.latency_s.isna().any():
-        raise ValueError("screened must hold greedy on one device for every workload of rows")
-    return rows.assign(
-        speedup=ref.latency_s.to_numpy() / rows.latency_s.to_numpy(),
-        compute_ratio=rows.compute_s.to_numpy() / ref.compute_s.to_numpy(),
-    )
-
-
 def _allowed(rows: pd.DataFrame, min_quality: float) -> np.ndarray:
     """Rows of quality >= ``min_quality`` (every row where no quality is given)."""
     if "quality" not in rows:
@@ -282,7 +256,7 @@ def plan(
     by_devices = best_by_devices(screened, max_compute, min_quality)
     result = Plan(front, reasons, len(screened), screened if keep_screened else None,
                   by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
-    return _judge(
+    return judge(
         result,
         screened,
         hardware,
@@ -294,52 +268,8 @@ def plan(
         seed=seed,
         max_compute=max_compute,
         min_quality=min_quality,
+        label=label,
     )
-
-
-def _judge(result: Plan, screened, hardware, ptable, space, d, *, replicates, draws, seed,
-           max_compute, min_quality) -> Plan:  # fmt: skip
-    """Interval columns on the frontier and the asked configurations, and the verdicts."""
-    front = result.frontier
-    asked = None
-    if space.d_bars is not None or space.ks is not None:
-        ppd = screened[screened.method == "ppd"]
-        asked = against_greedy(ppd, screened) if len(ppd) else None
-    bests = front[front.recommended]
-    rivals = [rival_of(b, screened, max_compute, min_quality) for _, b in bests.iterrows()]
-    rivals = [r for r in rivals if r is not None]
-    rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
-        None)  # fmt: skip
-    parts = [p for p in (front, asked, rival_rows) if p is not None]
-    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
-    done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
-                          replicates=replicates, draws=draws, seed=seed)  # fmt: skip
-    columns = list(INTERVAL_COLUMNS)
-    front[columns] = done[columns].iloc[: len(front)].to_numpy()
-    start = len(front)
-    if asked is not None:
-        asked = asked.copy()
-        asked[columns] = done[columns].iloc[start : start + len(asked)].to_numpy()
-        start += len(asked)
-        keys = [c for c in KEYS if c in asked.columns]
-        on = asked[keys].merge(front[keys].assign(on_frontier=True), on=keys, how="left")
-        asked.insert(0, "config", [label(r) for r in asked.itertuples()])
-        asked["on_frontier"] = on.on_frontier.eq(True).to_numpy()
-    if rival_rows is not None:
-        rival_rows = rival_rows.assign(**dict(zip(columns, done[columns].iloc[start:]
-                                                  .to_numpy().T, strict=True)))  # fmt: skip
-    covers = spread_sources(replicates, ptable)
-    verdicts = {}
-    for _, best in front[front.recommended].iterrows():
-        workload = best.workload
-        greedy = front[(front.workload == workload) & (front.method == "greedy")
-                       & (front.tp_main == 1)].nsmallest(1, "latency_s")  # fmt: skip
-        rival = None if rival_rows is None else rival_rows[rival_rows.workload == workload]
-        others = [*(r for _, r in (rival.iterrows() if rival is not None else ())),
-                  *(r for _, r in greedy.iterrows())]  # fmt: skip
-        others = [r for r in others if label(r) != label(best)]
-        verdicts[workload] = verdict(best, others, covers, label)
-    return replace(result, frontier=front, verdicts=verdicts, asked=asked, covers=covers)
 
 
 def check_min_quality(min_quality) -> float:

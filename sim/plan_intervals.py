@@ -8,7 +8,8 @@ with p draw i (``PTable.grid_draws``: Jeffreys' posterior over each p's ``n_toke
 gets the central 95 % of its latency and of its speed-up over greedy on one device (the ratio
 taken within each draw, so a cost shared by both cancels) as ``INTERVAL_COLUMNS``.
 
-``verdict``: the recommendation is "too close to call" when its speed-up interval overlaps
+``judge`` puts them on a plan's frontier and on the configurations asked for. ``verdict``: the
+recommendation is "too close to call" when its speed-up interval overlaps
 its rival's (the fastest configuration of another method, ``rival_of``) or greedy's on one
 device; the ``ppd validate`` flags that time just those configurations settle it
 (``validate_flags``, ``validate_command``).
@@ -25,10 +26,10 @@ import pandas as pd
 
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.intervals import LEVEL, MAX_DRAWS, Interval, check_level, interval_of
-from ppdmodel.validation import as_int, as_real, check_instance
+from ppdmodel.validation import as_int, as_real, check_columns, check_instance
 from sim.hardware_costs import HardwareModel, ProfileHardware
 from sim.plan_grid import PlanSpace, screen
-from sim.plan_limits import check_row, check_screened
+from sim.plan_limits import SCREEN_COLUMNS, check_row, check_screened
 from sim.ptable import N_COLUMN, PTable
 
 PLAN_DRAWS = 100
@@ -134,6 +135,75 @@ def draw_intervals(rows: pd.DataFrame, hardware: list, ptable: PTable, space: Pl
         else:
             out.loc[out.index[j], list(INTERVAL_COLUMNS)] = np.nan
     return out
+
+
+def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``speedup`` and ``compute_ratio`` against the fastest greedy on one
+    device of their workload in ``screened``."""
+    check_columns("rows", rows, SCREEN_COLUMNS)
+    check_screened("screened", screened)
+    base = screened[(screened.method == "greedy") & (screened.tp_main == 1)]
+    ref = base.sort_values("latency_s", kind="stable").groupby("workload").first()
+    ref = ref.reindex(rows.workload)
+    if ref.latency_s.isna().any():
+        raise ValueError("screened must hold greedy on one device for every workload of rows")
+    return rows.assign(
+        speedup=ref.latency_s.to_numpy() / rows.latency_s.to_numpy(),
+        compute_ratio=rows.compute_s.to_numpy() / ref.compute_s.to_numpy(),
+    )
+
+
+def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, seed,
+           max_compute, min_quality, label):  # fmt: skip
+    """``result`` (a ``sim.plan.Plan``) with interval columns on its frontier, the asked
+    configurations and the verdicts (module docstring); ``label`` names a row."""
+    if not callable(label):
+        raise TypeError(f"label must be callable, got {type(label).__name__}")
+    front = getattr(result, "frontier", None)
+    check_screened("result.frontier", front)
+    check_columns("result.frontier", front, ("recommended",))
+    check_screened("screened", screened)
+    check_instance("space", space, PlanSpace)
+    front = front.copy()
+    asked = None
+    if space.d_bars is not None or space.ks is not None:
+        ppd = screened[screened.method == "ppd"]
+        asked = against_greedy(ppd, screened) if len(ppd) else None
+    bests = front[front.recommended]
+    rivals = [rival_of(b, screened, max_compute, min_quality) for _, b in bests.iterrows()]
+    rivals = [r for r in rivals if r is not None]
+    rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
+        None)  # fmt: skip
+    parts = [p for p in (front, asked, rival_rows) if p is not None]
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+    done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
+                          replicates=replicates, draws=draws, seed=seed)  # fmt: skip
+    columns = list(INTERVAL_COLUMNS)
+    front[columns] = done[columns].iloc[: len(front)].to_numpy()
+    start = len(front)
+    if asked is not None:
+        asked = asked.copy()
+        asked[columns] = done[columns].iloc[start : start + len(asked)].to_numpy()
+        start += len(asked)
+        keys = [c for c in KEYS if c in asked.columns]
+        on = asked[keys].merge(front[keys].assign(on_frontier=True), on=keys, how="left")
+        asked.insert(0, "config", [label(r) for r in asked.itertuples()])
+        asked["on_frontier"] = on.on_frontier.eq(True).to_numpy()
+    if rival_rows is not None:
+        rival_rows = rival_rows.assign(**dict(zip(columns, done[columns].iloc[start:]
+                                                  .to_numpy().T, strict=True)))  # fmt: skip
+    covers = spread_sources(replicates, ptable)
+    verdicts = {}
+    for _, best in front[front.recommended].iterrows():
+        workload = best.workload
+        greedy = front[(front.workload == workload) & (front.method == "greedy")
+                       & (front.tp_main == 1)].nsmallest(1, "latency_s")  # fmt: skip
+        rival = None if rival_rows is None else rival_rows[rival_rows.workload == workload]
+        others = [*(r for _, r in (rival.iterrows() if rival is not None else ())),
+                  *(r for _, r in greedy.iterrows())]  # fmt: skip
+        others = [r for r in others if label(r) != label(best)]
+        verdicts[workload] = verdict(best, others, covers, label)
+    return replace(result, frontier=front, verdicts=verdicts, asked=asked, covers=covers)
 
 
 def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float = 1.0):
