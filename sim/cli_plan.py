@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,10 +18,20 @@ from ppdmodel.cli_args import (
     positive_int,
     probability,
 )
+from sim.cli_plan_table import (
+    coverage_note,
+    depth_note,
+    other_model_note,
+    profile_entry,
+    read_ptable,
+    replicates_of,
+    settle_command,
+)
 from sim.hardware import ENGINE_PRESETS
 
-TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "compute_s", "speedup",
-                 "compute_ratio", "p", "break_even_p", "quality")  # fmt: skip
+TABLE_COLUMNS = ("config", "hardware_name", "latency_s", "latency_low_s", "latency_high_s",
+                 "compute_s", "speedup", "speedup_low", "speedup_high", "compute_ratio", "p",
+                 "break_even_p", "quality")  # fmt: skip
 """Columns of the printed frontier (the CSV holds every column)."""
 SHOW = 10
 """Frontier points printed per workload (evenly spaced along it)."""
@@ -73,8 +82,15 @@ def register(subparsers) -> None:
     p.add_argument("--bandwidth-efficiency", type=probability, default=None,
                    help="fraction of peak HBM bandwidth reached (default 0.8, or the engine's)")
     p.add_argument("--table", default=None,
-                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2') or a CSV/Parquet"
-                        " (default: the profiled model's shipped atlas if any, else Table 2)")
+                   help="p-table: 'paper' (Table 2), a shipped atlas ('smollm2'), a CSV/Parquet, "
+                        "or a ppd measure match-rate / ppd validate output folder (or its "
+                        "traces.jsonl: p per d_bar, k and head, with its token count) (default: "
+                        "the profiled model's shipped atlas; without --profile, Table 2)")
+    p.add_argument("--allow-other-model-table", action="store_true",
+                   help="recommend from a p-table measured on another model than the profiled "
+                        "one (by default refused)")
+    p.add_argument("--draws", type=nonnegative_int, default=None,
+                   help="draws behind each 95 %% interval (default 100; 0: no intervals)")
     p.add_argument("--table-d", type=positive_int, default=None,
                    help="layers of the model a p-table file was measured on")
     p.add_argument("--workload", nargs="+", default=None, help="workloads (default: all)")
@@ -118,10 +134,7 @@ def _shape(args):
 
     if args.profile and not (args.config or args.shape):
         return profile_model(args.profile, context_len=args.context_len)
-    name = ""
-    if args.profile:
-        with suppress(ValueError):  # a bare DecodeCosts file names no model
-            name = profile_model(args.profile)[1]
+    name = profile_entry(args.profile).get("name", "") if args.profile else ""
     context = args.context_len or 1024
     if args.config:
         return ModelShape.from_hf_config(args.config, context_len=context), name
@@ -187,27 +200,15 @@ def _engine_hardware(args, shape) -> list:
             for gpu in args.gpu or ["h100-sxm"] for link in args.link]  # fmt: skip
 
 
-def _ptable(args, model_name: str = ""):
-    from sim.ptable import PTable
-
-    if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
-        try:
-            return PTable.builtin(model_name) if model_name else PTable.paper()
-        except ValueError:
-            return PTable.paper()
-    if Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
-        return PTable.read(args.table, d=args.table_d)
-    return PTable.builtin(args.table)
-
-
 def run_plan(args: argparse.Namespace) -> int:
     from sim.plan import plan
     from sim.plan_grid import DraftModel, PlanSpace
+    from sim.plan_intervals import PLAN_DRAWS
     from sim.sweep import open_executor
 
     shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
-    ptable = _ptable(args, model_name)
+    ptable = read_ptable(args, model_name, shape.num_layers)
     free_table = _free_table(args, shape.num_layers)
     draft = None
     if args.draft_acceptance is not None:
@@ -226,19 +227,26 @@ def run_plan(args: argparse.Namespace) -> int:
         result = plan(hardware, ptable, space, d=shape.num_layers, max_compute=args.max_compute,
                       confirm_n=args.confirm_n, executor=executor, seed=args.seed,
                       out_dir=out / "confirm" if args.confirm_n else None,
-                      keep_screened=True, min_quality=args.min_quality)  # fmt: skip
+                      keep_screened=True, min_quality=args.min_quality,
+                      replicates=replicates_of(args, hardware),
+                      draws=PLAN_DRAWS if args.draws is None else args.draws)  # fmt: skip
     seconds = time.perf_counter() - started
     regimes = _advise(result, hardware, args.devices)
-    result.frontier.to_csv(out / "plan.csv", index=False)
+    plan_table(result).to_csv(out / "plan.csv", index=False)
     result.by_devices.to_csv(out / "by_devices.csv", index=False)
     if len(regimes):
         regimes.to_csv(out / "regimes.csv", index=False)
     hardware_names = ", ".join(hw.name for hw in hardware)
     title = (
-        f"{args.config or args.shape or 'vicuna-13b'} on {hardware_names}; p-table {ptable.name}"
+        f"{args.config or args.shape or model_name or 'vicuna-13b'} on {hardware_names}; "
+        f"p-table {ptable.name}"
     )
     _write_png(result, out / "plan.png", title)
-    note = "; ".join(filter(None, (_depth_note(ptable, shape), _free_note(args))))
+    notes = (depth_note(ptable, shape), _free_note(args),
+             other_model_note(args, ptable, model_name),
+             coverage_note(ptable, result.screened, shape.num_layers))  # fmt: skip
+    note = "; ".join(filter(None, notes))
+    commands = {w: settle_command(args, v, ptable) for w, v in result.verdicts.items()}
     if args.json:
         report = {
             "n_screened": result.n_screened,
@@ -247,13 +255,55 @@ def run_plan(args: argparse.Namespace) -> int:
             "seconds": seconds,
             "note": note,
             "recommendations": result.recommendations,
+            "intervals_cover": result.covers,
+            "verdicts": {
+                w: {
+                    "text": v.text,
+                    "too_close": v.too_close,
+                    "recommended": v.recommended,
+                    "rival": v.rival,
+                    "validate_command": commands[w],
+                }
+                for w, v in result.verdicts.items()
+            },  # fmt: skip
+            "asked": []
+            if result.asked is None
+            else json.loads(result.asked.to_json(orient="records")),  # fmt: skip
             "regimes": json.loads(regimes.to_json(orient="records")),
             "frontier": json.loads(result.frontier.to_json(orient="records")),
         }
         print(json.dumps(report, indent=2))
     else:
-        _print(result, seconds, note, out, regimes)
+        _print(result, seconds, note, out, regimes, commands)
     return 0
+
+
+def plan_table(result):
+    """plan.csv: the frontier (``on_frontier``) and the PPD configurations asked for with
+    --d-bar/--k (``asked``), off the frontier or not."""
+    import pandas as pd
+
+    asked = result.asked
+    front = result.frontier.assign(
+        on_frontier=True, asked=(result.frontier.method == "ppd") & (asked is not None)
+    )
+    if asked is None:
+        return front
+    extra = asked[~asked.on_frontier].assign(asked=True, recommended=False, pareto=False)
+    return pd.concat([front, extra], ignore_index=True)
+
+
+def _print_verdict(result, workload: str, command: str) -> None:
+    """The verdict line and, when too close to call, the command that settles it."""
+    v = result.verdicts.get(workload)
+    if v is None:
+        return
+    print(f"verdict: {v.text}")
+    if v.too_close and command:
+        print(f"settle it (greedy and these configurations only): {command}")
+    elif v.too_close:
+        print("settle it: ppd validate cannot time one of the two (tensor parallelism or a "
+              "separate draft model); measure them on the target hardware")  # fmt: skip
 
 
 def _advise(result, hardware, devices: int):
@@ -292,13 +342,6 @@ def _free_note(args) -> str:
     return ""
 
 
-def _depth_note(ptable, shape) -> str:
-    if ptable.d == shape.num_layers:
-        return ""
-    return (f"p-table '{ptable.name}' was measured on a {ptable.d}-layer model; mapped to "
-            f"{shape.num_layers} layers by relative depth")  # fmt: skip
-
-
 def _write_png(result, path, title: str) -> None:
     import matplotlib.pyplot as plt
 
@@ -309,7 +352,7 @@ def _write_png(result, path, title: str) -> None:
     plt.close(fig)
 
 
-def _print(result, seconds: float, note: str, out: Path, regimes) -> None:
+def _print(result, seconds: float, note: str, out: Path, regimes, commands: dict) -> None:
     import numpy as np
     import pandas as pd
 
@@ -346,10 +389,19 @@ def _print(result, seconds: float, note: str, out: Path, regimes) -> None:
                 print(free[["config", "latency_s", "compute_s", "speedup", "compute_ratio",
                             "quality"]].to_string(index=False))  # fmt: skip
             print(f"recommended: {result.recommendations[workload]}")
+            _print_verdict(result, workload, commands.get(workload, ""))
             table = result.by_devices[result.by_devices.workload == workload]
             speedups = table.pivot(index="budget", columns="method", values="speedup")
             winner = table[table.wins].set_index("budget").method
             print("speed-up over greedy on one device, best of each method on <= n devices:")
             print(speedups.assign(fastest=winner).rename_axis("n devices").to_string())
+    if result.asked is not None and (~result.asked.on_frontier).any():
+        off = result.asked[~result.asked.on_frontier].sort_values("latency_s")
+        print(f"\n{len(off)} configuration(s) asked for with --d-bar/--k are off the frontier "
+              f"(plan.csv: asked, not on_frontier); the fastest:")  # fmt: skip
+        with pd.option_context("display.width", 200, "display.max_colwidth", 80,
+                               "display.float_format", "{:.4g}".format):  # fmt: skip
+            print(off.head(SHOW)[["workload", "config", "latency_s", "speedup", "speedup_low",
+                                  "speedup_high", "p"]].to_string(index=False))  # fmt: skip
     extra = f", {out / 'regimes.csv'}" if len(regimes) else ""
     print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'}{extra} and {out / 'plan.png'}")

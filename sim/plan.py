@@ -13,7 +13,13 @@
    Monte Carlo of their verify rule; the mean and its standard error per point;
 4. recommends, per workload, the fastest feasible configuration of quality >= ``min_quality``
    (default 1.0: exact methods only, so FREE is shown but recommended only when the bar is
-   lowered), and says why.
+   lowered), and says why;
+5. puts a 95 % interval on every latency and speed-up (``sim.plan_intervals``: the profile's
+   cost replicates, p's sampling error) and says, per workload, whether the recommendation
+   is clear of its rival and of greedy or too close to call (``Plan.verdicts``).
+
+The configurations a user asked for (``space.d_bars``, ``space.ks``) are kept in
+``Plan.asked`` with their intervals, on the frontier or not.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -39,6 +45,7 @@ from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
+from sim.plan_intervals import PLAN_DRAWS, Verdict, against_greedy, judge, rival_of
 from sim.plan_limits import (
     check_cell,
     check_confirm_work,
@@ -73,6 +80,13 @@ class Plan:
     """Wall seconds of the closed-form screening."""
     confirm_s: float = 0.0
     """Wall seconds of the simulation of the frontier points."""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    """Per workload: can the recommendation be told from its rival and greedy (intervals)?"""
+    asked: pd.DataFrame | None = None
+    """The PPD configurations the space names (``d_bars``, ``ks`` given), frontier or not:
+    ``on_frontier`` marks those in ``frontier``; None when the space names none."""
+    covers: str = ""
+    """What the interval columns cover (``sim.plan_intervals.spread_sources``)."""
 
 
 def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.ndarray:
@@ -142,12 +156,7 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     out = []
-    for _, rows in screened.groupby("workload", sort=False):
-        base = rows[(rows.method == "greedy") & (rows.tp_main == 1)]
-        ref = base.nsmallest(1, "latency_s").iloc[0]
-        rows = rows.assign(
-            speedup=ref.latency_s / rows.latency_s, compute_ratio=rows.compute_s / ref.compute_s
-        )
+    for _, rows in against_greedy(screened, screened).groupby("workload", sort=False):
         if max_compute is not None:
             rows = rows[rows.compute_ratio <= max_compute * (1 + 1e-12)]
         allowed = _allowed(rows, min_quality)
@@ -209,10 +218,14 @@ def plan(
     out_dir=None,
     keep_screened: bool = False,
     min_quality: float = EXACT_QUALITY,
+    replicates=None,
+    draws: int = PLAN_DRAWS,
 ) -> Plan:
     """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
-    0 skips it) and recommend (module docstring). ``hardware``: ``HardwareModel``s;
-    ``min_quality``: the lowest quality against greedy's output a recommendation may have.
+    0 skips it), recommend and judge (module docstring). ``hardware``: ``HardwareModel``s;
+    ``min_quality``: the lowest quality against greedy's output a recommendation may have;
+    ``replicates``: per hardware model, its bootstrap replicates (``sim.plan_intervals.
+    profile_replicates``; None: no cost spread); ``draws``: draws per interval (0: points).
 
     Refuses (ValueError) a screen or confirmation above ``sim.plan_limits``' work limits
     before starting it; Ctrl-C or any exception ends the confirmation's local workers.
@@ -242,8 +255,22 @@ def plan(
         reasons[workload] = explain(front.loc[best], rows, screened, max_compute, min_quality)
     front.insert(2, "config", [label(r) for r in front.itertuples()])
     by_devices = best_by_devices(screened, max_compute, min_quality)
-    return Plan(front, reasons, len(screened), screened if keep_screened else None,
-                by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
+    result = Plan(front, reasons, len(screened), screened if keep_screened else None,
+                  by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
+    return judge(
+        result,
+        screened,
+        hardware,
+        ptable,
+        space,
+        d,
+        replicates=replicates,
+        draws=draws,
+        seed=seed,
+        max_compute=max_compute,
+        min_quality=min_quality,
+        label=label,
+    )
 
 
 def check_min_quality(min_quality) -> float:
@@ -266,13 +293,8 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
         f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
         f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
     )
-    others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
-    others = others[(others.devices <= best.devices) & _allowed(others, min_quality)]
-    if max_compute is not None:
-        base = best.compute_s / best.compute_ratio
-        others = others[others.compute_s <= max_compute * base * (1 + 1e-12)]
-    if len(others):
-        rival = others.nsmallest(1, "latency_s").iloc[0]
+    rival = rival_of(best, screened, max_compute, min_quality)
+    if rival is not None:
         text += (
             f"; the best other method on at most {int(best.devices)} "
             f"device{'s' if best.devices > 1 else ''}, "

@@ -322,10 +322,12 @@ def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
                  draft_cost_ratio=draft_model.cost_ratio)  # fmt: skip
 
 
-def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
+def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> pd.DataFrame:
     """Every configuration of every method on every hardware model, in closed form.
 
     Columns: see the module docstring; ``workload`` and ``hardware_name`` name the indices.
+    ``pgrid``: p to use instead of ``ptable.grid`` (a draw of ``PTable.grid_draws`` over the
+    space's workloads and heads; the lower bound of p is then left out).
     """
     check_instance("ptable", ptable, PTable)
     if not isinstance(hardware, list | tuple) or not hardware:
@@ -335,14 +337,21 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int) -> pd.DataFrame:
         d = _check_inputs(hw, space, d)
     workloads = space.workloads or ptable.workloads
     heads = space.heads or ptable.heads
-    pgrid = ptable.grid(d, workloads, heads)
+    given = pgrid is not None
+    expected = ptable.grid(d, workloads, heads) if not given else None
+    if given:
+        shape = (len(workloads), len(heads), d + 1, ptable.max_k + 1)
+        if not isinstance(pgrid, np.ndarray) or pgrid.shape != shape:
+            raise ValueError(f"pgrid must be an array of shape {shape} (PTable.grid's), got "
+                             f"{type(pgrid).__name__} {np.shape(pgrid)}")  # fmt: skip
+    pgrid = pgrid if given else expected
     d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
     ks = np.asarray(space.ks or range(1, ptable.max_k + 1))
     if d_bars.min() * 2 < d or d_bars.max() >= d:
         raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d})")
     if ks.min() < 1 or ks.max() > ptable.max_k or np.isnan(pgrid[..., ks]).any():
         raise ValueError(f"ks must lie in the p-table's measured range [1, {ptable.max_k}]")
-    lower = ptable.lower_bound_column
+    lower = None if given else ptable.lower_bound_column
     p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
     frames = []
     for i, hw in enumerate(hardware):

@@ -20,9 +20,9 @@ METHOD_STYLE = {
 
 
 def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000, seed: int = 0):
-    """One panel per workload: each method's Pareto frontier (lines), the frontier of all
-    methods (black), the screened grid (grey dots, a sample) and the recommendation (star),
-    under ``title``. Returns the figure."""
+    """One panel per workload: each method's Pareto frontier (lines, with each point's 95 %
+    latency interval), the frontier of all methods (black), the screened grid (grey dots, a
+    sample) and the recommendation (star), under ``title``. Returns the figure."""
     check_instance("plan", plan, Plan)
     if screened is not None:
         check_screened("screened", screened)
@@ -42,6 +42,12 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
             if len(part):
                 ax.plot(part.compute_s * 1e3, part.latency_s * 1e3, marker=marker, ms=4,
                         color=colour, lw=0 if method == "free" else 1.2, label=text)  # fmt: skip
+            if len(part) and "latency_low_s" in part:  # the 95 % interval of each point
+                low = (part.latency_s - part.latency_low_s).clip(lower=0).fillna(0)
+                high = (part.latency_high_s - part.latency_s).clip(lower=0).fillna(0)
+                ax.errorbar(part.compute_s * 1e3, part.latency_s * 1e3,
+                            yerr=[low * 1e3, high * 1e3], fmt="none", ecolor=colour,
+                            elinewidth=0.7, alpha=0.6)  # fmt: skip
             if method == "free":  # quality is FREE's third axis: written beside each point
                 for r in part.itertuples():
                     ax.annotate(f"{r.quality:.2f}", (r.compute_s * 1e3, r.latency_s * 1e3),

@@ -6,7 +6,15 @@ LM head on layer d_bar, the logit lens; ``trained``, ``translator``, ...) and ``
 ``PTable.paper()`` is the paper's Table 2 (Vicuna-13B, d = 40; its ``trained`` column becomes
 head ``trained`` / ``shared``); ``PTable.from_frame`` accepts the same shape with the columns
 ``dataset`` or ``category`` for the workload and ``trained`` for the head (a measured atlas),
-and ``PTable.read`` a CSV or Parquet file of it.
+and ``PTable.read`` a CSV or Parquet file of it. ``PTable.from_traces`` derives p per
+(d_bar, k, head) from measured m_t sequences, and ``PTable.from_run`` reads the output folder
+of ``ppd measure match-rate`` or ``ppd validate`` (or a ``traces.jsonl``) that way, with the
+model the folder names.
+
+A table may say how many predictable tokens each p was measured over (column ``n_tokens``):
+``PTable.grid_draws`` then draws p from Jeffreys' posterior (``ppdmodel.intervals.p_draws``),
+the planner's p spread. ``model`` names the model a table was measured on ("" when unknown),
+so a planner can refuse to recommend for one model from another's rates (``same_model``).
 
 ``PTable.grid`` evaluates p at every layer 0..d of a model (which may have another depth:
 layers map by relative depth, layer / d) and every k up to the largest measured, linearly in
@@ -16,14 +24,18 @@ layer's prediction is the final one), and linearly in k between measured k (neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ppdmodel import paper
-from ppdmodel.validation import as_int, check_columns
+from ppdmodel.intervals import MAX_DRAWS, p_draws
+from ppdmodel.validation import as_int, check_columns, check_positive_int
+from sim.formats import MatchTrace, read_traces
 
 try:  # built-in measured atlases (the SmolLM2 one), shipped with the package once they land
     from ppdmodel import ptables as builtin_tables
@@ -37,6 +49,15 @@ MAX_D_MODEL = 10**5
 LOWER_BOUND_COLUMNS = ("boot_low", "wilson_low", "p_low")
 """Columns that may hold the lower end of a 95 % interval of p_correct (first present wins:
 the bootstrap over prompts respects correlation within a sequence, Wilson does not)."""
+N_COLUMN = "n_tokens"
+"""The column holding the predictable tokens behind each p_correct (optional)."""
+PAPER_MODEL = "vicuna-13b"
+"""The model of the paper's Table 2."""
+RUN_SIDECARS = ("run.json", "profile.json")
+"""Files of an output folder that name its model: ``ppd measure match-rate``'s and ``ppd
+validate``'s ``run.json`` (key ``model``), a profile ``ppd validate`` measured (``model.name``)."""
+TRACES = "traces.jsonl"
+"""The traces file of a match-rate or validate folder."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +70,13 @@ class PTable:
     """Layers of the model the table was measured on."""
     name: str = "p-table"
     """Where it came from (for reports)."""
+    model: str = ""
+    """The model it was measured on ("": unknown)."""
 
     def __post_init__(self) -> None:
         check_columns("p-table df", self.df, ())
+        if not isinstance(self.model, str):
+            raise ValueError(f"p-table: model must be a name (str), got {self.model!r:.60}")
         missing = [c for c in COLUMNS if c not in self.df.columns]
         if missing:
             raise ValueError(f"p-table: missing columns {missing}; needs {list(COLUMNS)}")
@@ -67,7 +92,8 @@ class PTable:
     @classmethod
     def paper(cls) -> PTable:
         """The paper's Table 2 (Vicuna-13B, d = 40), heads ``shared`` and ``trained``."""
-        return cls.from_frame(paper.TABLE2, d=paper.MODEL_LAYERS, name="paper Table 2")
+        table = cls.from_frame(paper.TABLE2, d=paper.MODEL_LAYERS, name="paper Table 2")
+        return replace(table, model=PAPER_MODEL)
 
     @classmethod
     def builtin(cls, name: str) -> PTable:
@@ -77,13 +103,14 @@ class PTable:
         if builtin_tables is None:
             raise ValueError(f"table {name!r}: this install ships Table 2 ('paper') only")
         df = builtin_tables.load(name)
-        return cls.from_frame(df, d=int(df["d"].iloc[0]), name=f"{name} atlas")
+        table = cls.from_frame(df, d=int(df["d"].iloc[0]), name=f"{name} atlas")
+        return replace(table, model=name)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, *, d: int, name: str = "p-table") -> PTable:
         """Normalise a Table-2-shaped frame: ``dataset``/``category``/``prompt_set`` -> workload,
         ``trained`` (bool) -> head ``trained``/``shared``, ``p`` -> p_correct; rows with
-        undefined p dropped."""
+        undefined p dropped; a single-valued ``model`` column names the model."""
         check_columns("df", df, ())
         df = df.copy()
         for alias in ("dataset", "category", "prompt_set"):
@@ -96,7 +123,10 @@ class PTable:
         df = df.dropna(subset=[c for c in ("p_correct",) if c in df.columns])
         if "d" in df.columns:
             df = df.drop(columns="d")
-        return cls(df.reset_index(drop=True), int(d), name)
+        model = ""
+        if "model" in df.columns and df["model"].nunique() == 1:
+            model = str(df["model"].iloc[0])
+        return cls(df.reset_index(drop=True), int(d), name, model)
 
     @classmethod
     def read(cls, path: str | Path, *, d: int | None = None) -> PTable:
@@ -110,6 +140,79 @@ class PTable:
                 raise ValueError("p-table: give d (the model's layers) or a single-valued d column")
             d = int(df["d"].iloc[0])
         return cls.from_frame(df, d=d, name=path.name)
+
+    @classmethod
+    def from_traces(cls, traces: Sequence[MatchTrace], *, workload: str = "measured",
+                    name: str = "traces", model: str = "") -> PTable:  # fmt: skip
+        """p per (head, d_bar, k) from measured m_t: matches / predictable tokens over the
+        sequences (each sequence counted once: repeated rounds, backends and placements of a
+        validation replay the same m_t), with ``n_tokens``; the traces must share one d."""
+        if isinstance(traces, str | bytes) or not isinstance(traces, Sequence) or not traces:
+            raise ValueError("traces must be a non-empty sequence of MatchTrace")
+        if not all(isinstance(t, MatchTrace) for t in traces):
+            raise ValueError("traces must hold sim.formats.MatchTrace values")
+        if not isinstance(workload, str) or not workload:
+            raise ValueError(f"workload must be a non-empty name, got {workload!r:.60}")
+        depths = {t.d for t in traces}
+        if len(depths) != 1:
+            raise ValueError(f"traces must come from one model, got depths d = {sorted(depths)}")
+        seen: dict[tuple, list[int]] = {}
+        for t in traces:
+            seen.setdefault((t.head, t.d_bar, t.k, t.sequence), t.m)
+        rows: dict[tuple, list[int]] = {}
+        for (head, d_bar, k, _), m in seen.items():
+            counts = rows.setdefault((head, d_bar, k), [0, 0])
+            counts[0] += sum(m)
+            counts[1] += len(m)
+        df = pd.DataFrame(
+            [(workload, head, d_bar, k, hits / n, n) for (head, d_bar, k), (hits, n)
+             in rows.items() if n],
+            columns=[*COLUMNS, N_COLUMN],
+        )  # fmt: skip
+        if df.empty:
+            raise ValueError("traces: no predictable token (every m_t sequence is empty)")
+        return cls(df, depths.pop(), name, model)
+
+    @classmethod
+    def from_run(cls, path: str | Path) -> PTable:
+        """The p-table of a ``ppd measure match-rate`` or ``ppd validate`` output folder (or
+        its ``traces.jsonl``): ``from_traces`` of its traces, the workload named after the
+        prompts file and the model after the folder's ``RUN_SIDECARS`` ("" if none)."""
+        path = Path(path)
+        traces_path = path / TRACES if path.is_dir() else path
+        if not traces_path.is_file():
+            raise ValueError(f"p-table: no {TRACES} in {str(path)!r} (give a ppd measure "
+                             "match-rate or ppd validate output folder)")  # fmt: skip
+        meta = run_metadata(traces_path.parent)
+        prompts = meta.get("prompts") or ""
+        workload = Path(prompts).stem if prompts else "measured"
+        name = str(path if path.is_dir() else traces_path)
+        return cls.from_traces(read_traces(traces_path), workload=workload, name=name,
+                               model=str(meta.get("model") or ""))  # fmt: skip
+
+    def grid_draws(self, d_model: int, workloads=None, heads=None, *, draws: int,
+                   seed: int = 0) -> np.ndarray | None:  # fmt: skip
+        """[draws, w, h, layer, k] draws of ``grid``: each cell's p drawn from its ``n_tokens``
+        (interpolated as p is, but held beyond the deepest measured layer; Jeffreys' posterior,
+        ``p_draws``; a cell without n, or a row without it counted as 0, keeps its p); None
+        when the table gives no n."""
+        draws = int(check_positive_int("draws", draws, limit=MAX_DRAWS))
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r:.60}")
+        if N_COLUMN not in self.df.columns or not pd.to_numeric(
+                self.df[N_COLUMN], errors="coerce").gt(0).any():  # fmt: skip
+            return None
+        p = self.grid(d_model, workloads, heads)
+        df = self.df.assign(**{N_COLUMN: pd.to_numeric(self.df[N_COLUMN], errors="coerce")
+                               .fillna(0)})  # fmt: skip
+        deepest = df.sort_values("layer").groupby(["workload", "head", "k"]).tail(1)
+        df = pd.concat([df, deepest.assign(layer=self.d)], ignore_index=True)  # n holds on top
+        n = replace(self, df=df).grid(d_model, workloads, heads, column=N_COLUMN)
+        out = np.repeat(p[None], draws, axis=0)
+        for i, cell in enumerate(zip(*np.nonzero(np.isfinite(p) & (n >= 1)), strict=True)):
+            out[(slice(None), *cell)] = p_draws(p=float(p[cell]), n=int(n[cell]), draws=draws,
+                                                seed=int(seed) + i)  # fmt: skip
+        return out
 
     @property
     def workloads(self) -> tuple[str, ...]:
@@ -182,3 +285,41 @@ class PTable:
                 lo, w = hi - 1, (k - measured_k[hi - 1]) / (measured_k[hi] - measured_k[hi - 1])
                 out[:, k] = (1 - w) * by_k[lo] + w * by_k[hi]
         return out
+
+
+def run_metadata(directory: str | Path) -> dict:
+    """What an output folder says about its run: ``model`` and ``prompts`` from its
+    ``run.json`` (match-rate, validate) or the model of a ``profile.json`` it holds; {} if none."""
+    directory = Path(directory)
+    for sidecar in RUN_SIDECARS:
+        path = directory / sidecar
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"p-table: {path} is not valid JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"p-table: {path} must hold a JSON object")
+        model = data.get("model")
+        if isinstance(model, dict):  # a cost profile
+            model = model.get("name")
+        return {
+            "model": model if isinstance(model, str) else "",
+            "prompts": data.get("prompts") if isinstance(data.get("prompts"), str) else "",
+        }
+    return {}
+
+
+def model_key(name) -> str:
+    """A model name or path reduced to what identifies it: its last path part, lower case."""
+    if not isinstance(name, str | Path):
+        raise ValueError(f"name must be a model name or path, got {name!r:.60}")
+    return Path(str(name).rstrip("/\\")).name.lower()
+
+
+def same_model(a, b) -> bool:
+    """True when two model names (or paths) name the same model (``model_key``), or either
+    is unknown ("")."""
+    key_a, key_b = model_key(a), model_key(b)
+    return not key_a or not key_b or key_a == key_b

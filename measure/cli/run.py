@@ -412,6 +412,7 @@ def _validate(args) -> int:
             raise ValueError(f"--free: {f.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    write_run_sidecar(out, args, d)
     profile = _validation_profile(args, model, ids, out)
     d_bars = d_bar if isinstance(d_bar, list) else [d_bar]
     configs = [
@@ -497,6 +498,16 @@ def _validate(args) -> int:
     )
     inexact = [r for r in result.results + result.early_exit if not r.exact]
     return 1 if inexact else 0
+
+
+def write_run_sidecar(out: Path, args, d: int) -> Path:
+    """``OUT/run.json``: the model and prompts a validation ran on, as ``ppd measure
+    match-rate``'s names them (``ppd plan --table OUT`` checks the model against its profile)."""
+    path = out / "run.json"
+    meta = {"command": "validate", "model": str(args.model), "d": d, "prompts": args.prompts,
+            "max_new_tokens": args.max_new_tokens}  # fmt: skip
+    path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 CONTEXT_TOLERANCE = 0.25

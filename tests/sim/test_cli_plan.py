@@ -231,3 +231,48 @@ def test_plan_malformed_free_table_exits_2_before_any_work(tmp_path, capsys, tex
     err = capsys.readouterr().err
     assert "ppd plan: error:" in err and message in err and "free_table.csv" in err
     assert not (out / "plan.csv").exists()
+
+
+def _measured(tmp_path, *, model="smollm2", tokens=8):
+    from tests.sim.plan_inputs import spread_profile, validation_folder
+
+    profile = spread_profile(tmp_path / "profile.json", name=model)
+    folder = validation_folder(tmp_path / "validate", p={22: 0.2}, tokens=tokens)
+    return ["plan", "--profile", str(profile), "--devices", "2", "--confirm-n", "0", "--draws",
+            "30", "--out", str(tmp_path / "out")], folder  # fmt: skip
+
+
+def test_plan_from_a_validation_folder_says_too_close_and_how_to_settle_it(tmp_path, capsys):
+    argv, folder = _measured(tmp_path)
+    assert main([*argv, "--table", str(folder), "--d-bar", "22", "--k", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: too close to call: PPD d_bar=22 k=1" in out and "against greedy" in out
+    (command,) = [line for line in out.splitlines() if line.startswith("settle it")]
+    assert "ppd validate --model smollm2 --prompts questions.jsonl" in command
+    assert "--d-bar 22 --k 1 --early-head candidates --backend dist" in command
+    assert "off the frontier" in out and "measured layers [22] only" not in out  # asked: 22
+    table = pd.read_csv(tmp_path / "out" / "plan.csv")
+    assert (table.speedup_low <= table.speedup).all()
+    assert (table.speedup <= table.speedup_high).all()
+    asked = table[table.asked]
+    assert set(asked.d_bar) == {22} and (~asked.on_frontier).any() and table.on_frontier.any()
+    assert main([*argv, "--table", str(folder / "traces.jsonl"), "--d-bar", "22", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (verdict,) = report["verdicts"].values()
+    assert verdict["too_close"] and verdict["validate_command"].startswith("ppd validate")
+    assert main([*argv, "--table", str(folder), "--d-bar", "20", "22"]) == 0
+    assert "measured layers [22] only: p at the other d_bar (1 of them)" in capsys.readouterr().out
+
+
+def test_plan_refuses_another_models_table_without_the_flag(tmp_path, capsys):
+    argv, folder = _measured(tmp_path, model="qwen-mini")
+    argv += ["--shape", "smollm2-135m"]
+    for extra, other in (([], "vicuna-13b"), (["--table", str(folder)], "smollm2"),
+                         (["--table", "smollm2"], "smollm2")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, *extra])
+        err = capsys.readouterr().err.strip()
+        assert exc.value.code == 2 and len(err.splitlines()) == 1
+        assert f"'{other}'" in err and "'qwen-mini'" in err and "--allow-other-model-table" in err
+    assert main([*argv, "--table", str(folder), "--allow-other-model-table"]) == 0
+    assert "used for 'qwen-mini' (--allow-other-model-table)" in capsys.readouterr().out

@@ -90,6 +90,20 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     out = capsys.readouterr().out
     assert "measuring one first" not in out and f"profile {tmp_path / 'profile.json'}" in out
     assert "cached positions" not in out  # same prompts: the profile's context fits them
+    assert json.loads((again / "run.json").read_text())["model"] == str(model_dir)
+    # the validation folder is a p-table for ppd plan, checked against the profile's model
+    plan = ["plan", "--profile", str(tmp_path / "profile.json"), "--table", str(again)]
+    plan += ["--devices", "2", "--confirm-n", "0", "--draws", "8", "--out", str(tmp_path / "p")]
+    assert main(plan) == 0
+    out = capsys.readouterr().out
+    assert "verdict: " in out and "speedup_low" in out
+    front = pd.read_csv(tmp_path / "p" / "plan.csv")
+    assert {"latency_low_s", "speedup_high", "asked", "on_frontier"} <= set(front.columns)
+    (again / "run.json").write_text(json.dumps({"model": "another-model"}))
+    with pytest.raises(SystemExit) as exc:
+        main(plan)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "'another-model'" in err and model_dir.name in err
 
 
 def test_validate_warns_when_the_profile_context_does_not_fit_the_prompts():

@@ -1,0 +1,121 @@
+"""``ppd plan``'s p-table and profile helpers: which table, whose model, what it covers, and
+the ``ppd validate`` command that settles a close call (argparse handlers only: the fuzz test
+leaves ``cli*`` modules to tests/test_cli_errors.py)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from pathlib import Path
+
+
+def profile_entry(path) -> dict:
+    """The ``model`` entry of a cost profile ({} for a bare DecodeCosts file)."""
+    with suppress(ValueError, OSError):
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = data.get("model") if isinstance(data, dict) else None
+        if isinstance(model, dict):
+            return {key: str(value) for key, value in model.items()
+                    if key in ("name", "path") and value}  # fmt: skip
+    return {}
+
+
+def read_ptable(args, model_name: str = "", d: int = 0):
+    """The p-table (--table, or the profiled model's shipped atlas, or Table 2), refused when
+    it was measured on another model than the profiled one (``check_table_model``)."""
+    from sim.ptable import PTable
+
+    if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
+        try:
+            table = PTable.builtin(model_name) if model_name else PTable.paper()
+        except ValueError:
+            table = PTable.paper()
+    elif Path(args.table).is_dir() or Path(args.table).suffix == ".jsonl":
+        table = PTable.from_run(args.table)
+    elif Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
+        table = PTable.read(args.table, d=args.table_d)
+    else:
+        table = PTable.builtin(args.table)
+    check_table_model(args, table, model_name, d)
+    return table
+
+
+def check_table_model(args, table, model_name: str, d: int) -> None:
+    """Refuse (ValueError) a p-table of another model than the profile's (another name, or a
+    measured folder of another depth) unless --allow-other-model-table."""
+    from sim.ptable import same_model
+
+    if not args.profile or args.allow_other_model_table:
+        return
+    measured = args.table is not None and Path(args.table).exists() and Path(
+        args.table).suffix not in (".csv", ".parquet")  # fmt: skip
+    table_model = table.model or ("" if not measured else f"a {table.d}-layer model")
+    other = not same_model(table.model, model_name) or (measured and table.d != d)
+    if other:
+        where = "no --table was given and " if args.table is None else ""
+        raise ValueError(
+            f"{where}p-table '{table.name}' was measured on {table_model!r}, the profile on "
+            f"{model_name or f'a {d}-layer model'!r}: give --table with this model's rates (a "
+            "ppd measure match-rate or ppd validate folder) or --allow-other-model-table"
+        )
+
+
+def replicates_of(args, hardware):
+    """Per hardware model, its profile's bootstrap replicates (None without a profile)."""
+    from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
+    from sim.plan_intervals import profile_replicates
+
+    if not args.profile:
+        return None
+    data = json.loads(Path(args.profile).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
+        return None  # a bare DecodeCosts file keeps no samples
+    return profile_replicates(parse_cost_profile(data), hardware)
+
+
+def settle_command(args, verdict, ptable) -> str:
+    """The ppd validate command that times the recommendation and its rival, or why none."""
+    from sim.plan_intervals import validate_command
+    from sim.ptable import run_metadata
+
+    if verdict.validate_flags is None:
+        return ""
+    prompts = "PROMPTS"
+    entry = profile_entry(args.profile) if args.profile else {}
+    model = entry.get("path") or entry.get("name") or "MODEL"
+    if args.table is not None and Path(args.table).exists():
+        folder = Path(args.table) if Path(args.table).is_dir() else Path(args.table).parent
+        with suppress(ValueError):
+            prompts = run_metadata(folder).get("prompts") or prompts
+    return validate_command(verdict.validate_flags, model=model, prompts=prompts,
+                            profile=args.profile, ell=args.ell,
+                            out=str(Path(args.out) / "settle"))  # fmt: skip
+
+
+def coverage_note(ptable, screened, d: int) -> str:
+    """Which screened d_bar the p-table did not measure (their p is interpolated)."""
+    if ptable.d != d:  # mapped by relative depth: _depth_note says so
+        return ""
+    measured = set(ptable.df.layer.astype(int))
+    missing = sorted(set(screened.d_bar[screened.method == "ppd"].astype(int)) - measured)
+    if not missing or len(measured) > 8:
+        return ""
+    return (f"p-table '{ptable.name}' measured layers {sorted(measured)} only: p at the other "
+            f"d_bar ({len(missing)} of them) is interpolated toward p = 1 at the last layer, an "
+            "assumption its intervals do not cover")  # fmt: skip
+
+
+def other_model_note(args, ptable, model_name: str) -> str:
+    from sim.ptable import same_model
+
+    if args.profile and args.allow_other_model_table and not same_model(ptable.model, model_name):
+        return (f"p-table '{ptable.name}' measured on {ptable.model!r}, used for "
+                f"{model_name!r} (--allow-other-model-table)")  # fmt: skip
+    return ""
+
+
+def depth_note(ptable, shape) -> str:
+    if ptable.d == shape.num_layers:
+        return ""
+    return (f"p-table '{ptable.name}' was measured on a {ptable.d}-layer model; mapped to "
+            f"{shape.num_layers} layers by relative depth")  # fmt: skip

@@ -1,0 +1,323 @@
+"""The planner's intervals, and its verdict when it cannot tell two configurations apart.
+
+A planned latency rests on the cost profile's medians and on measured match rates, neither
+exact (``ppdmodel.intervals``). ``draw_intervals`` re-screens the rows in question once per
+draw: draw i prices every hardware model with its bootstrap replicate i (``replicates``, cycled:
+``profile_replicates`` builds them from a profile's ``cost_replicates``) and every p-table row
+with p draw i (``PTable.grid_draws``: Jeffreys' posterior over each p's ``n_tokens``). Each row
+gets the central 95 % of its latency and of its speed-up over greedy on one device (the ratio
+taken within each draw, so a cost shared by both cancels) as ``INTERVAL_COLUMNS``.
+
+``judge`` puts them on a plan's frontier and on the configurations asked for. ``verdict``: the
+recommendation is "too close to call" when its speed-up interval overlaps
+its rival's (the fastest configuration of another method, ``rival_of``) or greedy's on one
+device; the ``ppd validate`` flags that time just those configurations settle it
+(``validate_flags``, ``validate_command``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ppdmodel.cost_profile import CostProfile
+from ppdmodel.intervals import LEVEL, MAX_DRAWS, Interval, check_level, interval_of
+from ppdmodel.validation import as_int, as_real, check_columns, check_instance
+from sim.hardware_costs import HardwareModel, ProfileHardware
+from sim.plan_grid import PlanSpace, screen
+from sim.plan_limits import SCREEN_COLUMNS, check_row, check_screened
+from sim.ptable import N_COLUMN, PTable
+
+PLAN_DRAWS = 100
+"""Draws behind a planner interval (a profile stores 100 replicates per backend)."""
+INTERVAL_COLUMNS = ("latency_low_s", "latency_high_s", "speedup_low", "speedup_high")
+"""The interval columns of the planner's tables (95 %: ``LEVEL``)."""
+KEYS = ("workload", "hardware", "method", "tp_main", "tp_candidates", "d_bar", "k", "early_head",
+        "head_kind", "g", "exit_layer", "reuse", "threshold", "free_mode")  # fmt: skip
+"""Columns that identify a screened configuration (those present)."""
+
+
+def profile_replicates(profile: CostProfile, hardware: Sequence) -> list[list[ProfileHardware]]:
+    """Per hardware model, the bootstrap replicates of its backend in ``profile`` as
+    ProfileHardware (same shape, layout, name and shared-device slowdown); [] for a model
+    that is not a backend of this profile or a profile without replicates."""
+    check_instance("profile", profile, CostProfile)
+    check_instance("hardware", hardware, (list, tuple))
+    out = []
+    for hw in hardware:
+        check_instance("hardware[...]", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+        backend = hw.name.rpartition(":")[2] if isinstance(hw, ProfileHardware) else ""
+        reps = profile.backends[backend].replicates if backend in profile.backends else ()
+        out.append([
+            ProfileHardware(replace(r.base, shared_device_slowdown=hw.shared_device_slowdown),
+                            hw.shape, hw.layout, r.per_candidate_layer_s, name=hw.name)
+            for r in reps
+        ])  # fmt: skip
+    return out
+
+
+def spread_sources(replicates, ptable: PTable) -> str:
+    """What a planner interval covers, in words."""
+    check_instance("ptable", ptable, PTable)
+    costs = bool(replicates) and any(len(r) for r in replicates)
+    p = N_COLUMN in ptable.df and pd.to_numeric(ptable.df[N_COLUMN], errors="coerce").gt(0).any()
+    if costs and p:
+        return "the profile's cost replicates and p's sampling error"
+    if costs:
+        return "the profile's cost replicates only (the p-table gives no n_tokens)"
+    if p:
+        return "p's sampling error only (no cost replicates)"
+    return "nothing: no cost replicates and no n_tokens, so the intervals are points"
+
+
+def _sub_space(space: PlanSpace, rows: pd.DataFrame, d: int) -> PlanSpace:
+    """``space`` narrowed to what ``rows`` need (fewer configurations screened per draw)."""
+    ppd = rows[rows.method == "ppd"]
+    early = rows[rows.method == "early-exit"]
+    heads = tuple(dict.fromkeys(pd.concat([ppd.head_kind, early.head_kind])))
+    return replace(
+        space,
+        d_bars=tuple(int(b) for b in sorted(set(ppd.d_bar))) if len(ppd) else (d - 1,),
+        ks=tuple(int(k) for k in sorted(set(ppd.k))) if len(ppd) else (1,),
+        heads=heads or space.heads,
+        workloads=tuple(dict.fromkeys(rows.workload)),
+        exit_layers=tuple(int(x) for x in sorted(set(early.exit_layer))) if len(early) else (1,),
+        draft_lengths=tuple(int(g) for g in sorted(set(early.g))) if len(early) else (1,),
+    )  # fmt: skip
+
+
+def draw_intervals(rows: pd.DataFrame, hardware: list, ptable: PTable, space: PlanSpace, *,
+                   d: int, replicates=None, draws: int = PLAN_DRAWS, level: float = LEVEL,
+                   seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """``rows`` (screened configurations) with ``INTERVAL_COLUMNS`` (module docstring); the
+    intervals are the point predictions where nothing is drawn (no replicates, no n)."""
+    check_screened("rows", rows)
+    check_instance("ptable", ptable, PTable)
+    check_instance("space", space, PlanSpace)
+    d = as_int("d", d, limit=10**5)
+    draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)
+    level = check_level(level)
+    check_instance("hardware", hardware, (list, tuple))
+    replicates = [list(r) for r in replicates] if replicates else [[] for _ in hardware]
+    if len(replicates) != len(hardware):
+        raise ValueError(f"replicates must give one list per hardware model "
+                         f"({len(hardware)}), got {len(replicates)}")  # fmt: skip
+    out = rows.copy()
+    sub = _sub_space(space, rows, d) if draws else space
+    workloads, heads = sub.workloads or ptable.workloads, sub.heads or ptable.heads
+    samples = ptable.grid_draws(d, workloads, heads, draws=draws, seed=seed) if draws else None
+    if not draws or (samples is None and not any(replicates)):
+        for low, high, column in (("latency_low_s", "latency_high_s", "latency_s"),
+                                  ("speedup_low", "speedup_high", "speedup")):  # fmt: skip
+            out[low] = out[high] = out[column] if column in out else np.nan
+        return out
+    keys = [c for c in KEYS if c in rows.columns]
+    fixed = ptable.grid(d, workloads, heads) if samples is None else None
+    latency = np.empty((len(rows), draws))
+    speedup = np.empty((len(rows), draws))
+    for i in range(draws):
+        hw_i = [r[i % len(r)] if r else hw for hw, r in zip(hardware, replicates, strict=True)]
+        pgrid = fixed if samples is None else samples[i]
+        grid = screen(hw_i, ptable, sub, d, pgrid=pgrid).drop_duplicates(keys)
+        base = grid[(grid.method == "greedy") & (grid.tp_main == 1)]
+        ref = base.groupby("workload").latency_s.min()
+        found = rows[keys].merge(grid[[*keys, "latency_s"]], on=keys, how="left")
+        latency[:, i] = found.latency_s.to_numpy()
+        speedup[:, i] = ref.reindex(found.workload).to_numpy() / latency[:, i]
+    for j, (lat, gain) in enumerate(zip(latency, speedup, strict=True)):
+        if np.isfinite(lat).all():
+            lo, hi = interval_of(lat, level=level), interval_of(gain, level=level)
+            out.loc[out.index[j], list(INTERVAL_COLUMNS)] = [lo.low, lo.high, hi.low, hi.high]
+        else:
+            out.loc[out.index[j], list(INTERVAL_COLUMNS)] = np.nan
+    return out
+
+
+def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``speedup`` and ``compute_ratio`` against the fastest greedy on one
+    device of their workload in ``screened``."""
+    check_columns("rows", rows, SCREEN_COLUMNS)
+    check_screened("screened", screened)
+    base = screened[(screened.method == "greedy") & (screened.tp_main == 1)]
+    ref = base.sort_values("latency_s", kind="stable").groupby("workload").first()
+    ref = ref.reindex(rows.workload)
+    if ref.latency_s.isna().any():
+        raise ValueError("screened must hold greedy on one device for every workload of rows")
+    return rows.assign(
+        speedup=ref.latency_s.to_numpy() / rows.latency_s.to_numpy(),
+        compute_ratio=rows.compute_s.to_numpy() / ref.compute_s.to_numpy(),
+    )
+
+
+def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, seed,
+           max_compute, min_quality, label):  # fmt: skip
+    """``result`` (a ``sim.plan.Plan``) with interval columns on its frontier, the asked
+    configurations and the verdicts (module docstring); ``label`` names a row."""
+    if not callable(label):
+        raise TypeError(f"label must be callable, got {type(label).__name__}")
+    front = getattr(result, "frontier", None)
+    check_screened("result.frontier", front)
+    check_columns("result.frontier", front, ("recommended",))
+    check_screened("screened", screened)
+    check_instance("space", space, PlanSpace)
+    front = front.copy()
+    asked = None
+    if space.d_bars is not None or space.ks is not None:
+        ppd = screened[screened.method == "ppd"]
+        asked = against_greedy(ppd, screened) if len(ppd) else None
+    bests = front[front.recommended]
+    rivals = [rival_of(b, screened, max_compute, min_quality) for _, b in bests.iterrows()]
+    rivals = [r for r in rivals if r is not None]
+    rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
+        None)  # fmt: skip
+    parts = [p for p in (front, asked, rival_rows) if p is not None]
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+    done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
+                          replicates=replicates, draws=draws, seed=seed)  # fmt: skip
+    columns = list(INTERVAL_COLUMNS)
+    front[columns] = done[columns].iloc[: len(front)].to_numpy()
+    start = len(front)
+    if asked is not None:
+        asked = asked.copy()
+        asked[columns] = done[columns].iloc[start : start + len(asked)].to_numpy()
+        start += len(asked)
+        keys = [c for c in KEYS if c in asked.columns]
+        on = asked[keys].merge(front[keys].assign(on_frontier=True), on=keys, how="left")
+        asked.insert(0, "config", [label(r) for r in asked.itertuples()])
+        asked["on_frontier"] = on.on_frontier.eq(True).to_numpy()
+    if rival_rows is not None:
+        rival_rows = rival_rows.assign(**dict(zip(columns, done[columns].iloc[start:]
+                                                  .to_numpy().T, strict=True)))  # fmt: skip
+    covers = spread_sources(replicates, ptable)
+    verdicts = {}
+    for _, best in front[front.recommended].iterrows():
+        workload = best.workload
+        greedy = front[(front.workload == workload) & (front.method == "greedy")
+                       & (front.tp_main == 1)].nsmallest(1, "latency_s")  # fmt: skip
+        rival = None if rival_rows is None else rival_rows[rival_rows.workload == workload]
+        others = [*(r for _, r in (rival.iterrows() if rival is not None else ())),
+                  *(r for _, r in greedy.iterrows())]  # fmt: skip
+        others = [r for r in others if label(r) != label(best)]
+        verdicts[workload] = verdict(best, others, covers, label)
+    return replace(result, frontier=front, verdicts=verdicts, asked=asked, covers=covers)
+
+
+def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float = 1.0):
+    """The fastest configuration of another method than ``best``'s on at most its devices,
+    within the compute budget and of quality >= ``min_quality`` (a screened row), or None."""
+    check_row("best", best, ("compute_ratio",))
+    check_screened("screened", screened)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
+    others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
+    others = others[others.devices <= best.devices]
+    if "quality" in others:
+        others = others[others.quality >= min_quality]
+    if max_compute is not None:
+        base = best.compute_s / best.compute_ratio
+        others = others[others.compute_s <= max_compute * base * (1 + 1e-12)]
+    return others.nsmallest(1, "latency_s").iloc[0] if len(others) else None
+
+
+def validate_flags(row) -> list[str] | None:
+    """The ``ppd validate`` flags that time configuration ``row`` beside greedy ([] for greedy
+    on one device), or None where ``ppd validate`` cannot time it (tensor parallelism, a
+    separate draft model)."""
+    check_row("row", row)
+    if int(row.tp_main) != 1 or int(row.tp_candidates) > 1:
+        return None
+    if row.method == "greedy":
+        return []
+    if row.method == "ppd":
+        backend = "single" if row.tp_candidates == 0 else "dist"
+        flags = ["--d-bar", str(int(row.d_bar)), "--k", str(int(row.k)), "--early-head",
+                 row.early_head, "--backend", backend]  # fmt: skip
+        return flags + ([] if row.head_kind == "shared" else ["--head-dir", "HEAD_DIR"])
+    if row.method == "early-exit":
+        return ["--early-exit", str(int(row.exit_layer)), "--draft-tokens", str(int(row.g))]
+    if row.method == "free":
+        return ["--free", str(int(row.exit_layer)), "--threshold", f"{row.threshold:g}"]
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the planner can tell its recommendation from the nearest other choice."""
+
+    workload: str
+    recommended: str
+    """The recommended configuration, in words."""
+    recommended_speedup: Interval
+    """Its speed-up over greedy on one device (interval)."""
+    rival: str = ""
+    """The configuration it was compared with ("" when there is none)."""
+    rival_speedup: Interval | None = None
+    too_close: bool = False
+    """The two speed-up intervals overlap: the planner cannot tell which is faster."""
+    covers: str = ""
+    """What the intervals cover (``spread_sources``)."""
+    validate_flags: tuple[str, ...] | None = None
+    """``ppd validate`` flags that time both (None: it cannot time one of them)."""
+
+    @property
+    def text(self) -> str:
+        """The verdict line."""
+        mine = f"{self.recommended} {_show(self.recommended_speedup)}"
+        if not self.rival:
+            return f"nothing to compare {mine} with"
+        other = f"{self.rival} {_show(self.rival_speedup)}"
+        level = f"{100 * self.recommended_speedup.level:g} %"
+        if self.too_close:
+            return (f"too close to call: {mine} against {other}: their {level} intervals "
+                    f"overlap (they cover {self.covers})")  # fmt: skip
+        return f"clear: {mine} against {other}, {level} intervals apart (they cover {self.covers})"
+
+
+def _show(interval: Interval | None) -> str:
+    return "" if interval is None else f"({interval.low:.3f}x to {interval.high:.3f}x greedy)"
+
+
+def _speedup(row) -> Interval:
+    low = getattr(row, "speedup_low", row.speedup)
+    high = getattr(row, "speedup_high", row.speedup)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        low = high = row.speedup
+    return Interval(float(min(low, high)), float(max(low, high)))
+
+
+def verdict(best, rivals: Sequence, covers: str, label) -> Verdict:
+    """The verdict on ``best`` (a row with ``speedup`` and ``INTERVAL_COLUMNS``) against the
+    first of ``rivals`` (rows, fastest first; greedy on one device among them) whose
+    speed-up interval overlaps its own, else the first; ``label`` names a row."""
+    check_row("best", best, ("speedup",))
+    if not callable(label):
+        raise TypeError(f"label must be callable, got {type(label).__name__}")
+    mine = _speedup(best)
+    rivals = [r for r in rivals if r is not None]
+    if not rivals:
+        return Verdict(str(best.workload), label(best), mine, covers=covers)
+    close = [r for r in rivals if _speedup(r).overlaps(mine)]
+    rival = (close or rivals)[0]
+    flags = validate_flags(best), validate_flags(rival)
+    both = None if None in flags else tuple(dict.fromkeys(flags[0] + flags[1]))
+    return Verdict(str(best.workload), label(best), mine, label(rival), _speedup(rival),
+                   bool(close), covers, both)  # fmt: skip
+
+
+def validate_command(flags: Sequence[str], *, model: str = "MODEL", prompts: str = "PROMPTS",
+                     profile: str | None = None, ell: int = 128,
+                     out: str = "ppd-out/settle") -> str:  # fmt: skip
+    """The ``ppd validate`` command that times greedy and the configurations of ``flags``."""
+    if isinstance(flags, str) or not isinstance(flags, Sequence):
+        raise ValueError(f"flags must be a sequence of ppd validate arguments, got {flags!r:.60}")
+    for name, value in (("model", model), ("prompts", prompts), ("out", out)):
+        check_instance(name, value, str)
+    ell = as_int("ell", ell, limit=10**7)
+    words = ["ppd", "validate", "--model", model, "--prompts", prompts, "--max-new-tokens",
+             str(ell)]  # fmt: skip
+    if profile is not None:
+        words += ["--profile", str(profile)]
+    return shlex.join([*words, *map(str, flags), "--out", out])
