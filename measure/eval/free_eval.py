@@ -28,6 +28,7 @@ from measure.eval.verdict import agreement
 from measure.free.decode import MODES, FreeResult, check_exit_layer, free_generate
 from measure.free.quality import rouge_l, token_agreement
 from measure.free.threshold import INITIAL_THRESHOLD, ZETA, AdaptiveThreshold, check_threshold
+from measure.hf.lens import LogitLens
 from measure.profile.stats import Spread
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.free import (
@@ -202,9 +203,11 @@ class FreeOutcome:
 
 def free_costs(profile, head=None) -> DecodeCosts:
     """FREE's costs from a profile: the ``single`` backend's, the exit head priced as the
-    final head for the logit lens (``head`` None; module docstring)."""
+    final head for the logit lens (``head`` None or a ``LogitLens``; module docstring)."""
     base = profile.backends[BACKEND].base
-    return replace(base, early_head_s=base.final_head_s) if head is None else base
+    if head is None or isinstance(head, LogitLens):
+        return replace(base, early_head_s=base.final_head_s)
+    return base
 
 
 def evaluate_free(
