@@ -31,6 +31,7 @@ _EXPORTS = {
     "HeadConfig": "measure.train.heads",
     "TranslatorHead": "measure.train.translator",
     "load_head": "measure.train.head_io",
+    "LogitLens": "measure.hf.lens",
     "collect_states": "measure.train.distill",
     "fit_head": "measure.train.distill",
     "new_head": "measure.train.distill",

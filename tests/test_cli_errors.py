@@ -591,3 +591,21 @@ def test_an_encoder_checkpoint_is_refused_in_one_line_before_its_weights_load(tm
     code, output = run_cli([*timing, "--model", str(tmp_path / "t5")], capsys)
     assert_user_error(code, output, "ppd measure timing")
     assert "model_type 't5' has no causal-LM class" in output
+
+
+def test_a_head_trained_against_another_lm_head_is_refused_in_one_line(
+    model_dirs, tmp_path, capsys
+):
+    """A head of the right shape made from another checkpoint: named with both hashes."""
+    pytest.importorskip("torch")
+    from measure.train.heads import TrainedHead
+    from tests.measure.tiny_models import tiny_model
+
+    head = TrainedHead.from_model(tiny_model("llama", seed=9), 2).save(tmp_path / "head")
+    run = ["run", "--model", str(model_dirs["good"]), "--prompt", "hi", "--max-new-tokens", "2"]
+    run += ["--no-assistant", "--out", str(tmp_path / "out"), "--head-dir", str(head)]
+    code, output = run_cli(run, capsys)
+    assert_user_error(code, output, "ppd run")
+    last = output.strip().splitlines()[-1]  # after the weight-loading bars: one line
+    assert last.startswith(f"ppd run: error: head file {head} was trained against an LM head")
+    assert output.count("sha256") == 1 and "train a head for this one" in last

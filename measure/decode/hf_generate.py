@@ -38,6 +38,7 @@ from measure.decode.results import PPDResult
 from measure.decode.sampling import TransformersChoice, check_processors
 from measure.hf.compat import generate_call_locals, output_cache_field
 from measure.hf.layer_split import LayerSplitModel
+from measure.train.head_io import head_layer
 from ppdmodel.defaults import default_d_bar
 
 ASSISTED_OPTIONS = ("prompt_lookup_num_tokens", "assistant_early_exit", "use_mtp")
@@ -95,7 +96,8 @@ def ppd_generate_hf(
     max_new_tokens = _max_new_tokens(config, input_ids.shape[1])
     lsm = LayerSplitModel(model, head=head)
     if d_bar is None:
-        d_bar = head.config.layer if head is not None else default_d_bar(lsm.num_layers)
+        layer = head_layer(lsm.head)
+        d_bar = default_d_bar(lsm.num_layers) if layer is None else layer
     wants_dict = bool(config.return_dict_in_generate)
     choice = TransformersChoice(
         input_ids,

@@ -45,6 +45,7 @@ from measure.decode.loop import run_main
 from measure.decode.results import build_result, handoff_nbytes
 from measure.decode.sampling import GREEDY, Decoding, next_token_rule
 from measure.hf.layer_split import LayerSplitModel
+from measure.hf.lens import LogitLens, resolve_head
 from measure.hf.loading import load_causal_lm, resolve_model_dir
 from measure.lifeline import run_ranks, tied_temp_dir
 from measure.train.head_io import head_name, load_head
@@ -301,6 +302,8 @@ def ppd_dist_many(
     config = _config(model)
     check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
     check_head_layer(head, d_bar)
+    if not isinstance(model, str | Path):  # refused here, before any rank starts
+        resolve_head(head, LogitLens(model))
     ids = [as_prompt_ids(p, "cpu") for p in prompts]
     for one in ids:
         check_prompt_ids(one, config.vocab_size)
@@ -349,7 +352,8 @@ def _model_dir(model, tmp: str) -> str:
 
 
 def _head_dir(head, tmp: str) -> str | None:
-    if head is None:
+    """Where the ranks load ``head`` from; None for the logit lens (each rank has its own)."""
+    if head is None or isinstance(head, LogitLens):
         return None
     if not hasattr(head, "save"):
         raise ValueError(

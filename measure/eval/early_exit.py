@@ -28,6 +28,7 @@ import numpy as np
 
 from measure.checks import as_prompt_ids, eos_set
 from measure.eval.hf_early_exit import BACKEND, EarlyExitConfig, HFBookkeeping
+from measure.eval.judged import JudgedResult
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import make_config
 from measure.match.rate import measure_prompt
@@ -176,7 +177,7 @@ def steps_agree(runs, prediction: EarlyExitPrediction) -> bool:
 
 
 @dataclass
-class EarlyExitOutcome:
+class EarlyExitOutcome(JudgedResult):
     """One early-exit method in ``ppd validate``: measured, predicted, greedy for the same
     tokens, exactness and whether HF's steps were the predicted ones."""
 
@@ -192,20 +193,19 @@ class EarlyExitOutcome:
     round (hooks), after each run's first step."""
 
     @property
-    def rel_err(self) -> float:
-        return self.predicted.predicted_s / self.measured.median - 1
+    def predicted_s(self) -> float:
+        return self.predicted.predicted_s
+
+    simulated_s = float("nan")
+    """No simulator replay for early exit."""
+
+    @property
+    def greedy_predicted_s(self) -> float:
+        return self.predicted.greedy_s
 
     @property
     def iid_rel_err(self) -> float:
         return self.predicted.iid_s / self.measured.median - 1
-
-    @property
-    def speedup_measured(self) -> float:
-        return self.greedy_measured.median / self.measured.median
-
-    @property
-    def speedup_predicted(self) -> float:
-        return self.predicted.greedy_s / self.predicted.predicted_s
 
     def breakdown(self) -> str:
         """Predicted vs measured draft forwards, verify forwards and the time outside them

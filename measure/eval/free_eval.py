@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 
 import sim
+from measure.eval.judged import JudgedResult
 from measure.eval.verdict import agreement
 from measure.free.decode import MODES, FreeResult, check_exit_layer, free_generate
 from measure.free.quality import rouge_l, token_agreement
 from measure.free.threshold import INITIAL_THRESHOLD, ZETA, AdaptiveThreshold, check_threshold
+from measure.hf.lens import LogitLens
 from measure.profile.stats import Spread
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.free import (
@@ -160,7 +162,7 @@ def quality(runs: list[FreeResult], greedy_runs) -> FreeQuality:
 
 
 @dataclass(frozen=True)
-class FreeOutcome:
+class FreeOutcome(JudgedResult):
     """One FREE method: measured, predicted, its quality and greedy beside it."""
 
     config: FreeConfig
@@ -174,20 +176,12 @@ class FreeOutcome:
     exact: bool
 
     @property
-    def rel_err(self) -> float:
-        return self.predicted.predicted_s / self.measured.median - 1
+    def predicted_s(self) -> float:
+        return self.predicted.predicted_s
 
     @property
-    def simulated_rel_err(self) -> float:
-        return self.predicted.simulated_s / self.measured.median - 1
-
-    @property
-    def speedup_measured(self) -> float:
-        return self.greedy_measured.median / self.measured.median
-
-    @property
-    def speedup_predicted(self) -> float:
-        return self.greedy_predicted_s / self.predicted.predicted_s
+    def simulated_s(self) -> float:
+        return self.predicted.simulated_s
 
     def describe(self) -> str:
         p, q = self.predicted, self.quality
@@ -202,9 +196,11 @@ class FreeOutcome:
 
 def free_costs(profile, head=None) -> DecodeCosts:
     """FREE's costs from a profile: the ``single`` backend's, the exit head priced as the
-    final head for the logit lens (``head`` None; module docstring)."""
+    final head for the logit lens (``head`` None or a ``LogitLens``; module docstring)."""
     base = profile.backends[BACKEND].base
-    return replace(base, early_head_s=base.final_head_s) if head is None else base
+    if head is None or isinstance(head, LogitLens):
+        return replace(base, early_head_s=base.final_head_s)
+    return base
 
 
 def evaluate_free(

@@ -26,6 +26,7 @@ from measure.eval.free_eval import (
     run_free,
 )
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
+from measure.eval.judged import JudgedResult
 from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
@@ -80,7 +81,7 @@ profile's cost replicates (``ppdmodel.intervals``; empty for a profile without s
 
 
 @dataclass
-class ConfigResult:
+class ConfigResult(JudgedResult):
     """One PPD configuration: measured spread, predictions and greedy's."""
 
     config: PPDConfig
@@ -93,21 +94,17 @@ class ConfigResult:
     """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
 
     @property
-    def rel_err(self) -> float:
-        """Closed form / measured median - 1."""
-        return self.predicted.closed_form_s / self.measured.median - 1
+    def predicted_s(self) -> float:
+        """The closed form's seconds."""
+        return self.predicted.closed_form_s
 
     @property
-    def simulated_rel_err(self) -> float:
-        return self.predicted.simulated_s / self.measured.median - 1
+    def simulated_s(self) -> float:
+        return self.predicted.simulated_s
 
     @property
-    def speedup_measured(self) -> float:
-        return self.greedy_measured.median / self.measured.median
-
-    @property
-    def speedup_predicted(self) -> float:
-        return self.greedy_predicted.closed_form_s / self.predicted.closed_form_s
+    def greedy_predicted_s(self) -> float:
+        return self.greedy_predicted.closed_form_s
 
     def waterfall_rows(self) -> list[dict]:
         """The per-token waterfall (seconds) and the measured per-token median beside it."""

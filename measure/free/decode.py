@@ -41,6 +41,7 @@ from measure.checks import check_head_layer, check_max_new_tokens, checked_promp
 from measure.clock import synchronize
 from measure.free.threshold import AdaptiveThreshold, check_threshold
 from measure.hf.layer_split import LayerSplitModel
+from measure.hf.lens import resolve_head
 
 MODES = ("sync", "copy", "oracle")
 """``free_generate`` modes (module docstring)."""
@@ -176,7 +177,7 @@ def free_generate(
     check_head_layer(head, exit_layer)
     check_max_new_tokens(max_new_tokens)
     ids = checked_prompt(lsm, input_ids, max_new_tokens)
-    exit_logits = head if head is not None else lsm.logits
+    exit_logits = resolve_head(head, lsm.lens)
     eos = eos_set(eos_token_id)
     cache = lsm.new_cache()
     t0 = clocks.host_clock()

@@ -17,6 +17,7 @@ from transformers import DynamicCache
 
 from measure.hf.arch import ArchSpec, arch_spec, get_module
 from measure.hf.compat import model_cache_keyword
+from measure.hf.lens import EarlyHead, LogitLens, resolve_head
 
 VERIFY_IDS = (1, 2, 3, 4)
 """Token ids (mod the vocabulary) of the short sequence ``verify_layout`` runs."""
@@ -37,19 +38,19 @@ class LayerSplitModel:
     of the split path against the model's own logits.
     """
 
-    def __init__(self, model, head: torch.nn.Module | None = None, *, verify: bool = True):
+    def __init__(self, model, head: EarlyHead | None = None, *, verify: bool = True):
         self.model = model
         self.spec: ArchSpec = arch_spec(model)
         self.layers: torch.nn.ModuleList = get_module(model, self.spec.layers)
         self.num_layers: int = len(self.layers)
-        self.head = head
+        self.lens = LogitLens(model)
+        """The model's own final norm + LM head (``measure.hf.lens.LogitLens``)."""
+        self.head = resolve_head(head, self.lens)
+        """The early head: ``head``, checked against this model's LM head, or the lens."""
         self._embed_tokens = get_module(model, self.spec.embed_tokens)
         self._embed_positions = get_module(model, self.spec.embed_positions)
-        self._final_norm = get_module(model, self.spec.final_norm)
-        self._lm_head = get_module(model, self.spec.lm_head)
         self._rotary_emb = get_module(model, self.spec.rotary_emb)
         self._project_in = get_module(model, self.spec.project_in)
-        self._project_out = get_module(model, self.spec.project_out)
         self._layers_of_type = _indices_by_type(self.spec.layer_types)
         forward_params = inspect.signature(model.forward).parameters
         self._keeps_logits = "logits_to_keep" in forward_params
@@ -146,26 +147,13 @@ class LayerSplitModel:
         return h
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """Final norm (+ OPT project_out) + LM head, the "logit lens": h [B, S, H] -> [B, S, V].
-
-        Includes the model's own logit scaling and soft-capping, so on the last layer's output
-        it equals the model's logits.
-        """
-        if self._final_norm is not None:
-            h = self._final_norm(h)
-        if self._project_out is not None:
-            h = self._project_out(h)
-        logits = self._lm_head(h)
-        if self.spec.logit_scale != 1.0:
-            logits = logits * self.spec.logit_scale
-        if self.spec.logit_softcap is not None:
-            cap = self.spec.logit_softcap
-            logits = torch.tanh(logits / cap) * cap
-        return logits
+        """The logit lens (``lens``): final norm (+ OPT project_out) + LM head, h [B, S, H] ->
+        [B, S, V]; on the last layer's output it equals the model's logits."""
+        return self.lens(h)
 
     def early_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """Early prediction: the trained head if one was given, else ``logits``. [B, S, V]."""
-        return self.head(h) if self.head is not None else self.logits(h)
+        """Early prediction by ``head`` (the logit lens unless a trained head was given)."""
+        return self.head(h)
 
     @torch.no_grad()
     def decode_step(self, token: torch.Tensor, cache: DynamicCache, position: int) -> torch.Tensor:
@@ -185,7 +173,7 @@ def verify_layout(lsm: LayerSplitModel) -> float:
     difference; ValueError if it exceeds VERIFY_RTOL times the largest |logit|.
     """
     model, d = lsm.model, lsm.num_layers
-    vocab = int(lsm._lm_head.weight.shape[0])
+    vocab = int(lsm.lens.lm_head.weight.shape[0])
     ids = torch.tensor([VERIFY_IDS], device=lsm.device) % vocab  # [1, 4]
     what = f"layer-split decoding of {type(model).__name__} (model_type {lsm.spec.model_type!r})"
     was_training = model.training

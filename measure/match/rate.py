@@ -43,6 +43,7 @@ from measure.decode.sampling import (
 from measure.degenerate import DegenerateSummary, summarize, warn_degenerate
 from measure.hf.compat import model_cache_keyword
 from measure.hf.layer_split import LayerSplitModel
+from measure.hf.lens import resolve_head
 from measure.match.config import (  # noqa: F401 (re-exported)
     POSITIONS,
     RECORD_COLUMNS,
@@ -175,6 +176,9 @@ def measure_prompt(
     try:
         with torch.inference_mode():
             groups = _as_groups(heads)
+            for by_layer in groups.values():  # refuse heads trained against another LM head
+                for head in by_layer.values():
+                    resolve_head(head, lsm.lens)
             result, cache = _generate(lsm, input_ids, prompt, config, groups, set(eos_ids))
             if config.verify and config.sampling is None:
                 verify_greedy(lsm.model, input_ids, result.tokens, prompt, cache)

@@ -3,7 +3,10 @@
 Two kinds share one directory layout (``head.safetensors`` + ``head_config.json``): the paper's
 full per-layer head (``measure.train.heads.TrainedHead``, kind "full", records head "trained")
 and the translator (``measure.train.translator.TranslatorHead``, kind and head "translator").
-A head_config.json without a ``kind`` is a full head (written before translators existed).
+A head_config.json without a ``kind`` is a full head (written before translators existed); one
+without ``lm_head_sha256`` (written before heads recorded the LM head they were trained
+against, ``measure.hf.lens.LensFingerprint``) loads with a warning. Beside them, the logit lens
+(``measure.hf.lens.LogitLens``, head "shared") needs no file.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from pathlib import Path
 
 from torch import nn
 
+from measure.hf.lens import LENS_NAME, EarlyHead, LogitLens
 from measure.train.heads import CONFIG_NAME, TrainedHead
 from measure.train.translator import KIND as TRANSLATOR
 from measure.train.translator import TranslatorHead
 
 KINDS = ("full", TRANSLATOR)
 """Head kinds: ``full`` (the paper's Appendix A head) and ``translator``."""
-SHARED = "shared"
-"""Head name of the logit lens (the model's own final norm + LM head at an early layer)."""
+SHARED = LENS_NAME
+"""Head name of the logit lens (``LogitLens.name``: the model's own final norm + LM head)."""
 
 
 def head_kind(directory: str | Path) -> str:
@@ -39,20 +43,27 @@ def load_head(directory: str | Path, model=None, *, device="cpu") -> nn.Module:
     """The head saved in ``directory``, in eval mode; a translator is attached to ``model``.
 
     A full head holds its own weights and goes to ``device``; a translator reads through
-    ``model``'s own final norm and LM head and lives on the model's device.
+    ``model``'s own final norm and LM head and lives on the model's device. With ``model``,
+    a head trained against another LM head is refused (``measure.hf.lens.resolve_head``).
     """
     if head_kind(directory) == TRANSLATOR:
         if model is None:
             raise ValueError(f"model is required to load the translator head in {directory}")
         return TranslatorHead.load(directory, model).eval()
-    return TrainedHead.load(directory, device=device).eval()
+    return TrainedHead.load(directory, device=device, model=model).eval()
 
 
-def head_name(head: nn.Module | None) -> str:
-    """Name in records and traces: "shared" (no head), "trained" (full head), "translator"."""
+def head_name(head: EarlyHead | nn.Module | None) -> str:
+    """Name in records and traces: "shared" (None or the `LogitLens`), else the head's
+    ``name`` ("trained" for a full head or a module without one, "translator")."""
+    return getattr(head if head is not None else LogitLens, "name", "trained")
+
+
+def head_layer(head: EarlyHead | nn.Module | None) -> int | None:
+    """The layer a head was trained to read; None for the logit lens (it reads any layer)."""
     if head is None:
-        return SHARED
-    return getattr(head, "name", "trained")
+        return LogitLens.layer
+    return getattr(head, "layer", getattr(getattr(head, "config", None), "layer", None))
 
 
 def group_heads(heads: Mapping[int, nn.Module] | Iterable[nn.Module] | None):

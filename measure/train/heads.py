@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from measure.hf.arch import arch_spec, get_module
+from measure.hf.lens import LensFingerprint, LogitLens, resolve_head
 
 WEIGHTS_NAME = "head.safetensors"
 CONFIG_NAME = "head_config.json"
@@ -198,6 +200,15 @@ class TrainedHead(nn.Module):
         """Mean loss of every optimizer step of `train_head` (empty for an untrained head)."""
         self.train_record: dict = {}
         """How it was trained when not by `train_head` (``measure.train.distill``), saved."""
+        self.trained_against: LensFingerprint | None = None
+        """The LM head it was made from (`from_model`; None: read from a file without one)."""
+        self.source: Path | None = None
+        """The directory it was loaded from (named when refused on another model)."""
+
+    @property
+    def layer(self) -> int:
+        """The layer whose hidden state it reads (``config.layer``)."""
+        return self.config.layer
 
     @classmethod
     def from_model(cls, model, layer: int, config: HeadConfig | None = None) -> TrainedHead:
@@ -220,6 +231,7 @@ class TrainedHead(nn.Module):
                 if source is not None:
                     for key, value in getattr(head, name).state_dict().items():
                         value.copy_(source.state_dict()[key].float())
+        head.trained_against = LogitLens(model).fingerprint()
         return head.to(_device(model))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -240,6 +252,7 @@ class TrainedHead(nn.Module):
         record = {
             "kind": "full",
             "config": self.config.to_dict(),
+            **head_record(self),
             "train": self.train_record,
             "train_losses": self.train_losses,
         }
@@ -247,8 +260,11 @@ class TrainedHead(nn.Module):
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path, *, device: str | torch.device = "cpu") -> TrainedHead:
-        """Read a head written by `save`."""
+    def load(
+        cls, directory: str | Path, *, device: str | torch.device = "cpu", model=None
+    ) -> TrainedHead:
+        """Read a head written by `save`; with ``model``, refuse it unless it was trained
+        against that model's LM head (``measure.hf.lens.resolve_head``)."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
@@ -262,7 +278,32 @@ class TrainedHead(nn.Module):
         head.load_state_dict(load_file(directory / WEIGHTS_NAME))
         head.train_losses = list(record.get("train_losses", []))
         head.train_record = dict(record.get("train", {}))
+        read_fingerprint(head, record, directory)
+        if model is not None:
+            resolve_head(head, LogitLens(model))
         return head.to(device)
+
+
+def head_record(head) -> dict:
+    """The fingerprint keys a head file records (none for a head without one)."""
+    recorded = head.trained_against
+    return {} if recorded is None else recorded.to_record()
+
+
+def read_fingerprint(head, record: dict, directory: Path) -> None:
+    """Set ``head.trained_against`` and ``head.source`` from a head_config.json record; a
+    UserWarning for a file written before heads recorded their LM head."""
+    head.source = directory
+    head.trained_against = LensFingerprint.from_record(record)
+    if head.trained_against is None:
+        warnings.warn(
+            f"head file {directory / CONFIG_NAME} records no LM head hash (written before "
+            "head files recorded one), so it cannot be checked against this model's LM head; "
+            "train it again, or record the LM head of the model you know it was trained on "
+            "(README, Early heads)",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _device(model) -> torch.device:

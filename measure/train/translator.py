@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from measure.hf.layer_split import LayerSplitModel
-from measure.train.heads import CONFIG_NAME, WEIGHTS_NAME
+from measure.hf.lens import LensFingerprint, resolve_head
+from measure.train.heads import CONFIG_NAME, WEIGHTS_NAME, head_record, read_fingerprint
 
 KIND = "translator"
 """``kind`` written in a translator's head_config.json."""
@@ -95,9 +96,19 @@ class TranslatorHead(nn.Module):
         """How it was trained (data, steps, seconds, ...), saved with it."""
         self.attach(model)
         self.translator.to(self._device)
+        self.trained_against: LensFingerprint | None = self._lens.fingerprint()
+        """The LM head it reads through when trained (None: read from a file without one)."""
+        self.source: Path | None = None
+        """The directory it was loaded from (named when refused on another model)."""
+
+    @property
+    def layer(self) -> int:
+        """The layer whose hidden state it reads (``config.layer``)."""
+        return self.config.layer
 
     def attach(self, model) -> None:
-        """Read through ``model``'s final norm and LM head (shapes checked against config)."""
+        """Read through ``model``'s final norm and LM head (shapes checked against config, and
+        the weights against ``trained_against`` once set)."""
         expected = TranslatorConfig.for_model(model, self.config.layer)
         for field in ("hidden_size", "vocab_size"):
             if getattr(expected, field) != getattr(self.config, field):
@@ -106,10 +117,11 @@ class TranslatorHead(nn.Module):
                     f"model ({getattr(expected, field)})"
                 )
         lsm = LayerSplitModel(model)
-        # a bound method, not a sub-module: the model's weights are neither copied nor saved
-        self.__dict__["_lens"] = lsm.logits
+        # not a sub-module: the model's weights are neither copied nor saved
+        self.__dict__["_lens"] = lsm.lens
         self.__dict__["_device"] = lsm.device
         self.__dict__["_dtype"] = next(model.parameters()).dtype
+        resolve_head(self, lsm.lens)  # a trained translator only reads its own LM head
 
     def translate(self, h: torch.Tensor) -> torch.Tensor:
         """h + A h + b, in the model's dtype: [..., H] -> [..., H]."""
@@ -131,6 +143,7 @@ class TranslatorHead(nn.Module):
         record = {
             "kind": KIND,
             "config": self.config.to_dict(),
+            **head_record(self),
             "train": self.train_record,
             "train_losses": self.train_losses,
         }
@@ -139,7 +152,8 @@ class TranslatorHead(nn.Module):
 
     @classmethod
     def load(cls, directory: str | Path, model) -> TranslatorHead:
-        """Read a translator written by `save` and attach it to ``model``."""
+        """Read a translator written by `save` and attach it to ``model``, refused unless it
+        was trained against that model's LM head (``measure.hf.lens.resolve_head``)."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
@@ -152,6 +166,8 @@ class TranslatorHead(nn.Module):
         head.load_state_dict(load_file(directory / WEIGHTS_NAME))
         head.train_losses = list(record.get("train_losses", []))
         head.train_record = dict(record.get("train", {}))
+        read_fingerprint(head, record, directory)
+        resolve_head(head, head._lens)
         return head.to(head._device)
 
 
@@ -169,7 +185,7 @@ def stacked_logits(heads: list[TranslatorHead], hs: list[torch.Tensor]) -> torch
     matrix product (one read of the LM head instead of L), as ``head(h)`` row by row would
     give.
     """
-    lenses = {id(head._lens.__self__.model) for head in heads}
+    lenses = {id(head._lens.model) for head in heads}
     if len(lenses) != 1:
         raise ValueError("heads must all be attached to the same model to be stacked")
     x = torch.cat([head.translate(h) for head, h in zip(heads, hs, strict=True)], dim=1)

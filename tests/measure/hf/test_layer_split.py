@@ -189,7 +189,7 @@ def test_verification_catches_a_missed_part(arch, field, value, error):
     """A spec that misses one part of the model's forward is refused, not silently wrong."""
     split = LayerSplitModel(tiny_model(arch))
     assert verify_layout(split) <= 1e-4
-    split.spec = dataclasses.replace(split.spec, **{field: value})
+    split.spec = split.lens.spec = dataclasses.replace(split.spec, **{field: value})
     if field == "embed_positions":
         split._embed_positions = None
     with pytest.raises(ValueError, match=f"model_type '{arch}'.*{error}"):

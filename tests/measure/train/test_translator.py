@@ -106,7 +106,7 @@ def test_stacked_logits_equal_row_by_row():
         hs = [torch.randn(1, 1, 32), torch.randn(1, 1, 32)]
         rows = torch.cat([head(h)[0] for head, h in zip(heads, hs, strict=True)])
         torch.testing.assert_close(stacked_logits(heads, hs), rows)
-    other = TranslatorHead(TranslatorConfig.for_model(tiny_model("llama", seed=1), 1), model)
-    other.attach(tiny_model("llama", seed=1))
+    second = tiny_model("llama", seed=1)
+    other = TranslatorHead(TranslatorConfig.for_model(second, 1), second)
     with pytest.raises(ValueError, match="same model"):
         stacked_logits([heads[0], other], hs)
