@@ -64,6 +64,7 @@ def text_prompts(model_dir, n: int, length: int) -> list[list[int]] | None:
 
 
 def bench_cpu(model, model_dir, prompts, args) -> None:
+    from measure.decode.settings import RunSettings
     from measure.eval.repeat import PPDConfig
     from measure.eval.text import format_table, format_waterfall
     from measure.eval.validate import validate
@@ -85,9 +86,7 @@ def bench_cpu(model, model_dir, prompts, args) -> None:
         profile=profile,
         configs=configs,
         max_new_tokens=args.max_new_tokens,
-        repeats=args.repeats,
-        model_dir=model_dir,
-        timeout_s=600,
+        settings=RunSettings(repeats=args.repeats, model_dir=model_dir),
     )
     summary = result.summary()
     print(

@@ -100,6 +100,7 @@ def test_ppd_single_equals_generate(smollm2, d_bar, k):
 
 def test_ppd_dist_equals_generate_on_one_prompt(smollm2):
     from measure.decode.backends import ppd_generate
+    from measure.decode.settings import RunSettings
 
     model, tokenizer, prompts, greedy = smollm2
     got = ppd_generate(
@@ -110,8 +111,7 @@ def test_ppd_dist_equals_generate_on_one_prompt(smollm2):
         max_new_tokens=8,
         eos_token_id=tokenizer.eos_token_id,
         backend="dist",
-        world_size=2,
-        timeout_s=120,
+        settings=RunSettings(timeout_s=120),
     )
     assert got.tokens == greedy[0][:8]
 

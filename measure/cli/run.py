@@ -14,6 +14,7 @@ from measure.cli.common import (
     honours_no_progress,
     read_prompts,
 )
+from measure.decode.settings import DEFAULT_SETTINGS
 from measure.degenerate import summarize
 from ppdmodel.cli_args import (
     default_d_bar,
@@ -141,12 +142,32 @@ def register(subparsers) -> None:
         default=1,
         help="prompts --threshold auto calibrates on, untimed, before the rounds (default 1)",
     )
+    validate.add_argument(
+        "--interleave-probes",
+        action="store_true",
+        help="also run the profile's cost probes (the same pieces ppd measure profile times) "
+        "before every judged round, never derived from the judged runs, build a second profile "
+        "from them and report each configuration's prediction from both profiles (for a "
+        "machine whose load may change between the profile and the runs)",
+    )
+    validate.add_argument(
+        "--probe-rounds",
+        type=positive_int,
+        default=None,
+        help="probe rounds before every judged round with --interleave-probes (default 2)",
+    )
     validate.set_defaults(func=honours_no_progress(_validate))
 
 
 def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:
     """``--repeats`` (interleaved rounds), ``--profile`` (a cost profile), ``--no-progress``."""
-    p.add_argument("--repeats", type=positive_int, default=3, help="interleaved rounds (default 3)")
+    repeats = DEFAULT_SETTINGS.repeats
+    p.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=repeats,
+        help=f"interleaved rounds (default {repeats})",
+    )
     p.add_argument("--profile", type=existing_file, metavar="FILE", default=None, help=profile_help)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -180,9 +201,15 @@ def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="ell (default 128)")
     backend_default = ["single"] if grid else "single"
     p.add_argument("--backend", default=backend_default, choices=("single", "dist"), **many)
-    p.add_argument("--world-size", type=int_at_least(2), default=2, help="dist ranks (default 2)")
+    world, timeout = DEFAULT_SETTINGS.world_size, DEFAULT_SETTINGS.timeout_s
     p.add_argument(
-        "--timeout-s", type=positive_float, default=600.0, help="dist watchdog (default 600)"
+        "--world-size", type=int_at_least(2), default=world, help=f"dist ranks (default {world})"
+    )
+    p.add_argument(
+        "--timeout-s",
+        type=positive_float,
+        default=timeout,
+        help=f"dist watchdog (default {timeout:g})",
     )
     p.add_argument(
         "--threads", type=positive_int, default=None, help="torch threads in this process"
@@ -242,6 +269,24 @@ def check_world_size(args) -> None:
               file=sys.stderr)  # fmt: skip
 
 
+def run_settings(args, *, eos_token_id=None, decoding=None):
+    """The one ``RunSettings`` of a ``ppd run`` / ``ppd validate`` invocation, from its options,
+    the model's stop tokens and the sampling flags' rule (ValueError naming the setting when
+    one is out of range)."""
+    from measure.decode.settings import RunSettings
+
+    return RunSettings(
+        eos_token_id=eos_token_id,
+        decoding=decoding or DEFAULT_SETTINGS.decoding,
+        world_size=args.world_size,
+        timeout_s=args.timeout_s,
+        model_dir=args.model,  # the dist ranks load the model from it
+        repeats=args.repeats,
+        threads=args.threads,
+        progress=not args.no_progress,
+    )
+
+
 def _load(args):
     """(model, prompt ids, names, d_bar, eos, head) from the CLI arguments."""
     import torch
@@ -290,6 +335,7 @@ def _run(args) -> int:
 
     model, ids, names, d_bar, eos, head = _load(args)
     decoding, seeds = _sampling(args, names)
+    settings = run_settings(args, eos_token_id=eos, decoding=decoding)
     report = table3(
         model,
         ids,
@@ -297,17 +343,11 @@ def _run(args) -> int:
         ks=list(dict.fromkeys(args.k)),  # repeated values would repeat rows
         max_new_tokens=args.max_new_tokens,
         backend=args.backend,
-        world_size=args.world_size,
-        eos_token_id=eos,
-        assistant=not args.no_assistant,
-        timeout_s=args.timeout_s,
-        sequences=names,
-        model_dir=args.model if args.backend == "dist" else None,
         early_head=args.early_head,
-        repeats=args.repeats,
-        progress=not args.no_progress,
+        assistant=not args.no_assistant,
+        settings=settings,
         head=head,
-        decoding=decoding,
+        sequences=names,
         seeds=seeds,
     )
     _warn_degenerate("run", names, report.greedy, eos)
@@ -384,11 +424,21 @@ def _free_configs(args) -> list:
     ]
 
 
+def _probe_rounds(args) -> int:
+    """Probe rounds per gap of --interleave-probes (0 without it); checked before loading."""
+    from measure.eval.interleaved import PROBE_ROUNDS
+
+    if args.probe_rounds is not None and not args.interleave_probes:
+        raise ValueError("--probe-rounds needs --interleave-probes")
+    if not args.interleave_probes:
+        return 0
+    return PROBE_ROUNDS if args.probe_rounds is None else args.probe_rounds
+
+
 def _validate(args) -> int:
     early_exit = _early_exit_configs(args)
     free = _free_configs(args)
-    import torch
-
+    probe_rounds = _probe_rounds(args)
     from measure.eval.free_eval import free_table
     from measure.eval.plots import (
         block_times,
@@ -399,11 +449,13 @@ def _validate(args) -> int:
     from measure.eval.repeat import PPDConfig
     from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
     from measure.eval.validate import validate
+    from measure.profile.profile import write_profile
     from measure.profile.report import plot_layer_times
     from sim.formats import write_free_table, write_traces
 
     model, ids, names, d_bar, eos, head = _load(args)
     decoding, seeds = _sampling(args, names)
+    settings = run_settings(args, eos_token_id=eos, decoding=decoding)
     d = model.config.get_text_config().num_hidden_layers
     for e in early_exit:
         if not 1 <= e.exit_layer <= d - 1:
@@ -424,29 +476,18 @@ def _validate(args) -> int:
         for k in dict.fromkeys(args.k)
     ]
     result = validate(
-        model,
-        ids,
-        profile=profile,
-        configs=configs,
-        max_new_tokens=args.max_new_tokens,
-        repeats=args.repeats,
-        eos_token_id=eos,
-        names=names,
-        model_dir=args.model,
-        world_size=args.world_size,
-        timeout_s=args.timeout_s,
-        threads=torch.get_num_threads(),
-        head=head,
-        progress=not args.no_progress,
-        early_exit=early_exit,
-        decoding=decoding,
-        seeds=seeds,
-        free=free,
-    )
+        model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
+        max_new_tokens=args.max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
+        interleave_probes=probe_rounds,
+    )  # fmt: skip
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
     result.table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
     result.terms.to_csv(out / "terms.csv", index=False)
+    summary = result.summary()
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if result.interleaved_profile is not None:
+        write_profile(out / "profile_interleaved.json", result.interleaved_profile)
     if result.free:  # what ppd plan --free-table reads
         write_free_table(out / "free_table.csv", free_table(result.free))
     traces = [r.trace for m in result.timing.ppd.values() for r in m.runs]
@@ -457,7 +498,6 @@ def _validate(args) -> int:
         plot_layer_times(profile, out / "layer_times.png")
     else:
         plot_block_times(result, out / "layer_times.png")
-    summary = result.summary()
     print(
         f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
         f"{args.repeats} interleaved rounds, {decoding.label}"
@@ -493,9 +533,21 @@ def _validate(args) -> int:
         f"interval for {summary['inside_interval']} of {summary['with_interval']} "
         "configuration(s) with one (profile cost replicates)"
     )
+    if result.interleaved_profile is not None:
+        print(result.probe_note)
+        print(
+            "from the interleaved probes: median |error| "
+            f"{100 * summary['interleaved_median_abs_rel_err']:.1f} %, worst "
+            f"{100 * summary['interleaved_worst_abs_rel_err']:.1f} %; greedy "
+            + ", ".join(f"{100 * err:+.1f} % (on {backend})" for backend, err in
+                        summary["interleaved_greedy_rel_err_by_backend"].items())
+            + f"; inside its interval for {summary['interleaved_inside_interval']} "
+            "configuration(s)"
+        )  # fmt: skip
     print(
-        f"wrote {out}/validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
-        "predicted_vs_measured.png, layer_times.png"
+        f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, traces.jsonl, "
+        "waterfall.png, predicted_vs_measured.png, layer_times.png"
+        + (", profile_interleaved.json" if result.interleaved_profile is not None else "")
     )
     inexact = [r for r in result.results + result.early_exit if not r.exact]
     return 1 if inexact else 0

@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from measure.checks import as_prompt_ids, check_context
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
-from measure.decode.sampling import GREEDY, Decoding, check_seed
+from measure.decode.sampling import Decoding, check_seed
+from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.hf.loading import load_model
 from ppdmodel.costs import check_early_head
 
@@ -33,40 +35,38 @@ def ppd_many(
     k,
     max_new_tokens,
     backend="single",
-    world_size=2,
-    eos_token_id=None,
-    timeout_s=300.0,
-    sequences=None,
-    model_dir=None,
-    head=None,
-    warmup=True,
     early_head="main",
-    decoding: Decoding = GREEDY,
+    head=None,
+    sequences=None,
     seeds=None,
     generator=None,
+    warmup=True,
+    settings: RunSettings = DEFAULT_SETTINGS,
 ):
     """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts in one job.
 
-    ``model_dir`` (a local directory holding ``model``'s weights) spares ``dist`` a temporary
-    copy; ``warmup`` decodes two tokens of the first prompt untimed first (``single``, greedy,
-    so it draws nothing); ``early_head`` as in ``ppd_generate``. ``decoding``: greedy or
-    sampled (``measure.decode.sampling.Decoding``); sampled, ``seeds`` (one per prompt) seeds
-    main's global generator before each prompt, or ``generator`` gives every draw.
+    ``settings``: the stop tokens, main's rule (``decoding``: greedy or sampled), and
+    ``dist``'s world size, watchdog and ``model_dir`` (a local directory holding ``model``'s
+    weights spares ``dist`` a temporary copy); ``warmup`` decodes two tokens of the first
+    prompt untimed first (``single``, greedy, so it draws nothing); ``early_head`` as in
+    ``ppd_generate``. Sampled, ``seeds`` (one per prompt) seeds main's global generator
+    before each prompt, or ``generator`` gives every draw.
     """
     check_backend(backend)
     check_early_head(early_head)
     names = sequences or [str(i) for i in range(len(prompts))]
     seeds = _check_seeds(seeds, generator, len(prompts))
+    eos_token_id, decoding = settings.eos_token_id, settings.decoding
     if backend == "dist":
         return ppd_dist_many(
-            model_dir or model,
+            settings.model_dir or model,
             prompts,
             d_bar=d_bar,
             k=k,
             max_new_tokens=max_new_tokens,
             eos_token_id=eos_token_id,
-            world_size=world_size,
-            timeout_s=timeout_s,
+            world_size=settings.world_size,
+            timeout_s=settings.timeout_s,
             head=head,
             sequences=names,
             early_head=early_head,
@@ -130,8 +130,6 @@ def ppd_generate(
     eos_token_id=None,
     backend="single",
     head=None,
-    world_size=2,
-    timeout_s=120.0,
     sequence="0",
     early_head="main",
     do_sample=False,
@@ -140,14 +138,17 @@ def ppd_generate(
     top_p=None,
     seed=None,
     generator=None,
+    settings: RunSettings = DEFAULT_SETTINGS,
 ):
     """Real PPD decoding (paper Algorithm 2); the tokens equal greedy decoding's, or sampled
     decoding's (paper Appendix B).
 
     model: a Hugging Face causal LM (or a local model directory); input_ids: one prompt ([P],
     [1, P] or a list); d_bar: early-prediction layer, d/2 <= d_bar < d; k: candidates,
-    1..vocab; backend: ``single`` or ``dist`` (``world_size`` ranks: main + world_size - 1
-    candidate ranks, ``timeout_s`` per run); early_head: ``main`` (main runs the early head
+    1..vocab; backend: ``single`` or ``dist`` (``settings``: a ``RunSettings`` whose
+    ``world_size`` ranks are main + world_size - 1 candidate ranks, ``timeout_s`` its
+    watchdog; this call's ``eos_token_id`` and sampling arguments replace its stop tokens and
+    rule); early_head: ``main`` (main runs the early head
     and sends the k ids, Algorithm 2) or ``candidates`` (main hands its layer-d_bar hidden
     state over and goes on; the candidate side runs the early head and the top-k, and main
     gets the k ids back when it decides the match), see ``measure.decode.loop``.
@@ -171,15 +172,12 @@ def ppd_generate(
         k=k,
         max_new_tokens=max_new_tokens,
         backend=backend,
-        world_size=world_size,
-        eos_token_id=eos_token_id,
-        timeout_s=timeout_s,
-        sequences=[sequence],
-        head=head,
-        warmup=False,
         early_head=early_head,
-        decoding=decoding,
+        head=head,
+        sequences=[sequence],
         seeds=[seed],
         generator=generator,
+        warmup=False,
+        settings=replace(settings, eos_token_id=eos_token_id, decoding=decoding),
     )
     return result

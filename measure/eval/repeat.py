@@ -6,27 +6,27 @@ all methods alike. A method's figure is the median over rounds of its total deco
 (prefill excluded), with the quartiles (``measure.profile.stats.Spread``); the load average
 is read before and after. Every PPD run is checked token for token against greedy.
 
-Sampled decoding (``decoding``, paper Appendix B): the baseline samples too (plain decoding with
-the same sampler, ``greedy_generate(decoding=...)``), every method seeds prompt i with
-``seeds[i]`` (the same draws in every round), and "greedy" in the fields below stands for that
-baseline: PPD is checked token for token against it.
+Sampled decoding (``settings.decoding``, paper Appendix B): the baseline samples too (plain
+decoding with the same sampler, ``greedy_generate(decoding=...)``), every method seeds prompt i
+with ``seeds[i]`` (the same draws in every round), and "greedy" in the fields below stands for
+that baseline: PPD is checked token for token against it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
 
 from measure.checks import as_prompt_ids, check_context
 from measure.decode.backends import ppd_many
 from measure.decode.greedy import greedy_generate
 from measure.decode.sampling import GREEDY, Decoding
+from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit
-from measure.profile.progress import progress_bar
+from measure.profile.progress import Progress
 from measure.profile.stats import LoadMonitor, LoadReading, Spread
 from ppdmodel.costs import check_early_head
-
-DEFAULT_REPEATS = 3
-"""Rounds per configuration when none are given."""
 
 
 def run_greedy(
@@ -116,44 +116,16 @@ class RepeatedTiming:
     """Further methods timed in the same rounds (``others`` of ``time_repeated``: FREE)."""
 
 
-def _ppd_runner(model, prompts, config: PPDConfig, kwargs: dict):
-    extra = {"early_head": config.early_head}
-    world = min(kwargs["world_size"], config.k + 1)
-    sequences = [f"{s}-k{config.k}" for s in kwargs["names"]]
-    if kwargs["head"] is not None:
-        extra["head"] = kwargs["head"]
-
-    def run():
-        return ppd_many(
-            model if config.backend == "single" else (kwargs["model_dir"] or model),
-            prompts,
-            d_bar=config.d_bar,
-            k=config.k,
-            max_new_tokens=kwargs["max_new_tokens"],
-            backend=config.backend,
-            world_size=world,
-            eos_token_id=kwargs["eos_token_id"],
-            timeout_s=kwargs["timeout_s"],
-            sequences=sequences,
-            decoding=kwargs["decoding"],
-            seeds=kwargs["seeds"],
-            **extra,
-        )
-
-    return run
-
-
-def _early_exit_runner(model, prompts, config: EarlyExitConfig, kwargs: dict):
-    def run():
-        return run_early_exit(
-            model,
-            prompts,
-            config,
-            max_new_tokens=kwargs["max_new_tokens"],
-            eos_token_id=kwargs["eos_token_id"],
-        )
-
-    return run
+def _ppd_runner(model, prompts, config: PPDConfig, run: dict):
+    """A no-argument call decoding every prompt with ``config`` (``run``: the shared inputs)."""
+    settings = run["settings"]
+    if config.backend == "dist":  # at most k + 1 ranks have work
+        settings = replace(settings, world_size=min(settings.world_size, config.k + 1))
+    decoder = model if config.backend == "single" else (settings.model_dir or model)
+    sequences = [f"{s}-k{config.k}" for s in run["names"]]
+    return lambda: ppd_many(
+        decoder, prompts, **asdict(config), sequences=sequences, settings=settings, **run["common"]
+    )
 
 
 def time_repeated(
@@ -161,34 +133,31 @@ def time_repeated(
     prompts,
     configs,
     *,
-    max_new_tokens: int,
-    repeats: int = DEFAULT_REPEATS,
-    eos_token_id=None,
-    names=None,
-    model_dir=None,
-    world_size: int = 2,
-    timeout_s: float = 600.0,
-    threads: int = 1,
-    head=None,
-    progress: bool = False,
     early_exit=(),
-    decoding: Decoding = GREEDY,
-    seeds=None,
     others=(),
+    max_new_tokens: int,
+    settings: RunSettings = DEFAULT_SETTINGS,
+    head=None,
+    names=None,
+    seeds=None,
+    between_rounds=None,
 ) -> RepeatedTiming:
-    """Time greedy and each PPD configuration ``repeats`` times, interleaved (module doc).
+    """Time greedy and each PPD configuration ``settings.repeats`` times, interleaved (module
+    doc).
 
     ``head``: a trained early head (``measure.train.heads.TrainedHead``) or None (the LM
-    head); ``threads``: threads this process uses (for the load reading); ``early_exit``:
-    ``EarlyExitConfig``s timed in the same rounds (HF ``assistant_early_exit``, constant
-    draft length; their ``wall_s`` starts after the first step, see
-    ``measure.eval.early_exit``); ``decoding`` and ``seeds`` (one per prompt): sampled decoding
-    (module docstring); ``others``: (config, runner) pairs, each config with a ``label`` and each
-    runner a no-argument callable returning one result per prompt (with ``tokens`` and
-    ``wall_s``), timed in the same rounds (FREE, ``measure.eval.free_eval``).
+    head); ``settings``: stop tokens, decoding, rounds, ``dist`` settings, threads (for the
+    load reading) and progress; ``early_exit``: ``EarlyExitConfig``s timed in the same rounds
+    (HF ``assistant_early_exit``, constant draft length; their ``wall_s`` starts after the
+    first step, see ``measure.eval.early_exit``); ``settings.decoding`` and ``seeds`` (one per
+    prompt): sampled decoding (module docstring); ``others``: (config, runner) pairs, each
+    config with a ``label`` and each runner a no-argument callable returning one result per
+    prompt (with ``tokens`` and ``wall_s``), timed in the same rounds (FREE,
+    ``measure.eval.free_eval``);
+    ``between_rounds``: a no-argument callable run before every round, untimed (the
+    interleaved cost probes of ``measure.eval.interleaved``).
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    repeats, decoding = settings.repeats, settings.decoding
     if not prompts:
         raise ValueError("prompts must not be empty")
     configs = list(dict.fromkeys(configs))
@@ -197,48 +166,36 @@ def time_repeated(
         raise ValueError("early_exit: HF early exit is timed with greedy decoding only")
     if seeds is not None and len(seeds) != len(prompts):
         raise ValueError(f"seeds must hold one seed per prompt ({len(prompts)}), got {len(seeds)}")
-    kwargs = dict(
-        max_new_tokens=max_new_tokens,
-        eos_token_id=eos_token_id,
+    common = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id)
+    run = dict(
         names=names or [str(i) for i in range(len(prompts))],
-        model_dir=model_dir,
-        world_size=world_size,
-        timeout_s=timeout_s,
-        head=head,
-        decoding=decoding,
-        seeds=seeds,
+        settings=settings,
+        common=dict(max_new_tokens=max_new_tokens, head=head, seeds=seeds),
     )
     greedy = TimedMethod("greedy")
     others = list(others)
     methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
     methods += [TimedMethod(c.label, c) for c, _ in others]
     runners = {
-        "greedy": lambda: run_greedy(
-            model,
-            prompts,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            decoding=decoding,
-            seeds=seeds,
-        ),
-        **{c.label: _ppd_runner(model, prompts, c, kwargs) for c in configs},
-        **{c.label: _early_exit_runner(model, prompts, c, kwargs) for c in early_exit},
+        "greedy": lambda: run_greedy(model, prompts, decoding=decoding, seeds=seeds, **common),
+        **{c.label: _ppd_runner(model, prompts, c, run) for c in configs},
+        **{c.label: _bind(run_early_exit, model, prompts, c, **common) for c in early_exit},
         **{c.label: runner for c, runner in others},
     }
-    bar = progress_bar(repeats * len(methods), enabled=progress)
-    monitor = LoadMonitor(own_threads=threads)
+    progress = Progress(repeats * len(methods), enabled=settings.progress)
+    monitor = LoadMonitor(own_threads=settings.threads or torch.get_num_threads())
     try:
         for r in range(repeats):
+            if between_rounds is not None:
+                between_rounds()
             start = r % len(methods)
             for method in methods[start:] + methods[:start]:
-                if bar is not None:
-                    bar.set_description(f"round {r + 1}/{repeats}: {method.label}")
+                label = f"round {r + 1}/{repeats}: {method.label}"
+                progress.begin(label)
                 method.results.append(runners[method.label]())
-                if bar is not None:
-                    bar.update(1)
+                progress.finish(label)
     finally:
-        if bar is not None:
-            bar.close()
+        progress.close()
     reference = [[g.tokens for g in runs] for runs in greedy.results]
     exact = {
         m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results)
@@ -248,3 +205,8 @@ def time_repeated(
     hf = {m.config: m for m in methods[1:] if isinstance(m.config, EarlyExitConfig)}
     extra = {m.config: m for m in methods[1 + len(configs) + len(early_exit) :]}
     return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra)
+
+
+def _bind(fn, *args, **kwargs):
+    """``fn`` with its arguments, called later without any."""
+    return lambda: fn(*args, **kwargs)

@@ -1,9 +1,9 @@
 """A latency/throughput report like the paper's Table 3: greedy, PPD k=1/3, HF early exit.
 
 Every method decodes the same prompts and is checked token for token against greedy.
-Greedy and PPD time the decode passes only (prefill excluded), over ``repeats`` interleaved
-rounds (``measure.eval.repeat``); the Hugging Face rows time whole ``generate`` calls
-(prefill included), ``repeats`` times each, and are compared with HF greedy ``generate``.
+Greedy and PPD time the decode passes only (prefill excluded), over ``settings.repeats``
+interleaved rounds (``measure.eval.repeat``); the Hugging Face rows time whole ``generate``
+calls (prefill included), as many times each, and are compared with HF greedy ``generate``.
 Sampled decoding (``decoding``, paper Appendix B): the "greedy" row is plain decoding with the
 same sampler and seeds, PPD is checked against it, and the HF row is ``generate(do_sample=True,
 ...)`` seeded per prompt the same way (its ``exact``: the same tokens as that baseline); HF
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from measure.decode.sampling import GREEDY, Decoding
+from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.eval.predict import predict_ppd
-from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.repeat import run_greedy as run_greedy  # re-exported (notebooks, bench)
 from measure.eval.verdict import verdict_line
 from measure.profile.stats import Spread
@@ -197,43 +197,26 @@ def table3(
     ks=(1, 3),
     max_new_tokens=LATENCY_TOKENS,
     backend="single",
-    world_size=2,
-    eos_token_id=None,
-    assistant=True,
-    timeout_s=300.0,
-    sequences=None,
-    model_dir=None,
-    head=None,
-    repeats: int = DEFAULT_REPEATS,
     early_head: str = "main",
-    progress: bool = False,
-    decoding: Decoding = GREEDY,
+    assistant=True,
+    settings: RunSettings = DEFAULT_SETTINGS,
+    head=None,
+    sequences=None,
     seeds=None,
 ) -> Table3Report:
     """Greedy vs PPD (each k) vs HF early exit on the same prompts; all checked exact.
 
-    Greedy and PPD are timed over ``repeats`` interleaved rounds; the rows give the median.
-    ``decoding`` and ``seeds`` (one per prompt): sampled decoding (module docstring).
+    Greedy and PPD are timed over ``settings.repeats`` interleaved rounds; the rows give the
+    median. ``settings.decoding`` and ``seeds`` (one per prompt): sampled decoding (module
+    docstring).
     """
     if not prompts:
         raise ValueError("prompts must not be empty")
     configs = [PPDConfig(d_bar=d_bar, k=k, early_head=early_head, backend=backend) for k in ks]
-    timing = time_repeated(
-        model,
-        prompts,
-        configs,
-        max_new_tokens=max_new_tokens,
-        repeats=repeats,
-        eos_token_id=eos_token_id,
-        names=[str(s) for s in sequences] if sequences else None,
-        model_dir=model_dir,
-        world_size=world_size,
-        timeout_s=timeout_s,
-        head=head,
-        progress=progress,
-        decoding=decoding,
-        seeds=seeds,
-    )
+    names = [str(s) for s in sequences] if sequences else None
+    timing = time_repeated(model, prompts, configs, max_new_tokens=max_new_tokens,
+                           settings=settings, head=head, names=names, seeds=seeds)  # fmt: skip
+    decoding, eos = settings.decoding, settings.eos_token_id
     greedy = timing.greedy
     baseline = "greedy" if not decoding.do_sample else decoding.label
     rows = [_row(baseline, None, None, greedy.tokens, greedy.spread, True, "decode only")]
@@ -270,9 +253,9 @@ def table3(
                 reference,
                 decoding=decoding,
                 seeds=seeds,
-                repeats=repeats,
+                repeats=settings.repeats,
                 max_new_tokens=max_new_tokens,
-                eos_token_id=eos_token_id,
+                eos_token_id=eos,
             )
         )
     elif assistant:
@@ -281,8 +264,8 @@ def table3(
             prompts,
             d_bar=d_bar,
             max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            repeats=repeats,
+            repeats=settings.repeats,
+            eos_token_id=eos,
         )
     report.table = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
     return report

@@ -10,12 +10,16 @@ SHOWN_SHARE = 0.005
 
 
 def format_table(validation) -> str:
-    """Predicted (closed form, simulator), measured median [q1, q3], error and agreement."""
+    """Predicted (closed form, simulator), measured median [q1, q3], error and agreement; with
+    interleaved probes, the prediction from them, its error and interval beside."""
+    probed = validation.interleaved_profile is not None
     lines = [
         f"{'method':34s} {'predicted':>10s} {'simulated':>10s} {'measured [q1, q3]':>26s} "
         f"{'error':>8s}  {'agreement':10s} {'speed-up meas/pred':>18s} "
         f"{'95 % interval (in/OUT)':>26s}"
-    ]
+        + (f" | {'interleaved':>11s} {'error':>8s} {'95 % interval (in/OUT)':>26s}" if probed
+           else "")
+    ]  # fmt: skip
     for _, row in validation.table.iterrows():
         quartiles = f"[{row['measured_q1_s']:.4g}, {row['measured_q3_s']:.4g}]"
         measured = f"{row['measured_s']:.4g} {quartiles}"
@@ -27,17 +31,30 @@ def format_table(validation) -> str:
             f"{method:34s} {row['predicted_s']:10.4g} {_num(row['simulated_s']):>10s} "
             f"{measured:>26s} {100 * row['rel_err']:+7.1f}%  {row['agreement']:10s} "
             f"{row['speedup_measured']:8.3f} / {row['speedup_predicted']:.3f} "
-            f"{_interval(row):>26s}{flags}"
-        )
+            f"{_interval(row):>26s}"
+            + (_interleaved(row) if probed else "")
+            + flags
+        )  # fmt: skip
     return "\n".join(lines)
 
 
-def _interval(row) -> str:
-    """'[low, high] in' or '... OUT' against the measured median; '-' without samples."""
-    low, high = row.get("predicted_low_s"), row.get("predicted_high_s")
+def _interleaved(row) -> str:
+    """' | prediction error [low, high] in' from the interleaved probes."""
+    err = 100 * row["interleaved_rel_err"]
+    return (
+        f" | {row['interleaved_predicted_s']:11.4g} {err:+7.1f}% "
+        f"{_interval(row, 'interleaved_'):>26s}"
+    )
+
+
+def _interval(row, prefix: str = "") -> str:
+    """'[low, high] in' or '... OUT' against the measured median; '-' without samples
+    (``prefix`` "interleaved_": the interleaved probes' interval)."""
+    name = prefix or "predicted_"
+    low, high = row.get(f"{name}low_s"), row.get(f"{name}high_s")
     if low is None or low != low:
         return "-"
-    return f"[{low:.4g}, {high:.4g}] {'in' if row['inside'] else 'OUT'}"
+    return f"[{low:.4g}, {high:.4g}] {'in' if row[f'{prefix}inside'] else 'OUT'}"
 
 
 def _num(x) -> str:

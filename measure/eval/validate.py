@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from measure.decode.sampling import GREEDY, Decoding
+from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
 from measure.eval.free_eval import (
     FreeConfig,
@@ -26,9 +26,10 @@ from measure.eval.free_eval import (
     run_free,
 )
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
+from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
 from measure.eval.predict import Prediction, predict_greedy, predict_ppd
-from measure.eval.repeat import DEFAULT_REPEATS, PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.verdict import agreement, verdict_line
 from measure.profile.stats import Spread
@@ -66,6 +67,11 @@ TABLE_COLUMNS = (
     "predicted_low_s",
     "predicted_high_s",
     "inside",
+    "interleaved_predicted_s",
+    "interleaved_low_s",
+    "interleaved_high_s",
+    "interleaved_rel_err",
+    "interleaved_inside",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -77,7 +83,9 @@ the pooled exit rate, the threshold used, the exit rate and the quality against 
 (``quality_tokens``: share of equal tokens; ``quality_rouge_l``: ROUGE-L on token ids).
 ``predicted_low_s`` / ``predicted_high_s``: the closed form's 95 % interval over the
 profile's cost replicates (``ppdmodel.intervals``; empty for a profile without samples) and
-``inside``: whether the measured median lies in it."""
+``inside``: whether the measured median lies in it. ``interleaved_*`` (``--interleave-probes``,
+``measure.eval.interleaved``; empty otherwise): the same closed form, interval, error and
+in/out from the profile whose compute figures were probed between the judged rounds."""
 
 
 @dataclass
@@ -92,6 +100,10 @@ class ConfigResult(JudgedResult):
     exact: bool
     terms: pd.DataFrame | None = None
     """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
+    interleaved: Prediction | None = None
+    """The prediction from the probes interleaved with the rounds (``--interleave-probes``)."""
+    interleaved_greedy: Prediction | None = None
+    """Greedy's, from the same probes."""
 
     @property
     def predicted_s(self) -> float:
@@ -133,6 +145,10 @@ class ProfileValidation:
     """HF generate's host time outside the forwards, measured before the rounds."""
     free: list[FreeOutcome] = field(default_factory=list)
     """FREE, timed in the same rounds (``--free``; ``measure.eval.free_eval``)."""
+    interleaved_profile: CostProfile | None = None
+    """The profile re-measured between the rounds (``measure.eval.interleaved``), or None."""
+    probe_note: str = ""
+    """How many probes ran between the rounds and what share of the runs' time they took."""
 
     @property
     def greedy_rel_err(self) -> float:
@@ -149,9 +165,10 @@ class ProfileValidation:
         """One greedy row per backend it was priced on (``backend`` says which), then one per
         configuration (``TABLE_COLUMNS``)."""
         g = self.results[0].greedy_measured
+        greedy = {r.config.backend: r for r in self.results}
         rows = [
             _row("greedy", backend, None, None, None, gp, g, gp.closed_form_s / g.median - 1,
-                 gp.simulated_s / g.median - 1, 1.0, 1.0, True)
+                 gp.simulated_s / g.median - 1, 1.0, 1.0, True, greedy[backend].interleaved_greedy)
             for backend, gp in self.greedy_predictions().items()
         ]  # fmt: skip
         for r in self.results:
@@ -159,7 +176,7 @@ class ProfileValidation:
             rows.append(
                 _row(c.label, c.backend, c.d_bar, c.k, c.early_head, r.predicted, r.measured,
                      r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
-                     r.exact)
+                     r.exact, r.interleaved)
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
         rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
@@ -218,7 +235,25 @@ class ProfileValidation:
                                         r.predicted.interval.contains(r.measured.median))
                                    for r in self.results),
             "with_interval": sum(r.predicted.interval is not None for r in self.results),
+            **self._interleaved_summary(),
         }  # fmt: skip
+
+    def _interleaved_summary(self) -> dict:
+        """The same figures from the interleaved probes' profile (empty without it)."""
+        if self.interleaved_profile is None:
+            return {}
+        table = self.table[self.table["method"] != "greedy"]
+        errors = table["interleaved_rel_err"].abs()
+        greedy = self.table[self.table["method"] == "greedy"]
+        return {
+            "interleaved_median_abs_rel_err": float(errors.median()),
+            "interleaved_worst_abs_rel_err": float(errors.max()),
+            "interleaved_greedy_rel_err_by_backend": dict(
+                zip(greedy["backend"], greedy["interleaved_rel_err"].astype(float), strict=True)
+            ),
+            "interleaved_inside_interval": int((table["interleaved_inside"] == True).sum()),  # noqa: E712
+            "probes": self.probe_note,
+        }
 
 
 def _early_exit_row(o: EarlyExitOutcome) -> dict:
@@ -251,9 +286,11 @@ def _early_exit_row(o: EarlyExitOutcome) -> dict:
     )
 
 
-def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact):
+def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact,
+         interleaved=None):  # fmt: skip
     band = pred.interval
     return dict(
+        **_interleaved_columns(interleaved, meas),
         predicted_low_s=band.low if band else float("nan"),
         predicted_high_s=band.high if band else float("nan"),
         inside=band.contains(meas.median) if band else None,
@@ -277,6 +314,22 @@ def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas
         speedup_measured=s_meas,
         speedup_predicted=s_pred,
         exact=exact,
+    )
+
+
+def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
+    """The ``interleaved_*`` columns of a row (NaN / None without that prediction)."""
+    if pred is None:
+        return dict(interleaved_predicted_s=float("nan"), interleaved_low_s=float("nan"),
+                    interleaved_high_s=float("nan"), interleaved_rel_err=float("nan"),
+                    interleaved_inside=None)  # fmt: skip
+    band = pred.interval
+    return dict(
+        interleaved_predicted_s=pred.closed_form_s,
+        interleaved_low_s=band.low if band else float("nan"),
+        interleaved_high_s=band.high if band else float("nan"),
+        interleaved_rel_err=pred.closed_form_s / meas.median - 1,
+        interleaved_inside=band.contains(meas.median) if band else None,
     )
 
 
@@ -307,33 +360,35 @@ def validate(
     *,
     profile: CostProfile,
     configs,
-    max_new_tokens: int,
-    repeats: int = DEFAULT_REPEATS,
-    eos_token_id=None,
-    names=None,
-    model_dir=None,
-    world_size: int = 2,
-    timeout_s: float = 600.0,
-    threads: int = 1,
-    head=None,
-    progress: bool = False,
     early_exit=(),
-    decoding: Decoding = GREEDY,
-    seeds=None,
     free=(),
+    max_new_tokens: int,
+    settings: RunSettings = DEFAULT_SETTINGS,
+    head=None,
+    names=None,
+    seeds=None,
+    interleave_probes: int = 0,
 ) -> ProfileValidation:
-    """Measure greedy and each configuration ``repeats`` times; predict each from ``profile``.
+    """Measure greedy and each configuration ``settings.repeats`` times; predict each from
+    ``profile``.
 
     ``profile`` must have been measured beforehand on this model (its depth is checked);
     ``configs`` are ``PPDConfig``s; ``early_exit``: ``EarlyExitConfig``s (HF self-speculative
     early exit, constant draft length), timed in the same rounds and predicted from the
     profile and the layer match sequences measured separately on the same prompts; the other
-    arguments (``head``: a trained early head or None; ``decoding``, ``seeds``: sampled
-    decoding, whose baseline samples alike and whose runs are predicted from their own match
-    sequences, as greedy's) are ``time_repeated``'s. ``free``: ``FreeConfig``s, timed in the
+    arguments (``head``: a trained early head or None; ``settings``: stop tokens, decoding,
+    rounds, ``dist`` and progress; ``settings.decoding`` and ``seeds``: sampled decoding, whose
+    baseline samples alike and whose runs are predicted from their own match sequences, as
+    greedy's) are ``time_repeated``'s. ``free``: ``FreeConfig``s, timed in the
     same rounds and predicted from the profile and each run's exit sequence
     (``measure.eval.free_eval``; "auto" thresholds calibrated first, untimed).
+    ``interleave_probes``: probe rounds run before every judged round (0: none); their samples
+    build a second profile and every configuration is also predicted from it
+    (``measure.eval.interleaved``).
     """
+    rounds = interleave_probes
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        raise ValueError(f"interleave_probes must be an integer >= 0, got {interleave_probes!r}")
     d = model.config.get_text_config().num_hidden_layers
     if profile.d != d:
         raise ValueError(f"the profile's depth d = {profile.d} does not match the model's d = {d}")
@@ -350,7 +405,7 @@ def validate(
         f.check(d)
     settled, others = {}, []
     for f in free:
-        kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, head=head)
+        kw = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id, head=head)
         thr = f.threshold
         if thr == "auto":
             thr = calibrate(model, prompts, f, **kw).threshold
@@ -360,25 +415,16 @@ def validate(
     if early_exit:
         draft_lengths = (1, max(3, *(e.g for e in early_exit)))
         bookkeeping = measure_bookkeeping(model, early_exit[0].exit_layer, gs=draft_lengths)
+    probes = None
+    if interleave_probes:
+        backends = [c.backend for c in configs]
+        probes = InterleavedProbes(model, profile, backends, rounds=interleave_probes)
     timing = time_repeated(
-        model,
-        prompts,
-        configs,
-        max_new_tokens=max_new_tokens,
-        repeats=repeats,
-        eos_token_id=eos_token_id,
-        names=names,
-        model_dir=model_dir,
-        world_size=world_size,
-        timeout_s=timeout_s,
-        threads=threads,
-        head=head,
-        progress=progress,
-        early_exit=early_exit,
-        decoding=decoding,
-        seeds=seeds,
-        others=others,
-    )
+        model, prompts, configs, early_exit=early_exit, others=others,
+        max_new_tokens=max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
+        between_rounds=probes,
+    )  # fmt: skip
+    probed = probes.profile() if probes is not None else None
     greedy_preds = {
         b: predict_greedy(profile, timing.greedy.runs, backend=b)
         for b in dict.fromkeys(c.backend for c in configs)
@@ -388,6 +434,12 @@ def validate(
     for config in configs:
         method = timing.ppd[config]
         predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
+        again = {}
+        if probed is not None:
+            again = dict(
+                interleaved=predict_ppd(probed, method.runs, config, max_new_tokens=max_new_tokens),
+                interleaved_greedy=predict_greedy(probed, timing.greedy.runs, config.backend),
+            )
         results.append(
             ConfigResult(
                 config=config,
@@ -397,6 +449,7 @@ def validate(
                 greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
                 terms=term_check(profile, config, method.runs),
+                **again,
             )
         )
     outcomes = []
@@ -406,7 +459,7 @@ def validate(
             prompts,
             [e.exit_layer for e in early_exit],
             max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
+            eos_token_id=settings.eos_token_id,
         )
         if matches["tokens"] != [g.tokens for g in timing.greedy.runs]:
             warnings.warn(
@@ -433,4 +486,9 @@ def validate(
         timing.exact,
         head=head,
     )
-    return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes)
+    note = ""
+    if probes is not None:
+        timed = [timing.greedy, *timing.ppd.values(), *timing.early_exit.values()]
+        note = probes.describe(sum(sum(m.totals_s) for m in timed + [*timing.others.values()]))
+    return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes,
+                             probed, note)  # fmt: skip

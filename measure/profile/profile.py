@@ -30,6 +30,7 @@ How each backend's DecodeCosts come from the figures (medians):
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -127,11 +128,7 @@ def measure_profile(
         figures["dist"].update(link.pop("figures"))
         figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
     for backend in wanted:
-        entries[backend] = _backend_entry(backend, figures[backend], d, ks, shapes, device, link)
-        entries[backend]["cost_replicates"] = cost_replicates(
-            figures[backend],
-            lambda fig, b=backend: _backend_entry(b, fig, d, ks, shapes, device, link),
-        )
+        entries[backend] = _priced(backend, figures[backend], d, ks, shapes, device, link)
         entries[backend]["threads"] = counts[backend]
         warnings += _figure_warnings(backend, figures[backend])
         warnings += entries[backend].pop("warnings")
@@ -156,26 +153,66 @@ def compute_figures(
 ) -> dict:
     """Interleaved rounds of the probe's pieces: a Spread per figure (per-layer seconds for
     ``layer_s`` and ``candidate_layer_s[k]``; the whole step's layers in ``layers_s``)."""
+    bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
+    try:
+        samples = probe_samples(
+            probe, ks, repeats=repeats, warmup=warmup, calls=calls,
+            progress=lambda i, n: bar and bar.update(1),
+        )  # fmt: skip
+    finally:
+        if bar:
+            bar.close()
+    return spreads(samples)
+
+
+def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=None) -> dict:
+    """The timed samples behind ``compute_figures`` (lists of seconds per figure name)."""
     tasks = {
         "step": probe.step,
         "early_head": lambda: {"early_head_s": probe.early_head(max(ks))},
         **{f"candidates[{k}]": _bind(probe.candidates, k) for k in ks},
         "handoff": probe.handoff,
     }
-    bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
-    try:
-        samples = run_interleaved(
-            tasks,
-            repeats=repeats,
-            warmup=warmup,
-            calls=calls,
-            progress=lambda i, n: bar and bar.update(1),
-        )
-    finally:
-        if bar:
-            bar.close()
+    samples = run_interleaved(tasks, repeats=repeats, warmup=warmup, calls=calls, progress=progress)
     samples["layer_s"] = [s / probe.d for s in samples["layers_s"]]
-    return spreads(samples)
+    return samples
+
+
+def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: str) -> CostProfile:
+    """``profile`` with the figures of each backend in ``figures`` (backend -> name -> Spread)
+    replaced and that backend's costs and replicates rebuilt by the profile's own rule; the
+    figures not given (the ``dist`` link, two-stream slowdown and host time) are kept.
+    ``shapes``: ``DecodeProbe.shapes()``; ``note`` is recorded in the provenance."""
+    data = copy.deepcopy(profile.data)
+    link = data.get("link")
+    if link is not None:
+        bandwidth = link["bandwidth_bytes_per_s"]
+        link = {"latency_s": link["latency_s"],
+                "bandwidth_bytes_per_s": math.inf if bandwidth is None else bandwidth}  # fmt: skip
+    warnings = []
+    for backend, new in figures.items():
+        if backend not in profile.backends:
+            raise ValueError(f"figures: the profile has no backend {backend!r}")
+        old = {name: Spread.from_dict(v) for name, v in data["figures"][backend].items()}
+        merged = {**old, **new}
+        ks = profile.backends[backend].measured_ks
+        entry = _priced(backend, merged, profile.d, ks, shapes, device, link)
+        warnings += _figure_warnings(backend, new) + entry.pop("warnings")
+        entry["threads"] = data["backends"][backend].get("threads")
+        data["backends"][backend] = entry
+        data["figures"][backend] = {name: s.to_dict() for name, s in merged.items()}
+    data["warnings"] = warnings
+    data["provenance"] = {**data.get("provenance", {}), "repriced": note}
+    return parse_cost_profile(data, d=profile.d)
+
+
+def _priced(backend, figures, d, ks, shapes, device, link) -> dict:
+    """A backend entry with its bootstrap replicates (``measure.profile.replicates``)."""
+    entry = _backend_entry(backend, figures, d, ks, shapes, device, link)
+    entry["cost_replicates"] = cost_replicates(
+        figures, lambda fig: _backend_entry(backend, fig, d, ks, shapes, device, link)
+    )
+    return entry
 
 
 def _bind(fn, k):

@@ -13,6 +13,7 @@ from measure.decode.dist import DistJob, DistTask  # noqa: E402
 from measure.decode.greedy import greedy_generate  # noqa: E402
 from measure.decode.launch import ppd_dist_many, run_job  # noqa: E402
 from measure.decode.local import ppd_single  # noqa: E402
+from measure.decode.settings import RunSettings  # noqa: E402
 from tests.measure.decode.test_local import NEW_TOKENS, prompts  # noqa: E402
 from tests.measure.tiny_models import ARCHS, tiny_model  # noqa: E402
 
@@ -78,10 +79,12 @@ def test_ppd_generate_dispatches_to_dist(monkeypatch):
     calls = []
     monkeypatch.setattr(backends, "ppd_dist_many", lambda *a, **kw: calls.append(kw) or ["ok"])
     assert (
-        ppd_generate(None, [1], d_bar=2, k=1, max_new_tokens=3, backend="dist", world_size=2)
+        ppd_generate(None, [1], d_bar=2, k=1, max_new_tokens=3, backend="dist",
+                     settings=RunSettings(world_size=3, timeout_s=7))
         == "ok"
-    )
-    assert calls[0]["world_size"] == 2 and calls[0]["d_bar"] == 2
+    )  # fmt: skip
+    assert calls[0]["world_size"] == 3 and calls[0]["d_bar"] == 2
+    assert calls[0]["timeout_s"] == 7
 
 
 @pytest.mark.parametrize("fail", ["crash", "hang"])

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from measure.decode.backends import ppd_generate, ppd_many  # noqa: E402
 from measure.decode.greedy import greedy_generate  # noqa: E402
 from measure.decode.sampling import Decoding, prompt_seed  # noqa: E402
+from measure.decode.settings import RunSettings  # noqa: E402
 from tests.measure.tiny_models import ALL_ARCHS, tiny_model  # noqa: E402
 
 PROMPTS = [[5, 9, 17, 3, 22, 40], [7, 8, 30]]
@@ -175,7 +176,7 @@ def test_ppd_many_seeds_each_prompt(models):
         d_bar=2,
         k=2,
         max_new_tokens=NEW_TOKENS,
-        decoding=decoding,
+        settings=RunSettings(decoding=decoding),
         seeds=seeds,
         sequences=["a", "b"],
     )
@@ -202,7 +203,7 @@ def test_bad_sampling_arguments_are_refused(models):
         with pytest.raises(ValueError, match=message):
             ppd_generate(model, PROMPTS[0], **args, **kwargs)
     with pytest.raises(ValueError, match="one seed per prompt"):
-        ppd_many(model, PROMPTS, **args, decoding=Decoding(True), seeds=[1])
+        ppd_many(model, PROMPTS, **args, settings=RunSettings(decoding=Decoding(True)), seeds=[1])
 
 
 def test_classifier_free_guidance_is_refused(models):
@@ -218,8 +219,9 @@ def test_dist_backend_samples_as_single(tmp_path):
     model.save_pretrained(tmp_path / "m")
     decoding = Decoding(do_sample=True, top_p=0.9)
     seeds = [11, 12]
+    settings = RunSettings(decoding=decoding, world_size=3, timeout_s=60)
     single = ppd_many(
-        model, PROMPTS, d_bar=2, k=3, max_new_tokens=NEW_TOKENS, decoding=decoding, seeds=seeds
+        model, PROMPTS, d_bar=2, k=3, max_new_tokens=NEW_TOKENS, settings=settings, seeds=seeds
     )
     dist = ppd_many(
         str(tmp_path / "m"),
@@ -227,11 +229,9 @@ def test_dist_backend_samples_as_single(tmp_path):
         d_bar=2,
         k=3,
         max_new_tokens=NEW_TOKENS,
-        decoding=decoding,
         seeds=seeds,
         backend="dist",
-        world_size=3,
-        timeout_s=60,
+        settings=settings,
     )
     assert [r.tokens for r in dist] == [r.tokens for r in single]
     assert [r.m for r in dist] == [r.m for r in single]

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ppdmodel  # noqa: E402
+from measure.decode.settings import RunSettings  # noqa: E402
 from measure.eval.plots import (  # noqa: E402
     BREAKDOWN_PARTS,
     latency_breakdown,
@@ -122,7 +123,8 @@ def timing():
     torch.set_num_threads(1)
     model = tiny_model("llama", seed=4)
     configs = [PPDConfig(2, 1), PPDConfig(3, 2)]
-    return time_repeated(model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=4, repeats=2)
+    settings = RunSettings(repeats=2)
+    return time_repeated(model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=4, settings=settings)
 
 
 def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
@@ -131,7 +133,7 @@ def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
     assert timing.greedy.tokens == 8 and timing.greedy.spread.n == 2
     assert len(timing.greedy.totals_s) == 2 and min(timing.greedy.totals_s) > 0
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
-        time_repeated(None, [[1]], [], max_new_tokens=1, repeats=0)
+        time_repeated(None, [[1]], [], max_new_tokens=1, settings=RunSettings(repeats=0))
     with pytest.raises(ValueError, match="prompts must not be empty"):
         time_repeated(None, [], [], max_new_tokens=1)
 

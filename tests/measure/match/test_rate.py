@@ -12,6 +12,7 @@ import torch
 from measure.checks import eos_token_ids
 from measure.decode.backends import ppd_generate, ppd_many
 from measure.decode.sampling import Decoding, prompt_seed
+from measure.decode.settings import RunSettings
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import RECORD_COLUMNS, make_config
 from measure.match.rate import (
@@ -152,8 +153,9 @@ def test_sampled_records_equal_sampled_ppd_m(sampling):
                 d_bar=d_bar,
                 k=k,
                 max_new_tokens=ELL,
-                eos_token_id=eos_token_ids(model),
-                decoding=Decoding(True, **sampling),
+                settings=RunSettings(
+                    eos_token_id=eos_token_ids(model), decoding=Decoding(True, **sampling)
+                ),
                 seeds=seeds,
                 early_head=early_head,
             )

@@ -1,0 +1,121 @@
+"""Cost probes interleaved with the judged rounds (``ppd validate --interleave-probes``).
+
+A planted cost change after the profile was taken (every layer sleeps longer) must move the
+prediction from the interleaved probes with the runs, while the profile taken beforehand
+keeps pricing the old machine. And the CLI mode runs on a tiny random model, reporting both
+predictions in the printed table, the CSV and summary.json, with progress lines on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from measure.decode.settings import RunSettings  # noqa: E402
+from measure.eval.interleaved import InterleavedProbes  # noqa: E402
+from measure.eval.repeat import PPDConfig  # noqa: E402
+from measure.eval.validate import validate  # noqa: E402
+from measure.hf.arch import arch_spec, get_module  # noqa: E402
+from measure.profile.profile import measure_profile  # noqa: E402
+from ppdmodel.cli import main  # noqa: E402
+from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
+
+LAYER_S = 0.008
+"""Planted per-layer sleep while the profile is taken."""
+SLOWER_S = 0.008
+"""Added to every layer after the profile: the machine the runs see is slower."""
+PROMPTS = [[5, 6, 7, 8, 9]]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def slowed():
+    """A planted model whose layers sleep ``extra[0]`` more seconds once it is set."""
+    extra = [0.0]
+    model = planted_model(layer_s=LAYER_S, extra_row_s=0.002, embed_s=0.001, head_s=0.002)
+    for layer in get_module(model, arch_spec(model).layers):
+        layer.register_forward_hook(lambda *args: time.sleep(extra[0]))
+    return model, extra
+
+
+def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
+    model, extra = slowed
+    extra[0] = 0.0
+    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=3, warmup=1, threads=1)
+    extra[0] = SLOWER_S  # after the profile: every layer twice as slow
+    try:
+        result = validate(
+            model, PROMPTS, profile=profile, configs=[PPDConfig(d_bar=2, k=1)],
+            max_new_tokens=6, settings=RunSettings(repeats=2), interleave_probes=2,
+        )  # fmt: skip
+    finally:
+        extra[0] = 0.0
+    table = result.table
+    assert list(table["method"]) == ["greedy", "ppd d_bar=2 k=1 main single"]
+    assert table["exact"].all()
+    assert (table["rel_err"] < -0.3).all(), table[["method", "rel_err"]]  # the old machine
+    assert table["interleaved_rel_err"].abs().max() < 0.1, table[["method", "interleaved_rel_err"]]
+    assert table["interleaved_inside"].map(lambda x: isinstance(x, bool)).all()
+    assert (table["interleaved_low_s"] <= table["interleaved_high_s"]).all()
+    probed = result.interleaved_profile.costs("single", d_bar=2).layer_s
+    assert probed - profile.costs("single", d_bar=2).layer_s > 0.6 * SLOWER_S  # (sleeps overrun)
+    summary = result.summary()
+    assert summary["interleaved_median_abs_rel_err"] < 0.1 < summary["median_abs_rel_err"]
+    assert summary["probes"].startswith("interleaved probes: 2 gaps of 2 rounds")
+
+
+def test_probes_refuse_bad_arguments(slowed):
+    model, _ = slowed
+    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)
+    with pytest.raises(ValueError, match="rounds must be an integer >= 1"):
+        InterleavedProbes(model, profile, ["single"], rounds=0)
+    with pytest.raises(ValueError, match="the profile has no backend 'dist'"):
+        InterleavedProbes(model, profile, ["dist"])
+    with pytest.raises(ValueError, match="no probes were run"):
+        InterleavedProbes(model, profile, ["single"]).profile()
+    with pytest.raises(ValueError, match="interleave_probes must be an integer >= 0"):
+        validate(model, PROMPTS, profile=profile, configs=[PPDConfig(2, 1)], max_new_tokens=2,
+                 interleave_probes=-1)  # fmt: skip
+
+
+def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
+    model_dir = tmp_path / "tiny"
+    tiny_model("llama", seed=3).save_pretrained(model_dir)
+    char_tokenizer().save_pretrained(model_dir)
+    argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
+    argv += ["--d-bar", "2", "--k", "1", "--repeats", "2", "--profile-repeats", "2"]
+    assert main([*argv, "--interleave-probes", "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "| interleaved    error" in captured.out
+    assert "interleaved probes: 2 gaps of 2 rounds" in captured.out
+    assert "from the interleaved probes: median |error|" in captured.out
+    progress = [x for x in captured.err.splitlines() if x.startswith("ppd: ")]
+    assert len(progress) == 4 and progress[-1].startswith("ppd: 4/4 done (round 2/2: ")
+    assert all("s elapsed, about " in x and x.endswith(" s left") for x in progress)
+    table = pd.read_csv(tmp_path / "out" / "validation.csv")
+    assert table[["predicted_s", "interleaved_predicted_s"]].notna().all().all()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert "median_abs_rel_err" in summary and "interleaved_median_abs_rel_err" in summary
+    assert (tmp_path / "out" / "profile_interleaved.json").is_file()
+    # --no-progress silences the lines; without the flag there is no second prediction
+    argv += ["--profile", str(tmp_path / "out" / "profile.json"), "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+    captured = capsys.readouterr()
+    assert "ppd: " not in captured.err and "interleaved probes" not in captured.out
+    assert "| interleaved" not in captured.out
+    table = pd.read_csv(tmp_path / "plain" / "validation.csv")
+    assert table["interleaved_predicted_s"].isna().all()
+
+
+def test_cli_probe_rounds_need_the_mode(tmp_path, capsys):
+    argv = ["validate", "--model", "m", "--prompt", "x", "--probe-rounds", "3"]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--out", str(tmp_path)])
+    assert info.value.code == 2
+    assert "--probe-rounds needs --interleave-probes" in capsys.readouterr().err
