@@ -25,9 +25,9 @@ from measure.profile.profile import measure_profile  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
 from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
 
-LAYER_S = 0.008
+LAYER_S = 0.010
 """Planted per-layer sleep while the profile is taken."""
-SLOWER_S = 0.008
+SLOWER_S = 0.010
 """Added to every layer after the profile: the machine the runs see is slower."""
 PROMPTS = [[5, 6, 7, 8, 9]]
 
@@ -36,11 +36,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def slowed():
-    """A planted model whose layers sleep ``extra[0]`` more seconds once it is set."""
+    """A planted model whose layers sleep LAYER_S plus ``extra[0]`` seconds (one sleep each)."""
     extra = [0.0]
-    model = planted_model(layer_s=LAYER_S, extra_row_s=0.002, embed_s=0.001, head_s=0.002)
+    model = planted_model(layer_s=0.0, extra_row_s=0.0, embed_s=0.001, head_s=0.002)
     for layer in get_module(model, arch_spec(model).layers):
-        layer.register_forward_hook(lambda *args: time.sleep(extra[0]))
+        layer.register_forward_hook(lambda *args: time.sleep(LAYER_S + extra[0]))
     return model, extra
 
 
@@ -59,14 +59,17 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     table = result.table
     assert list(table["method"]) == ["greedy", "ppd d_bar=2 k=1 main single"]
     assert table["exact"].all()
-    assert (table["rel_err"] < -0.3).all(), table[["method", "rel_err"]]  # the old machine
-    assert table["interleaved_rel_err"].abs().max() < 0.1, table[["method", "interleaved_rel_err"]]
+    errors = table[["method", "rel_err", "interleaved_rel_err"]]
+    assert (table["rel_err"] < -0.3).all(), errors  # the old machine
+    # 15 %: sleeps overrun on a loaded machine (load 13 on 2 cores read up to -12 %)
+    assert table["interleaved_rel_err"].abs().max() < 0.15, errors
+    assert (table["interleaved_rel_err"] > table["rel_err"] + 0.2).all(), errors
     assert table["interleaved_inside"].map(lambda x: isinstance(x, bool)).all()
     assert (table["interleaved_low_s"] <= table["interleaved_high_s"]).all()
     probed = result.interleaved_profile.costs("single", d_bar=2).layer_s
     assert probed - profile.costs("single", d_bar=2).layer_s > 0.6 * SLOWER_S  # (sleeps overrun)
     summary = result.summary()
-    assert summary["interleaved_median_abs_rel_err"] < 0.1 < summary["median_abs_rel_err"]
+    assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     assert summary["probes"].startswith("interleaved probes: 2 gaps of 2 rounds")
 
 
