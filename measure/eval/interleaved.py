@@ -5,8 +5,9 @@ A profile taken before a validation prices the machine as it was then; when the 
 machines. ``ppd validate --interleave-probes`` runs, before every judged round, a few rounds
 (``PROBE_ROUNDS``) of the same probes as ``ppd measure profile``
 (``measure.profile.profile.probe_samples`` on a ``measure.profile.probes.DecodeProbe``: a
-greedy step's pieces, the early head, the k-row candidate batch per k, the hand-off) at the
-profile's context length and at each compared backend's thread count. Nothing is taken from
+greedy step's pieces, the early head, the k-row candidate batch for each k the configurations
+use, the hand-off) at the profile's context length and at each compared backend's thread
+count. Nothing is taken from
 the judged runs. After the rounds, the samples of every gap replace the compute figures of the
 profile taken beforehand (``measure.profile.profile.reprice``); the figures that need ranks
 (the ``dist`` link, the two-stream slowdown and host time on real ``dist`` runs) are kept
@@ -36,20 +37,23 @@ class InterleavedProbes:
     """Call it before every judged round; ``profile()`` afterwards builds the second profile.
 
     model: the loaded model the runs decode with; profile: the profile taken beforehand (its
-    context length, thread counts and k are reused); backends: the compared backends.
+    context length and thread counts are reused); configs: the judged ``PPDConfig``s (their
+    backends and k are probed).
     """
 
-    def __init__(self, model, profile: CostProfile, backends, *, rounds: int = PROBE_ROUNDS):
+    def __init__(self, model, profile: CostProfile, configs, *, rounds: int = PROBE_ROUNDS):
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
         context = profile.data.get("model", {}).get("context_tokens")
         if not isinstance(context, int):
             raise ValueError("the profile records no context_tokens to probe at")
         self.before, self.rounds = profile, rounds
-        self.backends = list(dict.fromkeys(backends))
-        for b in self.backends:
-            if b not in profile.backends:
-                raise ValueError(f"backends: the profile has no backend {b!r}")
+        self.ks: dict[str, list[int]] = {}
+        for c in configs:
+            if c.backend not in profile.backends:
+                raise ValueError(f"configs: the profile has no backend {c.backend!r}")
+            self.ks[c.backend] = sorted({*self.ks.get(c.backend, ()), c.k})
+        self.backends = list(self.ks)
         self.device = next(model.parameters()).device
         self.probe = DecodeProbe(model, context_tokens=context)
         self.samples: dict[str, dict[str, list[float]]] = {b: {} for b in self.backends}
@@ -67,8 +71,9 @@ class InterleavedProbes:
         try:
             for backend in self.backends:
                 torch.set_num_threads(self._threads(backend))
-                ks = self.before.backends[backend].measured_ks
-                got = probe_samples(self.probe, ks, repeats=self.rounds, warmup=int(not self.gaps))
+                got = probe_samples(
+                    self.probe, self.ks[backend], repeats=self.rounds, warmup=int(not self.gaps)
+                )
                 for name, values in got.items():
                     self.samples[backend].setdefault(name, []).extend(values)
         finally:

@@ -417,8 +417,7 @@ def validate(
         bookkeeping = measure_bookkeeping(model, early_exit[0].exit_layer, gs=draft_lengths)
     probes = None
     if interleave_probes:
-        backends = [c.backend for c in configs]
-        probes = InterleavedProbes(model, profile, backends, rounds=interleave_probes)
+        probes = InterleavedProbes(model, profile, configs, rounds=interleave_probes)
     timing = time_repeated(
         model, prompts, configs, early_exit=early_exit, others=others,
         max_new_tokens=max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,

@@ -21,7 +21,7 @@ from measure.eval.interleaved import InterleavedProbes  # noqa: E402
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.hf.arch import arch_spec, get_module  # noqa: E402
-from measure.profile.profile import measure_profile  # noqa: E402
+from measure.profile.profile import figure, measure_profile  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
 from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
 
@@ -47,7 +47,7 @@ def slowed():
 def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     model, extra = slowed
     extra[0] = 0.0
-    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=3, warmup=1, threads=1)
+    profile = measure_profile(model, ks=(1, 2), context_tokens=8, repeats=3, warmup=1, threads=1)
     extra[0] = SLOWER_S  # after the profile: every layer twice as slow
     try:
         result = validate(
@@ -68,6 +68,9 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     assert (table["interleaved_low_s"] <= table["interleaved_high_s"]).all()
     probed = result.interleaved_profile.costs("single", d_bar=2).layer_s
     assert probed - profile.costs("single", d_bar=2).layer_s > 0.6 * SLOWER_S  # (sleeps overrun)
+    probed_n = [figure(result.interleaved_profile, "single", f"candidate_layer_s[{k}]").n
+                for k in (1, 2)]  # fmt: skip
+    assert probed_n == [4, 3]  # 2 gaps x 2 rounds for the judged k; k = 2 kept from the profile
     summary = result.summary()
     assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     assert summary["probes"].startswith("interleaved probes: 2 gaps of 2 rounds")
@@ -77,11 +80,11 @@ def test_probes_refuse_bad_arguments(slowed):
     model, _ = slowed
     profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)
     with pytest.raises(ValueError, match="rounds must be an integer >= 1"):
-        InterleavedProbes(model, profile, ["single"], rounds=0)
+        InterleavedProbes(model, profile, [PPDConfig(2, 1)], rounds=0)
     with pytest.raises(ValueError, match="the profile has no backend 'dist'"):
-        InterleavedProbes(model, profile, ["dist"])
+        InterleavedProbes(model, profile, [PPDConfig(2, 1, backend="dist")])
     with pytest.raises(ValueError, match="no probes were run"):
-        InterleavedProbes(model, profile, ["single"]).profile()
+        InterleavedProbes(model, profile, [PPDConfig(2, 1)]).profile()
     with pytest.raises(ValueError, match="interleave_probes must be an integer >= 0"):
         validate(model, PROMPTS, profile=profile, configs=[PPDConfig(2, 1)], max_new_tokens=2,
                  interleave_probes=-1)  # fmt: skip
