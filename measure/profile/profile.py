@@ -8,7 +8,8 @@ keeps its timed samples; each backend keeps bootstrap replicates of its costs bu
 (``measure.profile.replicates``), the spread behind every prediction's interval;
 noisy figures and a loaded machine are recorded as warnings. The result is a
 ``ppdmodel.cost_profile.CostProfile`` (the one reader of the file, shared with ``ppd latency
---costs``); ``write_profile`` / ``load_profile`` store and read it as JSON.
+--costs``); ``write_profile`` / ``load_profile`` store and read it as JSON; ``reprice``
+rebuilds one from re-measured figures (``ppd validate --interleave-probes``).
 
 How each backend's DecodeCosts come from the figures (medians):
 
