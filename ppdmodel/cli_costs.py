@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from ppdmodel.cli_args import existing_file, nonnegative_float, positive_float, positive_int
-from ppdmodel.cost_profile import read_cost_profile
+from ppdmodel.cost_profile import ACCEPT_WIDE_FLAG, check_wide_prices, read_cost_profile
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts
 from ppdmodel.intervals import prediction_interval
 from ppdmodel.seconds import break_even_p, expected_latency_seconds, greedy_latency_seconds
@@ -74,6 +74,11 @@ def add_cost_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
         "--waterfall", action="store_true", help="print where PPD's time per token goes"
     )
     group.add_argument(
+        ACCEPT_WIDE_FLAG,
+        action="store_true",
+        help="predict from a --costs profile whose prices are marked too wide (each row says so)",
+    )
+    group.add_argument(
         "--p-tokens",
         type=positive_int,
         default=None,
@@ -101,6 +106,7 @@ class CostTerms:
             if getattr(args, f"cost_{name}") is not None
         }
         self.profile = None
+        self.wide: list[str] = []
         if args.costs is not None:
             self.profile = read_cost_profile(args.costs)
             bad = [d for d in args.d or [] if d != self.profile.d]
@@ -110,6 +116,8 @@ class CostTerms:
                     f"({self.profile.model_name})"
                 )
             args.profile_d = self.profile.d
+            self.wide = [w.describe() for w in self.profile.wide_prices]
+            check_wide_prices(self.profile, accept=args.accept_wide_prices)
         elif args.backend is not None:
             raise ValueError("--backend selects a backend of a profile: give --costs FILE too")
         self.backend = args.backend or "single"
@@ -189,6 +197,8 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
         if terms.profile is not None:
             extra["backend"] = terms.backend
             extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
+            if terms.wide:
+                extra["wide_prices"] = "; ".join(terms.wide)
         if "k" not in row:
             extra["k"] = k
         if terms.waterfall:

@@ -32,6 +32,12 @@ that backend's figures, where ``costs.host_s`` is PPD's own (``dist``):
 (``measure.profile.replicates``): ``CostProfile.cost_replicates`` gives them as DecodeCosts
 for the intervals of ``ppdmodel.intervals``. ``figures`` (with their samples), ``provenance``
 and ``warnings`` are carried along for reports.
+
+``wide_prices`` (optional; absent in older files: none) lists the prices whose spread stayed
+too wide to predict from after the profiler re-measured them, each
+``{"backend", "figure", "rel_spread", "threshold"}`` (IQR / median and the limit it exceeded):
+``check_wide_prices`` refuses such a profile unless the caller accepts it explicitly
+(``ppd validate --profile``, ``ppd plan --profile``, ``ppd latency --costs``).
 """
 
 from __future__ import annotations
@@ -151,6 +157,12 @@ class CostProfile:
         return backend_costs.greedy_costs(d=self.d, d_bar=d_bar)
 
     @property
+    def wide_prices(self) -> tuple[WidePrice, ...]:
+        """Prices the profiler marked too wide to predict from (empty for older files)."""
+        return tuple(_wide_price(f"wide_prices[{i}]", e)
+                     for i, e in enumerate(self.data.get("wide_prices", [])))  # fmt: skip
+
+    @property
     def warnings(self) -> list[str]:
         """Warnings recorded while the profile was measured (noisy figures, a loaded machine)."""
         return list(self.data.get("warnings", []))
@@ -159,6 +171,64 @@ class CostProfile:
     def provenance(self) -> dict:
         """Where and how the profile was measured."""
         return dict(self.data.get("provenance", {}))
+
+
+@dataclass(frozen=True)
+class WidePrice:
+    """A price whose relative spread (IQR / median) exceeded the profiler's threshold."""
+
+    backend: str
+    figure: str
+    rel_spread: float
+    """IQR / median of the figure's samples after the last re-measurement."""
+    threshold: float
+
+    def describe(self) -> str:
+        """'dist candidate_layer_s[3]: IQR/median 27.3 % > 20 %'."""
+        return (
+            f"{self.backend} {self.figure}: IQR/median {100 * self.rel_spread:.1f} % > "
+            f"{100 * self.threshold:g} %"
+        )
+
+    def to_dict(self) -> dict:
+        return {"backend": self.backend, "figure": self.figure,
+                "rel_spread": self.rel_spread, "threshold": self.threshold}  # fmt: skip
+
+
+def _wide_price(path: str, entry) -> WidePrice:
+    """One ``wide_prices`` entry; ValueError naming the field when malformed."""
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"cost profile: {path} must be an object, got {entry!r:.60}")
+    for key in ("backend", "figure"):
+        if not isinstance(entry.get(key), str):
+            raise ValueError(f"cost profile: {path}.{key} must be a string")
+    rel, limit = entry.get("rel_spread"), entry.get("threshold")
+    for key, value in (("rel_spread", rel), ("threshold", limit)):
+        ok = isinstance(value, Real) and not isinstance(value, bool) and is_finite(value)
+        if not ok or value < 0:
+            raise ValueError(f"cost profile: {path}.{key} must be a finite number >= 0, "
+                             f"got {value!r:.60}")  # fmt: skip
+    return WidePrice(entry["backend"], entry["figure"], float(rel), float(limit))
+
+
+ACCEPT_WIDE_FLAG = "--accept-wide-prices"
+"""The command-line flag that accepts a profile with wide prices."""
+
+
+def check_wide_prices(profile: CostProfile, *, accept: bool = False) -> list[str]:
+    """Refuse a profile with prices too wide to predict from (ValueError, one line naming the
+    first price, its spread and the threshold), unless ``accept``: then the note lines every
+    prediction prints (empty when no price is wide)."""
+    wide = profile.wide_prices
+    if not wide:
+        return []
+    if not accept:
+        more = f" (and {len(wide) - 1} more)" if len(wide) > 1 else ""
+        raise ValueError(
+            f"cost profile price too wide to predict from: {wide[0].describe()}{more}; "
+            f"re-profile on a quieter machine, or pass {ACCEPT_WIDE_FLAG} to predict anyway"
+        )
+    return [f"note: this prediction uses a wide price ({w.describe()})" for w in wide]
 
 
 def _get(data, path: str):
@@ -287,6 +357,11 @@ def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
     if not isinstance(backends, Mapping) or not backends:
         raise ValueError("cost profile: backends must name at least one backend")
     parsed = {str(key): _backend(str(key), entry) for key, entry in backends.items()}
+    wide = data.get("wide_prices", [])
+    if not isinstance(wide, list):
+        raise ValueError("cost profile: wide_prices must be a list")
+    for i, entry in enumerate(wide):
+        _wide_price(f"wide_prices[{i}]", entry)
     return CostProfile(model_name=str(name), d=depth, backends=parsed, data=data)
 
 

@@ -61,6 +61,8 @@ def register(subparsers) -> None:
     hw.add_argument("--gpu", nargs="+", default=None, help="GPU presets (default h100-sxm)")
     hw.add_argument("--profile", type=existing_file,
                     help="a measured cost profile (ppd measure profile's JSON)")
+    p.add_argument("--accept-wide-prices", action="store_true",
+                   help="plan from a --profile whose prices are marked too wide (noted)")
     p.add_argument("--link", nargs="+", default=["nvlink4"], help="link presets (with --gpu)")
     p.add_argument("--devices", type=positive_int, default=8, help="devices available")
     p.add_argument("--shared-slowdown", type=positive_float, default=None,
@@ -208,6 +210,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
+    wide = _wide_notes(args)
     ptable = read_ptable(args, model_name, shape.num_layers)
     free_table = _free_table(args, shape.num_layers)
     draft = None
@@ -244,7 +247,7 @@ def run_plan(args: argparse.Namespace) -> int:
     _write_png(result, out / "plan.png", title)
     notes = (depth_note(ptable, shape), _free_note(args),
              other_model_note(args, ptable, model_name),
-             coverage_note(ptable, result.screened, shape.num_layers))  # fmt: skip
+             coverage_note(ptable, result.screened, shape.num_layers), *wide)  # fmt: skip
     note = "; ".join(filter(None, notes))
     commands = {w: settle_command(args, v, ptable) for w, v in result.verdicts.items()}
     if args.json:
@@ -333,6 +336,25 @@ def _free_table(args, d: int):
         raise ValueError(f"--free-table {args.free_table}: exit_layer {deepest} is not below "
                          f"the model's d = {d}")  # fmt: skip
     return table
+
+
+def _wide_notes(args) -> list[str]:
+    """A measured --profile with prices marked too wide: refused (ValueError naming the price)
+    unless --accept-wide-prices, then one note per price (``check_wide_prices``)."""
+    from ppdmodel.cost_profile import (
+        PROFILE_FORMAT,
+        check_wide_prices,
+        parse_cost_profile,
+        read_profile_data,
+    )
+
+    if not args.profile:
+        return []
+    data = read_profile_data(args.profile)
+    if data.get("format") != PROFILE_FORMAT:
+        return []
+    notes = check_wide_prices(parse_cost_profile(data), accept=args.accept_wide_prices)
+    return [n.removeprefix("note: ") for n in notes]
 
 
 def _free_note(args) -> str:

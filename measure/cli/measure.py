@@ -17,12 +17,14 @@ from measure.cli.common import (
     read_prompts,
 )
 from measure.cli.train import register_measure as register_train
+from measure.profile.stats import REMEASURE_ROUNDS, WIDE_REL_IQR
 from ppdmodel.cli_args import (
     existing_dir,
     existing_file,
     nonnegative_int,
     output_dir,
     output_file,
+    positive_float,
     positive_int,
     usage,
 )
@@ -167,6 +169,15 @@ def _add_profile(subparsers) -> None:
     p.add_argument(
         "--rank-repeats", type=positive_int, default=8, help="two-rank rounds (default 8)"
     )
+    p.add_argument(
+        "--max-spread",
+        type=positive_float,
+        default=100 * WIDE_REL_IQR,
+        metavar="PCT",
+        help=f"a price whose IQR/median exceeds PCT %% is re-measured (up to "
+        f"{REMEASURE_ROUNDS} times), then marked too wide to predict from "
+        f"(default {100 * WIDE_REL_IQR:g})",
+    )
     p.set_defaults(func=_profile)
 
 
@@ -191,6 +202,7 @@ def _profile(args) -> int:
         calls=args.calls,
         rank_repeats=args.rank_repeats,
         progress=True,
+        max_spread=args.max_spread / 100,
     )
     path = write_profile(args.out, profile)
     plot = path.with_name(f"{path.stem}-layers.png")

@@ -27,6 +27,7 @@ from ppdmodel.cli_args import (
     positive_int,
     probability,
 )
+from ppdmodel.cost_profile import ACCEPT_WIDE_FLAG, check_wide_prices
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 
 
@@ -97,6 +98,11 @@ def register(subparsers) -> None:
         type=positive_int,
         default=20,
         help="rounds of the profile measured when --profile is not given (default 20)",
+    )
+    validate.add_argument(
+        ACCEPT_WIDE_FLAG,
+        action="store_true",
+        help="predict from a profile whose prices are marked too wide (each prediction says so)",
     )
     validate.add_argument(
         "--early-exit",
@@ -598,6 +604,8 @@ def _validation_profile(args, model, ids, out: Path):
         warning = context_warning(profile, context)
         if warning:
             print(f"profile warning: {warning}")
+        for note in check_wide_prices(profile, accept=args.accept_wide_prices):
+            print(note)
         return profile
     print(
         "no --profile given: measuring one first (context "
@@ -616,4 +624,6 @@ def _validation_profile(args, model, ids, out: Path):
     path = write_profile(out / "profile.json", profile)
     print(format_profile(profile))
     print(f"wrote {path}")
+    for note in check_wide_prices(profile, accept=True):  # measured now: said, not refused
+        print(note)
     return profile

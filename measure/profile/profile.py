@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,15 @@ from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
 from measure.profile.replicates import cost_replicates
-from measure.profile.stats import LoadMonitor, Spread, noisy_warnings, run_interleaved, spreads
+from measure.profile.stats import (
+    REMEASURE_ROUNDS,
+    WIDE_REL_IQR,
+    LoadMonitor,
+    Spread,
+    noisy_warnings,
+    run_interleaved,
+    spreads,
+)
 from ppdmodel.cost_profile import (
     PROFILE_FORMAT,
     PROFILE_VERSION,
@@ -74,6 +83,10 @@ HOST_PROBE_PROMPTS = 2
 """Synthetic prompts per early-head placement in that probe."""
 HOST_PROBE_SKIP = 2
 """Leading passes of each probe run left out (warm-up)."""
+PRICE_FIGURES = ("layer_s", "early_head_s", "final_head_s", "candidate_layer_s[",
+                 "stream_alone_s", "stream_both_s")  # fmt: skip
+"""Figures (names, or name prefixes ending in "[") that price a pass's large terms and are
+held to the spread threshold; the small ones (host, embedding, copies, link) only warn."""
 
 
 def measure_profile(
@@ -90,6 +103,8 @@ def measure_profile(
     calls: int = 3,
     rank_repeats: int = 8,
     progress: bool = False,
+    max_spread: float = WIDE_REL_IQR,
+    remeasure_rounds: int = REMEASURE_ROUNDS,
 ) -> CostProfile:
     """Measure a cost profile of ``model`` (a loaded Hugging Face causal LM) on this machine.
 
@@ -99,9 +114,18 @@ def measure_profile(
     cached positions while timing (use the prompts' mean length plus half the new tokens).
     repeats / warmup: timed and untimed interleaved rounds; calls: back-to-back calls a
     sample averages (``run_interleaved``); rank_repeats: rounds of the two-rank probe.
-    progress: a progress bar (only when stdout is a terminal).
+    progress: a progress bar (only when stdout is a terminal). max_spread: the IQR / median
+    above which a price (``PRICE_FIGURES``) is re-measured, up to ``remeasure_rounds`` more
+    times, and, if still wider, marked in the profile's ``wide_prices`` (readers then refuse
+    it unless told to accept it: ``ppdmodel.cost_profile.check_wide_prices``).
     """
     wanted = _check_backends(backends, model_dir)
+    if not (isinstance(max_spread, int | float) and not isinstance(max_spread, bool)
+            and max_spread > 0 and math.isfinite(max_spread)):  # fmt: skip
+        raise ValueError(f"max_spread must be a finite fraction > 0, got {max_spread!r}")
+    if isinstance(remeasure_rounds, bool) or not isinstance(remeasure_rounds, int) or (
+            remeasure_rounds < 0):  # fmt: skip
+        raise ValueError(f"remeasure_rounds must be an integer >= 0, got {remeasure_rounds!r}")
     ks = _check_ks(ks)
     threads = torch.get_num_threads() if threads is None else _positive("threads", threads)
     _positive("repeats", repeats)
@@ -116,23 +140,33 @@ def measure_profile(
         for backend in wanted:
             torch.set_num_threads(counts[backend])
             probe = DecodeProbe(model, context_tokens=context_tokens)
-            figures[backend] = compute_figures(
-                probe, ks, repeats=repeats, warmup=warmup, calls=calls, progress=progress,
-                label=backend,
-            )  # fmt: skip
+            measure = partial(compute_figures, probe, ks, repeats=repeats, warmup=warmup,
+                              calls=calls, progress=progress, label=backend)  # fmt: skip
+            figures[backend] = remeasure_wide(measure(), measure, max_spread, remeasure_rounds)
     finally:
         torch.set_num_threads(previous)
     shapes = probe.shapes()
     link = None
     if "dist" in wanted:
-        link = _dist_figures(model_dir, model, shapes, d, ks, context_tokens, rank_repeats)
+        ranks = partial(_dist_figures, model_dir, model, shapes, d, ks, context_tokens,
+                        rank_repeats)  # fmt: skip
+        link = ranks()
         figures["dist"].update(link.pop("figures"))
+        figures["dist"] = remeasure_wide(
+            figures["dist"], lambda: ranks()["figures"], max_spread, remeasure_rounds
+        )
         figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
     for backend in wanted:
         entries[backend] = _priced(backend, figures[backend], d, ks, shapes, device, link)
         entries[backend]["threads"] = counts[backend]
         warnings += _figure_warnings(backend, figures[backend])
         warnings += entries[backend].pop("warnings")
+    wide = [
+        {"backend": b, "figure": n, "rel_spread": s.rel_iqr, "threshold": max_spread}
+        for b in wanted
+        for n, s in figures[b].items()
+        if is_price(n) and s.rel_iqr > max_spread
+    ]
     load = monitor.reading()
     if load.loaded:
         warnings.append(f"the machine was loaded while profiling: {load.describe()}")
@@ -145,8 +179,31 @@ def measure_profile(
         "link": _link_entry(link),
         "provenance": provenance(device=device, dtype=model.dtype, threads=threads, load=load),
         "warnings": warnings,
+        "spread_threshold": max_spread,
+        "wide_prices": wide,
     }
     return parse_cost_profile(data, d=d)
+
+
+def is_price(name: str) -> bool:
+    """True for a figure held to the spread threshold (``PRICE_FIGURES``)."""
+    return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PRICE_FIGURES)
+
+
+def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> dict:
+    """``figures`` with every price whose IQR / median exceeds ``max_spread`` measured again
+    (``measure()`` gives fresh figures), up to ``rounds`` times; a price keeps the narrower of
+    its measurements (a quiet spell is what was missing, not more samples of a busy one)."""
+    figures = dict(figures)
+    for _ in range(rounds):
+        wide = [n for n, s in figures.items() if is_price(n) and s.rel_iqr > max_spread]
+        if not wide:
+            break
+        fresh = measure()
+        for name in wide:
+            if name in fresh and fresh[name].rel_iqr < figures[name].rel_iqr:
+                figures[name] = fresh[name]
+    return figures
 
 
 def compute_figures(

@@ -18,6 +18,12 @@ import numpy as np
 
 NOISY_REL_IQR = 0.10
 """A figure whose interquartile range exceeds this fraction of its median is flagged noisy."""
+WIDE_REL_IQR = 0.20
+"""A price whose IQR / median still exceeds this after re-measuring is too wide to predict from
+(``measure.profile.profile.remeasure_wide``): above the noisy flag's 10 %, below the 24-46 % of
+the profile whose ``dist`` predictions were 7-26 % off (issue 24)."""
+REMEASURE_ROUNDS = 2
+"""Extra measurements of a backend's figures while a price is wider than ``WIDE_REL_IQR``."""
 LOADED_FRACTION = 0.5
 """The machine counts as loaded when other work kept more than this fraction of its CPUs busy
 (1-minute load average before a measurement, or after it minus the threads it used)."""

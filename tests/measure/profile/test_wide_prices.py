@@ -1,0 +1,119 @@
+"""A price whose spread is too wide to predict from is re-measured, then marked and refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from measure.profile.stats import Spread
+from ppdmodel.cli import main
+from ppdmodel.cost_profile import check_wide_prices, parse_cost_profile
+from tests.ppdmodel.profiles import minimal_profile
+
+WIDE = {"backend": "single", "figure": "candidate_layer_s[3]", "rel_spread": 0.273,
+        "threshold": 0.2}  # fmt: skip
+
+
+def _wide_profile(d: int = 30) -> dict:
+    return {**minimal_profile(d), "wide_prices": [WIDE]}
+
+
+def test_remeasure_keeps_the_narrower_and_stops_after_the_bounded_rounds():
+    pytest.importorskip("torch")
+    from measure.profile.profile import is_price, remeasure_wide
+
+    assert is_price("layer_s") and is_price("candidate_layer_s[3]")
+    assert not is_price("layer_s[2]") and not is_price("host_s")
+    wide, narrow = Spread.of([1.0, 1.5, 2.0, 3.0]), Spread.of([1.0, 1.01, 1.02, 1.03])
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {"layer_s": wide, "host_s": narrow}
+
+    out = remeasure_wide({"layer_s": wide, "host_s": wide}, measure, 0.1, 3)
+    assert len(calls) == 3 and out["layer_s"] is wide  # never narrower: every round spent
+    assert out["host_s"] is wide  # not a price: not re-measured
+    calls.clear()
+    out = remeasure_wide({"layer_s": wide}, lambda: calls.append(1) or {"layer_s": narrow}, 0.1, 3)
+    assert len(calls) == 1 and out["layer_s"] is narrow  # narrow after one round: stop
+
+
+def test_profile_marks_a_price_wider_than_the_threshold():
+    torch = pytest.importorskip("torch")
+    from measure.profile import measure_profile
+    from tests.measure.tiny_models import tiny_model
+
+    torch.set_num_threads(1)
+    model = tiny_model("llama", seed=2)
+    kw = dict(ks=(1,), context_tokens=16, repeats=4, warmup=0, calls=1, threads=1)
+    tight = measure_profile(model, max_spread=1e-12, remeasure_rounds=1, **kw)
+    figures = {w.figure for w in tight.wide_prices}
+    assert "layer_s" in figures and tight.data["spread_threshold"] == 1e-12
+    assert all(w.threshold == 1e-12 and w.rel_spread > 1e-12 for w in tight.wide_prices)
+    with pytest.raises(ValueError, match="too wide to predict from: single .*IQR/median"):
+        check_wide_prices(tight)
+    loose = measure_profile(model, max_spread=1e9, remeasure_rounds=0, **kw)
+    assert loose.wide_prices == () and check_wide_prices(loose) == []
+    with pytest.raises(ValueError, match="max_spread must be"):
+        measure_profile(model, max_spread=0, **kw)
+
+
+def test_old_files_read_as_before_and_a_bad_mark_is_named():
+    old = parse_cost_profile(minimal_profile())
+    assert old.wide_prices == () and check_wide_prices(old) == []
+    (price,) = parse_cost_profile(_wide_profile()).wide_prices
+    assert price.describe() == "single candidate_layer_s[3]: IQR/median 27.3 % > 20 %"
+    with pytest.raises(ValueError, match=r"wide_prices\[0\].rel_spread must be"):
+        parse_cost_profile({**minimal_profile(), "wide_prices": [{**WIDE, "rel_spread": "x"}]})
+    with pytest.raises(ValueError, match="wide_prices must be a list"):
+        parse_cost_profile({**minimal_profile(), "wide_prices": {}})
+
+
+def _one_line_refusal(code, err):
+    err = err.split("\r")[-1].split("\n", 1)[-1] if "\r" in err else err  # HF's loading bar
+    assert code == 2 and err.count("\n") == 1, err
+    assert "single candidate_layer_s[3]: IQR/median 27.3 % > 20 %" in err
+    assert "--accept-wide-prices" in err
+
+
+def test_latency_refuses_a_wide_profile_unless_accepted(tmp_path, capsys):
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(_wide_profile()))
+    argv = ["latency", "--costs", str(path), "--p", "0.5", "--json"]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    _one_line_refusal(info.value.code, capsys.readouterr().err)
+    assert main([*argv, "--accept-wide-prices"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all("candidate_layer_s[3]" in r["wide_prices"] for r in rows)
+
+
+def test_plan_refuses_a_wide_profile_unless_accepted(tmp_path, capsys):
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(_wide_profile()))
+    argv = ["plan", "--profile", str(path), "--shape", "smollm2-135m", "--out", str(tmp_path / "p"),
+            "--devices", "2",
+            "--d-bar", "15", "--k", "1", "--json"]  # fmt: skip
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    _one_line_refusal(info.value.code, capsys.readouterr().err)
+    assert main([*argv, "--accept-wide-prices"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "uses a wide price (single candidate_layer_s[3]" in report["note"]
+
+
+def test_validate_refuses_a_wide_profile(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from tests.measure.tiny_models import NUM_LAYERS, save_tiny_model_dir
+
+    model = save_tiny_model_dir(tmp_path / "tiny")
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(_wide_profile(NUM_LAYERS)))
+    capsys.readouterr()
+    argv = ["validate", "--model", str(model), "--profile", str(path), "--prompt", "hi",
+            "--out", str(tmp_path / "v"), "--max-new-tokens", "2"]  # fmt: skip
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    _one_line_refusal(info.value.code, capsys.readouterr().err)
