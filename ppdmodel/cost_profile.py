@@ -33,6 +33,11 @@ that backend's figures, where ``costs.host_s`` is PPD's own (``dist``):
 for the intervals of ``ppdmodel.intervals``. ``figures`` (with their samples), ``provenance``
 and ``warnings`` are carried along for reports.
 
+A ``dist`` entry may carry ``pair_slowdowns`` (``{"d_bar", "by_k": {k: {"main",
+"candidate"}}}``: each side's own slowdown where a run overlaps, measured by the profiler's
+pair probe); it is carried along for reports, the prediction applies ``costs``'
+``shared_device_slowdown`` to both sides.
+
 ``wide_prices`` (optional; absent in older files: none) lists the prices whose spread stayed
 too wide to predict from after the profiler re-measured them, each
 ``{"backend", "figure", "rel_spread", "threshold"}`` (IQR / median and the limit it exceeded):
@@ -219,6 +224,10 @@ def check_wide_prices(profile: CostProfile, *, accept: bool = False) -> list[str
     """Refuse a profile with prices too wide to predict from (ValueError, one line naming the
     first price, its spread and the threshold), unless ``accept``: then the note lines every
     prediction prints (empty when no price is wide)."""
+    if not isinstance(profile, CostProfile):
+        raise ValueError(f"profile must be a CostProfile, got {type(profile).__name__}")
+    if not isinstance(accept, bool):
+        raise ValueError(f"accept must be true or false, got {accept!r:.60}")
     wide = profile.wide_prices
     if not wide:
         return []

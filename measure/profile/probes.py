@@ -9,6 +9,9 @@ clock of ``measure`` (``measure.clock``):
 - ``early_head(k)``: the early prediction at d_bar (LM head on one row and top-k);
 - ``candidates(k)``: the k-row candidate batch as ``LocalCandidates`` runs it (a fresh row
   cache sharing the prefix, embedding, every layer); per-layer seconds over all d layers;
+- ``suffix(d_bar)`` and ``batch(k, d_bar)``: the two pieces a ``dist`` run overlaps (main's
+  layers d_bar+1..d and final head; the candidate rank's k-row batch over its d - d_bar layers
+  with its embedding), whole-call seconds, for the pair probe of ``measure.profile.ranks``;
 - ``handoff``: the in-process hand-off of one row's hidden state and KV entries over all d
   layers, and the two halves of the ``dist`` hand-off copy (pack on the candidate rank,
   unpack and append on main).
@@ -71,6 +74,7 @@ class DecodeProbe:
         self.position = context_tokens - 1
         self.hidden = None  # [1, 1, H]: the last step's output of layer d (for the heads)
         self.rows = self.rows_hidden = None  # the last candidate batch (for the hand-off)
+        self._split = None  # (d_bar, main's hidden state at d_bar) for ``suffix``
         self.step()  # first touch of every weight, untimed by callers that discard it
 
     @torch.no_grad()
@@ -135,6 +139,43 @@ class DecodeProbe:
             f"candidate_embedding_s[{k}]": clock.seconds(start, mid),
             f"candidate_layer_s[{k}]": clock.seconds(mid, end) / self.d,
         }
+
+    @torch.no_grad()
+    def suffix(self, d_bar: int) -> float:
+        """Seconds of main's suffix after the split: layers d_bar..d-1 and the final head (norm,
+        LM head, argmax) on this step's token. The prefix runs once per d_bar, untimed, and its
+        output is kept, so repeated calls run (and overlap with another rank) the suffix only."""
+        lsm, clock = self.lsm, self.clock
+        pos = torch.full_like(self.token, self.position)
+        if self._split is None or self._split[0] != d_bar:
+            h = lsm.run_layers(lsm.embed(self.token, pos), 0, d_bar, self.cache, pos)
+            crop_last(self.cache, range(d_bar))
+            self._split = (d_bar, h)
+        start = clock.mark()
+        h = lsm.run_layers(self._split[1], d_bar, self.d, self.cache, pos)
+        nxt = lsm.logits(h)[:, -1].float().argmax(-1)
+        end = clock.mark()
+        clock.resolve()
+        del nxt
+        crop_last(self.cache, range(d_bar, self.d))
+        return clock.seconds(start, end)
+
+    @torch.no_grad()
+    def batch(self, k: int, d_bar: int) -> float:
+        """Seconds of the candidate rank's k-row batch at d_bar: a fresh row cache sharing the
+        prefix, embedding, layers 0..d-d_bar-1 (as ``LocalCandidates`` and the dist worker)."""
+        lsm, clock, gap = self.lsm, self.clock, self.d - d_bar
+        ids = torch.arange(k, device=self.device)[:, None]  # [k, 1]
+        start = clock.mark()
+        rows = lsm.new_cache()
+        pos = torch.full((k, 1), self.position + 1, dtype=torch.long, device=self.device)
+        h = lsm.embed(ids, pos)  # [k, 1, H]
+        share_prefix(self.cache, rows, range(gap), k)
+        h = lsm.run_layers(h, 0, gap, rows, pos)
+        end = clock.mark()
+        clock.resolve()
+        del h, rows
+        return clock.seconds(start, end)
 
     @torch.no_grad()
     def handoff(self) -> dict[str, float]:

@@ -20,7 +20,10 @@ How each backend's DecodeCosts come from the figures (medians):
   so the entry is ``serial`` (``DecodeCosts.serial_device``: exact whether or not the batch
   outlasts main's suffix); ``shared_device_slowdown = 2`` is kept for older readers.
 - ``dist`` (one thread per rank): the same compute figures at one thread; the slowdown is the
-  median step time of two ranks decoding at once over one rank alone; messages are
+  median step time of two ranks decoding at once over one rank alone (applied to both sides);
+  ``pair_slowdowns`` records, per k at d_bar = ``default_d_bar(d)``, each side's own slowdown
+  where a run overlaps (main's suffix + final head beside the k-row batch; ``ranks`` pair
+  probe), not yet applied (``benchmarks/dist_prices.md``); messages are
   latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
   KV entries of layers [0, e) after a miss), the hidden-state dispatch (``candidates``
   placement) and the hand-off (verdict header, then hidden state and KV entries, packed and
@@ -297,6 +300,8 @@ def _dist_figures(model_dir, model, shapes, d, ks, context_tokens, repeats) -> d
             model_dir=str(model_dir),
             dtype=str(model.dtype).removeprefix("torch."),
             context_tokens=context_tokens,
+            pair_ks=tuple(ks),
+            d_bar=default_d_bar(d),
         )
     )
     link_samples = [
@@ -387,7 +392,24 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
              "notes": notes, "warnings": warnings}  # fmt: skip
     if greedy_host is not None:
         entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
+    if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
+        entry["pair_slowdowns"] = pair_slowdowns(med, ks, default_d_bar(d))
     return entry
+
+
+def pair_slowdowns(med, ks, d_bar: int) -> dict:
+    """Each side's own slowdown where a ``dist`` run overlaps (``measure.profile.ranks`` pair
+    probe at ``d_bar``): main's suffix + final head beside the k-row batch and the batch beside
+    them, median both / median alone, per k. Recorded beside ``shared_device_slowdown`` (the
+    two-greedy-streams figure the prediction still applies to both sides alike)."""
+    by_k = {
+        str(k): {
+            side: med[f"pair_{key}_both_s[{k}]"] / med[f"pair_{key}_alone_s[{k}]"]
+            for side, key in (("main", "main"), ("candidate", "cand"))
+        }
+        for k in ks
+    }
+    return {"d_bar": d_bar, "by_k": by_k}
 
 
 def _dist_costs(costs, med, shapes, ks, link, device):

@@ -9,7 +9,14 @@ interleaved rounds (warm-up rounds excluded)
 - when given a model directory, times greedy decode steps (``DecodeProbe.step``: embedding,
   layers, final head) on each rank alone and on both ranks at once, the samples
   ``stream_alone_s`` and ``stream_both_s``: their median ratio is the slowdown of two decode
-  streams sharing this machine's cores and memory bandwidth.
+  streams sharing this machine's cores and memory bandwidth;
+- when given ``pair_ks`` and ``d_bar``, times the pair a ``dist`` run overlaps: main's suffix
+  and final head (``DecodeProbe.suffix``) on rank 0, the k-row candidate batch
+  (``DecodeProbe.batch``) on rank 1, each alone and both at once, every call repeated for
+  ``pair_window_s`` so both sides compute throughout (the rates of fluid sharing): the samples
+  ``pair_main_alone_s[k]``, ``pair_main_both_s[k]``, ``pair_cand_alone_s[k]``,
+  ``pair_cand_both_s[k]`` (seconds per call), and ``rank_layer_s`` (rank 0's greedy layers,
+  per layer, in the alone phase: a rank's price of a layer beside the one-process profile's).
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ class RankProbe:
     """Decode steps per stream phase and round."""
     threads: int = 1
     """torch threads per rank."""
+    pair_ks: tuple[int, ...] = ()
+    """Candidate counts of the pair probe (empty: no pair probe)."""
+    d_bar: int | None = None
+    """Main's split layer in the pair probe."""
+    pair_window_s: float = 0.25
+    """Seconds each side repeats its call per phase and round of the pair probe."""
     timeout_s: float = 600.0
     """Seconds before the ranks are killed and a RuntimeError raised."""
     master_port: int = 0
@@ -72,6 +85,8 @@ def _rank_entry(rank: int, job: dict, progress) -> dict[str, list[float]]:
             samples = _link_rounds(rank, job)
             if job.model_dir is not None:
                 samples.update(_stream_rounds(rank, job))
+            if job.model_dir is not None and job.pair_ks:
+                samples.update(_pair_rounds(rank, job))
     finally:
         dist.destroy_process_group()
     return samples
@@ -120,6 +135,39 @@ def _stream_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
     return samples
 
 
+def _repeat_for(fn, window_s: float) -> float:
+    """Call ``fn`` (it returns its timed seconds) until ``window_s`` seconds have passed; the
+    mean of its seconds."""
+    calls, total, start = 0, 0.0, clocks.host_clock()
+    while True:
+        total += fn()
+        calls += 1
+        if clocks.host_clock() - start >= window_s:
+            return total / calls
+
+
+def _pair_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
+    model = load_causal_lm(job.model_dir, dtype=job.dtype)
+    probe = DecodeProbe(model, context_tokens=job.context_tokens)
+    side = "main" if rank == 0 else "cand"
+    samples: dict[str, list[float]] = {"rank_layer_s": []} if rank == 0 else {}
+    for r in range(job.warmup + job.repeats):
+        for k in _rotated(job.pair_ks, r):
+            call = (lambda: probe.suffix(job.d_bar)) if rank == 0 else (
+                lambda k=k: probe.batch(k, job.d_bar))  # fmt: skip
+            for phase in _rotated(PHASES, r):
+                dist.barrier()
+                if phase in ("both", f"alone{rank}"):
+                    seconds = _repeat_for(call, job.pair_window_s)
+                    if r >= job.warmup:
+                        kind = "both" if phase == "both" else "alone"
+                        samples.setdefault(f"pair_{side}_{kind}_s[{k}]", []).append(seconds)
+                if phase == "alone0" and rank == 0 and r >= job.warmup:
+                    samples["rank_layer_s"].append(probe.step()["layers_s"] / probe.d)
+                dist.barrier()
+    return samples
+
+
 def probe_ranks(job: RankProbe) -> dict[str, list[float]]:
     """Run ``job`` on two spawned gloo ranks tied to this process (``measure.lifeline``); the
     samples of both ranks, merged by name.
@@ -130,6 +178,8 @@ def probe_ranks(job: RankProbe) -> dict[str, list[float]]:
     sizes = tuple(int(n) for n in job.sizes)
     if not sizes or any(n < 4 or n % 4 for n in sizes):
         raise ValueError(f"sizes must be message sizes in bytes, multiples of 4, got {sizes}")
+    if job.pair_ks and (job.d_bar is None or job.model_dir is None):
+        raise ValueError("pair_ks needs d_bar and model_dir (the pair probe runs the model)")
     job = replace(job, sizes=sizes, master_port=job.master_port or free_port())
     merged: dict[str, list[float]] = {}
     for samples in run_ranks(

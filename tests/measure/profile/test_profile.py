@@ -169,6 +169,14 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     figures = profile.data["figures"]["dist"]
     # 2 rounds x 2 steps, each rank alone in its own phase, both ranks in the shared phase
     assert figures["stream_alone_s"]["n"] == figures["stream_both_s"]["n"] == 2 * 2 * 2
+    # the pair a run overlaps, each side alone and beside the other, at default_d_bar(4) = 2
+    for name in ("main_alone", "main_both", "cand_alone", "cand_both"):
+        assert figures[f"pair_{name}_s[1]"]["n"] == 2 and figures[f"pair_{name}_s[1]"]["median"] > 0
+    pair = profile.data["backends"]["dist"]["pair_slowdowns"]
+    assert pair["d_bar"] == 2 and set(pair["by_k"]["1"]) == {"main", "candidate"}
+    main_x = figures["pair_main_both_s[1]"]["median"] / figures["pair_main_alone_s[1]"]["median"]
+    assert pair["by_k"]["1"]["main"] == pytest.approx(main_x)
+    assert figures["rank_layer_s"]["n"] == 2
     # main's host time per pass on real dist runs: both placements x prompts x passes kept
     runs = len(EARLY_HEAD_PLACEMENTS) * HOST_PROBE_PROMPTS
     assert figures["dist_host_s"]["n"] == runs * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)
@@ -182,4 +190,15 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
 def test_probe_ranks_refuses_bad_sizes():
     with pytest.raises(ValueError, match="multiples of 4"):
         probe_ranks(RankProbe(sizes=(6,)))
+    with pytest.raises(ValueError, match="pair_ks needs d_bar"):
+        probe_ranks(RankProbe(sizes=(8,), model_dir="x", pair_ks=(1,)))
+
+
+def test_suffix_and_batch_time_the_overlapped_pieces_and_keep_the_cache(model):
+    probe = DecodeProbe(model, context_tokens=8)
+    cached = probe.cache.get_seq_length()
+    short, long = probe.suffix(NUM_LAYERS - 1), probe.suffix(1)
+    assert 0 < short and 0 < long and probe.cache.get_seq_length() == cached
+    assert probe.batch(3, 1) > 0 and probe.batch(1, NUM_LAYERS - 1) > 0
+    assert probe.cache.get_seq_length() == cached
     assert set(COST_FIELDS) >= {"layer_s", "handoff_s"}
