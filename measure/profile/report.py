@@ -61,6 +61,11 @@ def format_profile(profile: CostProfile) -> str:
             if "dist_host_s" in figures:  # the host_s this backend uses (``dist_host_figures``)
                 label = "host per pass, real dist runs"
                 lines.append(f"  {label:34s} {figures['dist_host_s'].describe()}")
+            pair = profile.data["backends"][backend].get("pair_slowdowns") or {}
+            for k, sides in pair.get("by_k", {}).items():
+                label = f"where a run overlaps, k={k}"
+                lines.append(f"  {label:34s} main x{sides['main']:.3f}, candidate batch "
+                             f"x{sides['candidate']:.3f} (recorded, not applied)")  # fmt: skip
     load = prov.get("load_average", {})
     if load:
         lines.append(
@@ -68,6 +73,7 @@ def format_profile(profile: CostProfile) -> str:
             f"{load.get('cpus')} CPUs{' (LOADED)' if load.get('loaded') else ''}"
         )
     lines += [f"warning: {w}" for w in profile.warnings]
+    lines += [f"too wide to predict from: {w.describe()}" for w in profile.wide_prices]
     return "\n".join(lines)
 
 

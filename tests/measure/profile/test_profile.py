@@ -177,6 +177,7 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     main_x = figures["pair_main_both_s[1]"]["median"] / figures["pair_main_alone_s[1]"]["median"]
     assert pair["by_k"]["1"]["main"] == pytest.approx(main_x)
     assert figures["rank_layer_s"]["n"] == 2
+    assert "where a run overlaps, k=1" in format_profile(profile)
     # main's host time per pass on real dist runs: both placements x prompts x passes kept
     runs = len(EARLY_HEAD_PLACEMENTS) * HOST_PROBE_PROMPTS
     assert figures["dist_host_s"]["n"] == runs * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)

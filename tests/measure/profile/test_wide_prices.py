@@ -54,6 +54,9 @@ def test_profile_marks_a_price_wider_than_the_threshold():
     assert all(w.threshold == 1e-12 and w.rel_spread > 1e-12 for w in tight.wide_prices)
     with pytest.raises(ValueError, match="too wide to predict from: single .*IQR/median"):
         check_wide_prices(tight)
+    from measure.profile.report import format_profile
+
+    assert "too wide to predict from: single layer_s: IQR/median" in format_profile(tight)
     loose = measure_profile(model, max_spread=1e9, remeasure_rounds=0, **kw)
     assert loose.wide_prices == () and check_wide_prices(loose) == []
     with pytest.raises(ValueError, match="max_spread must be"):
