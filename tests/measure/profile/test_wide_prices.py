@@ -102,7 +102,7 @@ def test_plan_refuses_a_wide_profile_unless_accepted(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)
     _one_line_refusal(info.value.code, capsys.readouterr().err)
-    assert main([*argv, "--accept-wide-prices"]) == 0
+    assert main([*argv, "--accept-wide-prices", "--allow-other-model-table"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert "uses a wide price (single candidate_layer_s[3]" in report["note"]
 
