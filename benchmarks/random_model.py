@@ -30,8 +30,12 @@ SHAPES = {
     # meta-llama/Llama-2-7b-hf config.json
     "llama2-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000),
+    # This project's own (no published model): a small model whose LM head costs about 20 of
+    # its layers, the regime where the early and final heads decide whether PPD pays.
+    "small-wide-vocab": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=12,
+                             num_attention_heads=4, num_key_value_heads=2, vocab_size=65536),
 }  # fmt: skip
-"""Published configs of Llama-architecture models (hidden size, MLP width, layers, heads)."""
+"""Llama-architecture shapes: published models' configs, and ``small-wide-vocab`` (ours)."""
 CORPUS = [
     "The quick brown fox jumps over the lazy dog. " * 8,
     "Translate English to French: the house is blue. La maison est bleue. " * 8,

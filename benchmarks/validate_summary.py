@@ -1,0 +1,105 @@
+"""Error tables of a ``benchmarks/cpu_validate.sh`` folder: per run and model, every row's
+predicted against measured seconds, its error and whether the measured median fell inside the
+predicted 95 % interval; the median and worst |error| of each run; and, with two runs or more,
+how far the runs' errors moved (the run-to-run check of issue 24: median |error| within 2
+percentage points, each configuration's within 5).
+
+Usage: python benchmarks/validate_summary.py OUT
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+KEY = ["method", "backend"]
+"""A row's identity across runs (the method label holds d_bar, k and the placement)."""
+
+
+def read_runs(out: Path) -> pd.DataFrame:
+    """Every validation.csv under OUT/run*/MODEL/, with ``run``, ``model`` and the load line."""
+    frames = []
+    for csv in sorted(out.glob("run*/*/validation.csv")):
+        run, model = csv.parent.parent.name, csv.parent.name
+        load = csv.parent.with_suffix(".load")
+        frames.append(
+            pd.read_csv(csv).assign(
+                run=run, model=model, load=load.read_text().strip() if load.exists() else ""
+            )
+        )
+    if not frames:
+        raise SystemExit(f"no run*/*/validation.csv under {out}")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _cell(x, fmt: str) -> str:
+    return "" if pd.isna(x) else format(x, fmt)
+
+
+def run_table(rows: pd.DataFrame) -> str:
+    """Markdown table of one run of one model, then its median / worst |error| line."""
+    lines = [
+        "| method | backend | p | predicted s [95 %] | measured s [q1, q3] | error | in | "
+        "speed-up measured / predicted | exact |",
+        "|" + " --- |" * 9,
+    ]
+    for r in rows.itertuples(index=False):
+        interval = (
+            f" [{_cell(r.predicted_low_s, '.3f')}, {_cell(r.predicted_high_s, '.3f')}]"
+            if not pd.isna(r.predicted_low_s)
+            else ""
+        )
+        inside = "" if pd.isna(r.inside) else ("in" if bool(r.inside) else "OUT")
+        lines.append(
+            f"| {r.method} | {r.backend} | {_cell(r.p_hat, '.3f')} | "
+            f"{r.predicted_s:.3f}{interval} | {r.measured_s:.3f} "
+            f"[{r.measured_q1_s:.3f}, {r.measured_q3_s:.3f}] | {100 * r.rel_err:+.1f} % | "
+            f"{inside} | {_cell(r.speedup_measured, '.3f')} / "
+            f"{_cell(r.speedup_predicted, '.3f')} | {bool(r.exact)} |"
+        )
+    errors = 100 * rows["rel_err"].abs()
+    hits = rows["inside"].dropna().astype(bool)
+    lines.append(
+        f"\nmedian |error| {errors.median():.1f} %, worst {errors.max():.1f} % over {len(rows)} "
+        f"rows; measured median inside the 95 % interval in {int(hits.sum())} of {len(hits)}"
+    )
+    return "\n".join(lines)
+
+
+def run_to_run(table: pd.DataFrame) -> str:
+    """Per model: each run's median |error| and the largest change of one row's error."""
+    lines = []
+    for model, rows in table.groupby("model", sort=True):
+        runs = sorted(rows["run"].unique())
+        if len(runs) < 2:
+            continue
+        errors = rows.assign(err=100 * rows["rel_err"]).pivot_table(
+            index=KEY, columns="run", values="err", aggfunc="first"
+        )
+        medians = [errors[run].abs().median() for run in runs]
+        moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
+        lines.append(
+            f"- {model}: median |error| "
+            + ", ".join(f"{run} {m:.1f} %" for run, m in zip(runs, medians, strict=True))
+            + f" (spread {max(medians) - min(medians):.1f} points); largest change of one "
+            f"row's error {moved.iloc[0]:.1f} points ({' '.join(map(str, moved.index[0]))})"
+        )
+    return "\n".join(lines)
+
+
+def main(out: Path) -> None:
+    table = read_runs(out)
+    print("# Predict, then measure (benchmarks/cpu_validate.sh)\n")
+    for (run, model), rows in table.groupby(["run", "model"], sort=True):
+        print(f"## {run}: {model}\n\n{rows['load'].iloc[0]}\n\n{run_table(rows)}\n")
+    summary = run_to_run(table)
+    if summary:
+        print(f"## Run to run\n\n{summary}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__.splitlines()[-1])
+    main(Path(sys.argv[1]))
