@@ -64,7 +64,10 @@ PROFILE_VERSION = 1
 """The layout version this module reads and ``measure.profile`` writes."""
 PER_LAYER_FIELDS = ("handoff_s", "candidate_dispatch_s", "hidden_dispatch_s")
 """DecodeCosts fields that grow with the number of candidate layers e = d - d_bar."""
-COST_FIELDS = tuple(f.name for f in fields(DecodeCosts) if f.name != "serial_device")
+OPTIONAL_COST_FIELDS = ("candidate_device_slowdown",)
+"""DecodeCosts fields a backend's ``costs`` may give (older profiles lack them)."""
+COST_FIELDS = tuple(f.name for f in fields(DecodeCosts)
+                    if f.name not in ("serial_device", *OPTIONAL_COST_FIELDS))  # fmt: skip
 """Every field a backend's ``costs`` must give (none is defaulted when reading a profile);
 ``DecodeCosts.serial_device`` comes from the entry's ``serial``."""
 
