@@ -7,6 +7,8 @@ the break-even p, per early-head placement, and with ``--waterfall`` the per-tok
 Greedy is priced on the same backend's figures (``CostProfile.greedy_costs``). A profile that
 kept its timed samples (or ``--p-tokens N``, the tokens behind --p) adds 95 % intervals:
 ``ppd_s_low``/``ppd_s_high`` and ``speedup_low``/``speedup_high`` (``ppdmodel.intervals``).
+A row priced from a profile is priced at its k (a ``dist`` profile's pair factors: main's and
+the batch's own sharing factors, ``CostProfile.sharing``) and says which in ``sharing``.
 """
 
 from __future__ import annotations
@@ -33,10 +35,14 @@ COST_FLAGS = {
     "hidden_dispatch_s": "message with main's hidden state (early head on the candidates)",
     "handoff_s": "one accepted hand-off (hidden state and KV entries to main)",
     "host_s": "host time per generated token",
-    "shared_device_slowdown": "factor >= 1 by which main and candidates slow each other on "
-    "one device (1: separate devices)",
+    "shared_device_slowdown": "factor >= 1 by which main (and, unless the next flag is given, "
+    "the candidates) slows beside the other side on one device (1: separate devices)",
+    "candidate_device_slowdown": "factor >= 1 by which the candidate batch slows beside main on "
+    "one device (default: --shared-device-slowdown's)",
 }
 """DecodeCosts fields with a flag (``--layer-s`` ...), and their help."""
+SLOWDOWN_FLAGS = ("shared_device_slowdown", "candidate_device_slowdown")
+"""The flags of the sharing factors (dimensionless)."""
 
 
 def add_cost_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
@@ -59,7 +65,7 @@ def add_cost_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
         help="the profile's backend to use (default: single)",
     )
     for name, text in COST_FLAGS.items():
-        kind = positive_float if name == "shared_device_slowdown" else nonnegative_float
+        kind = positive_float if name in SLOWDOWN_FLAGS else nonnegative_float
         group.add_argument(
             "--" + name.replace("_", "-"), type=kind, default=None, dest=f"cost_{name}", help=text
         )
@@ -146,30 +152,45 @@ class CostTerms:
             return early_head
         return self.profile.backends[self.backend].placement(early_head)
 
-    def costs(self, d_bar: int) -> DecodeCosts:
-        """DecodeCosts at early layer d_bar (the profile's, with the flags on top)."""
+    def costs(self, d_bar: int, k: int | None = None) -> DecodeCosts:
+        """DecodeCosts at early layer d_bar and k candidates (the profile's, with the flags on
+        top: --shared-device-slowdown alone sets one factor for both sides)."""
         if self.profile is None:
             return DecodeCosts(**self.overrides)
-        return dataclasses.replace(self.profile.costs(self.backend, d_bar=d_bar), **self.overrides)
+        return self._on_top(self.profile.costs(self.backend, d_bar=d_bar, k=k))
+
+    def _on_top(self, costs: DecodeCosts) -> DecodeCosts:
+        """``costs`` with the flags' terms."""
+        overrides = dict(self.overrides)
+        if "shared_device_slowdown" in overrides:
+            overrides.setdefault("candidate_device_slowdown", None)
+        return dataclasses.replace(costs, **overrides)
+
+    def sharing(self, d_bar: int, k: int) -> str:
+        """Which sharing factors a profile row at ``d_bar`` and ``k`` applies, and whence."""
+        if any(name in self.overrides for name in SLOWDOWN_FLAGS):
+            costs = self.costs(d_bar, k)
+            return (f"sharing x{costs.shared_device_slowdown:.3f} main, "
+                    f"x{costs.candidate_slowdown:.3f} candidate batch (flags)")  # fmt: skip
+        return self.profile.sharing(self.backend, k).describe()
 
     def greedy_costs(self, d_bar: int) -> DecodeCosts:
         """Greedy's costs on the same backend (``CostProfile.greedy_costs``), flags on top."""
         if self.profile is None:
             return self.costs(d_bar)
-        costs = self.profile.greedy_costs(self.backend, d_bar=d_bar)
-        return dataclasses.replace(costs, **self.overrides)
+        return self._on_top(self.profile.greedy_costs(self.backend, d_bar=d_bar))
 
-    def replicates(self, d_bar: int) -> list[tuple[DecodeCosts, DecodeCosts]]:
-        """(PPD, greedy) cost replicates of the profile (flags on top); [] without samples."""
+    def replicates(self, d_bar: int, k: int | None = None) -> list[tuple[DecodeCosts, DecodeCosts]]:
+        """(PPD, greedy) cost replicates of the profile at k (flags on top); [] without
+        samples."""
         if self.profile is None:
             return []
         pairs = zip(
-            self.profile.cost_replicates(self.backend, d_bar=d_bar),
+            self.profile.cost_replicates(self.backend, d_bar=d_bar, k=k),
             self.profile.cost_replicates(self.backend, d_bar=d_bar, greedy=True),
             strict=True,
         )
-        return [(dataclasses.replace(c, **self.overrides),
-                 dataclasses.replace(g, **self.overrides)) for c, g in pairs]  # fmt: skip
+        return [(self._on_top(c), self._on_top(g)) for c, g in pairs]
 
 
 def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
@@ -177,8 +198,8 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
     speed-up and the break-even p (and the waterfall's terms when asked for)."""
     d, d_bar, ell, p = params["d"], params["d_bar"], params["ell"], params["p"]
     k = params.get("k") or 1
-    costs, greedy_costs = terms.costs(d_bar), terms.greedy_costs(d_bar)
-    replicates = terms.replicates(d_bar)
+    costs, greedy_costs = terms.costs(d_bar, k), terms.greedy_costs(d_bar)
+    replicates = terms.replicates(d_bar, k)
     out = []
     for early_head in terms.placements:
         schedule = terms.schedule(early_head)
@@ -197,6 +218,7 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
         if terms.profile is not None:
             extra["backend"] = terms.backend
             extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
+            extra["sharing"] = terms.sharing(d_bar, k)
             if terms.wide:
                 extra["wide_prices"] = "; ".join(terms.wide)
         if "k" not in row:
@@ -211,7 +233,7 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
 def _interval_columns(d, d_bar, k, ell, p, schedule, terms, replicates) -> dict:
     """95 % intervals of PPD's seconds per token and of the speed-up (``ppdmodel.intervals``):
     the profile's cost replicates and, with --p-tokens, p's sampling error."""
-    pairs = replicates or [(terms.costs(d_bar), terms.greedy_costs(d_bar))]
+    pairs = replicates or [(terms.costs(d_bar, k), terms.greedy_costs(d_bar))]
     by_id = {id(c): g for c, g in pairs}
 
     def ppd(c, q):

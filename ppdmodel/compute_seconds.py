@@ -4,11 +4,13 @@ The paper counts compute as busy compute units times time (Theorem 4.1: C = T + 
 ell). In seconds, from the per-pass schedule of ``ppdmodel.passes`` (same symbols), a pass keeps
 
 * main's device busy for its prefix (P_f fresh, P_r resumed; no host or message time) and then
-  E_m = W_m + (sigma - 1) o (its layers d_bar+1..d and final head, slowed while shared);
+  E_m = W_m + (s_m - 1) o_m (its layers d_bar+1..d and final head, slowed by main's factor
+  while shared);
 * the candidate side busy from dispatch (delta after the split) until its batch is done,
-  E_c - delta = W_c + (sigma - 1) o, when the next token was predicted (a match: main waits for
-  it); on a miss the batch is abandoned when main's pass ends (E_m + tau after the split), so
-  it was busy min(max(E_m + tau - delta, 0), E_c - delta).
+  c_match = E_c - delta = W_c + (s_c - 1) o_c (slowed by its own factor while shared), when
+  the next token was predicted (a match: main waits for it); on a miss the batch is abandoned
+  when main's pass ends (E_m + tau after the split), so it was busy
+  c_miss = min(max(E_m + tau - delta, 0), E_c - delta).
 
 Per trace with M = sum_t m_t accepted predictions (the last pass, t = ell, is a miss):
 
@@ -17,10 +19,11 @@ Per trace with M = sum_t m_t accepted predictions (the last pass, t = ell, is a 
 
 exact on separate devices (the simulator's ``busy_s``; on one shared device the simulator's
 fluid sharing, each stream's own busy time). Expectations replace M by sum_{t=2..ell} p_t.
-On a serial device (``DecodeCosts.serial_device``) nothing is slowed (sigma is unused) and
-the batch always runs to its end: c_match = c_miss = W_c. Greedy decoding: ell (e + d L +
-h_f). A side spread over n devices (tensor parallel) counts n times its busy time
-(``devices_main``, ``devices_candidates``).
+On a serial device (``DecodeCosts.serial_device``) nothing is slowed (the factors are unused)
+and the batch always runs to its end: c_match = c_miss = W_c. With s_m = s_c (one factor),
+o_m = o_c and both sides lose the same (sigma - 1) o, bit for bit as before. Greedy
+decoding: ell (e + d L + h_f). A side spread over n devices (tensor parallel) counts n times
+its busy time (``devices_main``, ``devices_candidates``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppdmodel.passes import check_costs, device_work, overlap_excess
+from ppdmodel.passes import check_costs, device_work, sharing_excess, sharing_factors
 from ppdmodel.theorem import _as_result, expected_matches, validate_theorem_args
 from ppdmodel.validation import check_d_bar, check_positive_int
 
@@ -64,13 +67,11 @@ def compute_terms(*, d, d_bar, k, costs, early_head: str) -> ComputeTerms:
         d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head
     )
     serial = np.asarray(costs.serial_device, dtype=bool)
-    slowdown = np.where(serial, 1.0, costs.shared_device_slowdown) if serial.any() else (
-        costs.shared_device_slowdown)  # fmt: skip
-    excess = overlap_excess(work_main, work_cand, delta, slowdown)
+    excess_main, excess_cand = sharing_excess(work_main, work_cand, delta, *sharing_factors(costs))
     fresh = (costs.embedding_s + main_head) + np.multiply(d_bar, costs.layer_s)
     resumed = main_head + np.multiply(np.subtract(np.multiply(2, d_bar), d), costs.layer_s)
-    end_main = work_main + excess
-    cand_match = work_cand + excess
+    end_main = work_main + excess_main
+    cand_match = work_cand + excess_cand
     cand_miss = np.clip(end_main + costs.host_s - delta, 0.0, cand_match)
     if serial.any():  # the batch runs to its end before main's suffix, matched or not
         cand_miss = np.where(serial, cand_match, cand_miss)

@@ -37,13 +37,16 @@ class _GridTerms:
     ``candidate_layer_s`` (> 0) is the per-layer time of each row's candidate batch (k rows, or
     g + 1 verify rows), already evaluated at that row's k (the grid fixes k per row) in place
     of ``BATCH_MODEL``; ``candidate_layer_seconds(k)`` returns it, so code written for
-    ``DecodeCosts`` runs unchanged. ``serial_device`` holds booleans per row.
+    ``DecodeCosts`` runs unchanged. ``serial_device`` holds booleans per row;
+    ``candidate_device_slowdown`` factors >= 1 per row, or None (main's factor for both sides).
     """
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             name = f"DecodeCostsGrid.{f.name}"
+            if f.name == "candidate_device_slowdown" and value is None:
+                continue
             if f.name == "serial_device":
                 flags = np.asarray(value)
                 if flags.dtype != bool:
@@ -53,7 +56,8 @@ class _GridTerms:
                 value = check_positive(name, value)
             else:
                 value = check_nonnegative(name, value)
-            if f.name == "shared_device_slowdown" and np.any(np.asarray(value) < 1):
+            slowdowns = ("shared_device_slowdown", "candidate_device_slowdown")
+            if f.name in slowdowns and np.any(np.asarray(value) < 1):
                 raise ValueError(f"{name} must be a factor >= 1")
             object.__setattr__(self, f.name, value)
         np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)))

@@ -35,8 +35,16 @@ and ``warnings`` are carried along for reports.
 
 A ``dist`` entry may carry ``pair_slowdowns`` (``{"d_bar", "by_k": {k: {"main",
 "candidate"}}}``: each side's own slowdown where a run overlaps, measured by the profiler's
-pair probe); it is carried along for reports, the prediction applies ``costs``'
-``shared_device_slowdown`` to both sides.
+pair probe at that d_bar; ``cost_replicates`` carry their own, redrawn). Then the costs of a
+configuration with k candidates (``CostProfile.costs(backend, d_bar=, k=)``) take main's
+factor as ``shared_device_slowdown`` and the batch's as ``candidate_device_slowdown`` from
+the measured k nearest to k (the smaller on a tie); a factor measured below 1 (noise: two
+sides do not speed each other up) is taken as 1, as the profiler does with the stream figure;
+a profile whose ``provenance.device`` is not the CPU applies none (its ``dist`` ranks run on
+two devices; the pair probe's ran on the CPU). Without ``pair_slowdowns``, or without k,
+``costs``' one ``shared_device_slowdown`` applies to both sides; ``CostProfile.sharing`` says
+which factors a prediction used and why. ``costs`` may also give ``candidate_device_slowdown``
+itself (optional, ``OPTIONAL_COST_FIELDS``).
 
 ``wide_prices`` (optional; absent in older files: none) lists the prices whose spread stayed
 too wide to predict from after the profiler re-measured them, each
@@ -64,7 +72,10 @@ PROFILE_VERSION = 1
 """The layout version this module reads and ``measure.profile`` writes."""
 PER_LAYER_FIELDS = ("handoff_s", "candidate_dispatch_s", "hidden_dispatch_s")
 """DecodeCosts fields that grow with the number of candidate layers e = d - d_bar."""
-COST_FIELDS = tuple(f.name for f in fields(DecodeCosts) if f.name != "serial_device")
+OPTIONAL_COST_FIELDS = ("candidate_device_slowdown",)
+"""DecodeCosts fields a backend's ``costs`` may give (older profiles lack them)."""
+COST_FIELDS = tuple(f.name for f in fields(DecodeCosts)
+                    if f.name not in ("serial_device", *OPTIONAL_COST_FIELDS))  # fmt: skip
 """Every field a backend's ``costs`` must give (none is defaulted when reading a profile);
 ``DecodeCosts.serial_device`` comes from the entry's ``serial``."""
 
@@ -86,14 +97,33 @@ class BackendCosts:
     replicates: tuple[BackendCosts, ...] = field(default=(), repr=False, compare=False)
     """Bootstrap replicates of these costs from the profile's timed samples (empty for an
     older profile): the spread behind a prediction's interval (``ppdmodel.intervals``)."""
+    pair_slowdowns: tuple[tuple[int, float, float], ...] = ()
+    """(k, main's factor, the batch's factor) per k the pair probe measured, as recorded
+    (sorted by k; empty: none measured)."""
+    pair_d_bar: int | None = None
+    """The early layer the pair probe split the model at."""
+
+    def sharing(self, k: int | None = None) -> SharingFactors:
+        """The factors the costs of a configuration with ``k`` candidates apply (module doc)."""
+        if k is not None:
+            check_positive_int("k", k)
+        if self.serial:
+            return SharingFactors(1.0, 1.0, "serial")
+        if k is None or not self.pair_slowdowns:
+            base = self.base
+            return SharingFactors(base.shared_device_slowdown, base.candidate_slowdown, "costs")
+        measured, main, cand = min(self.pair_slowdowns, key=lambda row: (abs(row[0] - k), row[0]))
+        return SharingFactors(max(main, 1.0), max(cand, 1.0), "pair", k=k, measured_k=measured,
+                              d_bar=self.pair_d_bar, measured=(main, cand))  # fmt: skip
 
     def placement(self, early_head: str) -> str:
         """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
         check_early_head(early_head)
         return "main" if self.serial else early_head
 
-    def costs(self, *, d: int, d_bar: int) -> DecodeCosts:
-        """DecodeCosts of a configuration with early layer ``d_bar`` (e = d - d_bar)."""
+    def costs(self, *, d: int, d_bar: int, k: int | None = None) -> DecodeCosts:
+        """DecodeCosts of a configuration with early layer ``d_bar`` (e = d - d_bar) and, when
+        given, ``k`` candidates: each side's sharing factor from ``pair_slowdowns`` then."""
         check_positive_int("d", d)
         check_d_bar(d, d_bar)
         e = d - d_bar
@@ -101,6 +131,10 @@ class BackendCosts:
             name: getattr(self.base, name) + e * self.per_candidate_layer_s.get(name, 0.0)
             for name in PER_LAYER_FIELDS
         }
+        sharing = self.sharing(k)
+        if sharing.source == "pair":
+            grown.update(shared_device_slowdown=sharing.main,
+                         candidate_device_slowdown=sharing.candidate)  # fmt: skip
         return replace(self.base, **grown)
 
     def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
@@ -118,6 +152,46 @@ class BackendCosts:
 
 
 @dataclass(frozen=True)
+class SharingFactors:
+    """The shared-device factors a configuration's costs apply, and where they come from."""
+
+    main: float
+    """s_m: main's factor while the candidate batch computes beside it."""
+    candidate: float
+    """s_c: the batch's factor while main computes beside it."""
+    source: str
+    """``pair`` (the profile's ``pair_slowdowns``), ``costs`` (the entry's own factors) or
+    ``serial`` (one side after the other: nothing overlaps, no factor applies)."""
+    k: int | None = None
+    """The configuration's candidate count (``pair``)."""
+    measured_k: int | None = None
+    """The measured k whose factors apply: k, or the nearest measured one (``pair``)."""
+    d_bar: int | None = None
+    """The early layer the pair probe measured at (``pair``)."""
+    measured: tuple[float, float] | None = None
+    """The recorded (main, candidate) factors before those below 1 are taken as 1 (``pair``)."""
+
+    def describe(self) -> str:
+        """One line: the factors and their source, and any substitution made."""
+        if self.source == "serial":
+            return "serial device: the batch runs before main's suffix, no sharing factor"
+        if self.source == "costs":
+            if self.main == self.candidate:
+                return f"sharing x{self.main:.3f} both sides (shared_device_slowdown)"
+            return (f"sharing x{self.main:.3f} main, x{self.candidate:.3f} candidate batch "
+                    "(the costs' own factors)")  # fmt: skip
+        at = f"k={self.k}" if self.measured_k == self.k else (
+            f"k={self.measured_k}, the nearest measured to k={self.k}")  # fmt: skip
+        clamped = [f"{side} measured x{raw:.3f}, taken as 1"
+                   for side, raw in zip(("main", "candidate"), self.measured, strict=True)
+                   if raw < 1]  # fmt: skip
+        return (
+            f"sharing x{self.main:.3f} main, x{self.candidate:.3f} candidate batch (pair "
+            f"probe at {at}, d_bar={self.d_bar}" + "".join(f"; {c}" for c in clamped) + ")"
+        )
+
+
+@dataclass(frozen=True)
 class CostProfile:
     """A validated cost profile: the model's name and depth and the costs of each backend."""
 
@@ -130,24 +204,35 @@ class CostProfile:
     data: Mapping = field(default_factory=dict, repr=False)
     """The whole decoded JSON object (figures, provenance, warnings)."""
 
-    def cost_replicates(self, backend: str = "single", *, d_bar: int, greedy: bool = False):
-        """The bootstrap replicates of ``costs(backend, d_bar=)`` (or of ``greedy_costs``), a
-        list of DecodeCosts; empty when the profile kept no timed samples."""
-        self.costs(backend, d_bar=d_bar)
+    def cost_replicates(
+        self, backend: str = "single", *, d_bar: int, k: int | None = None, greedy: bool = False
+    ):
+        """The bootstrap replicates of ``costs(backend, d_bar=, k=)`` (or of ``greedy_costs``),
+        a list of DecodeCosts (each with its own redrawn pair factors); empty when the profile
+        kept no timed samples."""
+        self.costs(backend, d_bar=d_bar, k=k)
         reps = self.backends[backend].replicates
         if greedy:
             return [r.greedy_costs(d=self.d, d_bar=d_bar) for r in reps]
-        return [r.costs(d=self.d, d_bar=d_bar) for r in reps]
+        return [r.costs(d=self.d, d_bar=d_bar, k=k) for r in reps]
 
-    def costs(self, backend: str = "single", *, d_bar: int) -> DecodeCosts:
-        """DecodeCosts of ``backend`` at early layer ``d_bar``; ValueError for a backend not in
-        the profile."""
+    def costs(self, backend: str = "single", *, d_bar: int, k: int | None = None) -> DecodeCosts:
+        """DecodeCosts of ``backend`` at early layer ``d_bar`` and, when given, ``k`` candidates
+        (each side's sharing factor from the pair probe, ``sharing``); ValueError for a backend
+        not in the profile."""
+        return self._backend(backend).costs(d=self.d, d_bar=d_bar, k=k)
+
+    def sharing(self, backend: str = "single", k: int | None = None) -> SharingFactors:
+        """The shared-device factors ``costs(backend, d_bar=, k=)`` applies, and their source."""
+        return self._backend(backend).sharing(k)
+
+    def _backend(self, backend: str) -> BackendCosts:
         if backend not in self.backends:
             raise ValueError(
                 f"backend must be one of the profiled backends {sorted(self.backends)}, "
                 f"got {backend!r}"
             )
-        return self.backends[backend].costs(d=self.d, d_bar=d_bar)
+        return self.backends[backend]
 
     def greedy_costs(self, backend: str = "single", *, d_bar: int) -> DecodeCosts:
         """Greedy decoding priced on ``backend``'s figures (``BackendCosts.greedy_costs``), so
@@ -273,17 +358,22 @@ def _seconds(path: str, value, *, positive: bool = False) -> float:
     return float(value)
 
 
-def _backend(name: str, entry, prefix: str | None = None) -> BackendCosts:
-    """Check one ``backends.<name>`` entry and build its BackendCosts (with its replicates)."""
+def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True) -> BackendCosts:
+    """Check one ``backends.<name>`` entry and build its BackendCosts (with its replicates);
+    ``pairs`` False: its ``pair_slowdowns`` are checked but not applied."""
     prefix = prefix or f"backends.{name}"
     if not isinstance(entry, Mapping) or not isinstance(entry.get("costs"), Mapping):
         raise ValueError(f"cost profile: field {prefix}.costs is missing")
     costs = entry["costs"]
     values = {}
-    for key in COST_FIELDS:
+    for key in COST_FIELDS + OPTIONAL_COST_FIELDS:
         if key not in costs:
+            if key in OPTIONAL_COST_FIELDS:
+                continue
             raise ValueError(f"cost profile: field {prefix}.costs.{key} is missing")
         value = costs[key]
+        if key in OPTIONAL_COST_FIELDS and value is None:
+            continue
         if key == "candidate_layer_s_by_k":
             if not isinstance(value, Mapping) or not value:
                 raise ValueError(
@@ -291,13 +381,8 @@ def _backend(name: str, entry, prefix: str | None = None) -> BackendCosts:
                 )
             for k, seconds in value.items():
                 _seconds(f"{prefix}.costs.{key}[{k}]", seconds, positive=True)
-        elif key == "shared_device_slowdown":
-            bad = not (isinstance(value, Real) and not isinstance(value, bool))
-            if bad or not math.isfinite(value) or not 1 <= value <= MAX_SLOWDOWN:
-                raise ValueError(
-                    f"cost profile: {prefix}.costs.{key} must be a finite factor >= 1 and "
-                    f"<= {MAX_SLOWDOWN:g}, got {value!r}"
-                )
+        elif key in ("shared_device_slowdown", "candidate_device_slowdown"):
+            _factor(f"{prefix}.costs.{key}", value)
         else:
             _seconds(f"{prefix}.costs.{key}", value, positive=key == "layer_s")
         values[key] = value
@@ -320,22 +405,72 @@ def _backend(name: str, entry, prefix: str | None = None) -> BackendCosts:
     greedy_host = entry.get("greedy_host_s")
     if greedy_host is not None:
         greedy_host = _seconds(f"{prefix}.greedy_host_s", greedy_host)
+    pair_d_bar, pair_rows = _pair_slowdowns(f"{prefix}.pair_slowdowns", entry.get("pair_slowdowns"))
+    pair_rows = pair_rows if pairs else ()
     raw = entry.get("cost_replicates", [])
     if not isinstance(raw, list):
         raise ValueError(f"cost profile: {prefix}.cost_replicates must be a list")
     replicates = tuple(
-        _backend(name, {**rep, "serial": serial}, f"{prefix}.cost_replicates[{i}]")
+        _backend(name, {**rep, "serial": serial}, f"{prefix}.cost_replicates[{i}]", pairs=pairs)
         if isinstance(rep, Mapping)
-        else _backend(name, rep, f"{prefix}.cost_replicates[{i}]")
+        else _backend(name, rep, f"{prefix}.cost_replicates[{i}]", pairs=pairs)
         for i, rep in enumerate(raw)
     )
+    # a replicate written before the pair factors were redrawn keeps the entry's (no spread)
+    replicates = tuple(rep if rep.pair_slowdowns else
+                       replace(rep, pair_slowdowns=pair_rows, pair_d_bar=pair_d_bar)
+                       for rep in replicates)  # fmt: skip
     return BackendCosts(
         base=DecodeCosts.from_dict({**values, "serial_device": serial}),
         per_candidate_layer_s=per_layer,
         serial=serial,
         greedy_host_s=greedy_host,
         replicates=replicates,
+        pair_slowdowns=pair_rows,
+        pair_d_bar=pair_d_bar,
     )
+
+
+def _factor(path: str, value, *, low: float = 1.0) -> float:
+    """A finite real >= ``low`` (> 0 when ``low`` is 0) and <= MAX_SLOWDOWN for field
+    ``path``; ValueError naming it."""
+    bad = not (isinstance(value, Real) and not isinstance(value, bool))
+    if bad or not math.isfinite(value) or not low <= value <= MAX_SLOWDOWN or value <= 0:
+        bound = f">= {low:g}" if low > 0 else "> 0"
+        raise ValueError(
+            f"cost profile: {path} must be a finite factor {bound} and <= {MAX_SLOWDOWN:g}, "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
+def _pair_slowdowns(path: str, raw) -> tuple[int | None, tuple[tuple[int, float, float], ...]]:
+    """(d_bar, ((k, main, candidate), ...)) of a ``pair_slowdowns`` entry (None: (None, ()));
+    ValueError naming the bad field. A factor below 1 is kept as recorded (> 0: the
+    profiler writes median ratios, noise included; ``BackendCosts.sharing`` takes it as 1)."""
+    if raw is None:
+        return None, ()
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("by_k"), Mapping) or not raw["by_k"]:
+        raise ValueError(f"cost profile: {path} must be an object with by_k mapping k to "
+                         f"{{'main', 'candidate'}} factors, got {raw!r:.80}")  # fmt: skip
+    d_bar = raw.get("d_bar")
+    if d_bar is not None and (isinstance(d_bar, bool) or not isinstance(d_bar, int) or d_bar < 1):
+        raise ValueError(f"cost profile: {path}.d_bar must be a positive integer, got {d_bar!r}")
+    rows = {}
+    for key, sides in raw["by_k"].items():
+        k = int(key) if isinstance(key, str) and key.strip().isdigit() else key
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"cost profile: {path}.by_k key must be a candidate count k >= 1, "
+                             f"got {key!r}")  # fmt: skip
+        if not isinstance(sides, Mapping):
+            raise ValueError(f"cost profile: {path}.by_k[{k}] must be an object with 'main' "
+                             f"and 'candidate', got {sides!r:.60}")  # fmt: skip
+        for side in ("main", "candidate"):
+            if side not in sides:
+                raise ValueError(f"cost profile: field {path}.by_k[{k}].{side} is missing")
+        rows[k] = tuple(_factor(f"{path}.by_k[{k}].{side}", sides[side], low=0.0)
+                        for side in ("main", "candidate"))  # fmt: skip
+    return d_bar, tuple((k, *rows[k]) for k in sorted(rows))
 
 
 def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
@@ -365,7 +500,12 @@ def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
     backends = _get(data, "backends")
     if not isinstance(backends, Mapping) or not backends:
         raise ValueError("cost profile: backends must name at least one backend")
-    parsed = {str(key): _backend(str(key), entry) for key, entry in backends.items()}
+    # the pair probe's ranks run on the CPU: its factors price a run only where the profiled
+    # model ran there too (elsewhere the dist ranks use two devices and share nothing)
+    device = data.get("provenance", {}).get("device", "cpu") if isinstance(
+        data.get("provenance"), Mapping) else "cpu"  # fmt: skip
+    pairs = str(device).startswith("cpu")
+    parsed = {str(key): _backend(str(key), entry, pairs=pairs) for key, entry in backends.items()}
     wide = data.get("wide_prices", [])
     if not isinstance(wide, list):
         raise ValueError("cost profile: wide_prices must be a list")

@@ -3,9 +3,10 @@ extension of the paper's unit-layer model; the latency formulas are in ``ppdmode
 
 Every field is in SI seconds (or a dimensionless factor) and can be filled from a measured
 profile: per-layer times at batch 1 and at the candidate batch, the embedding, the two LM heads,
-the messages between main and the candidate side, host time, and the slowdown of two streams
-sharing one device. ``DecodeCosts.unit()`` is the paper's model (unit layers, everything else
-free): with it every formula reduces to Theorem 4.1.
+the messages between main and the candidate side, host time, and how much each side (main,
+the candidate batch) slows while both share one device. ``DecodeCosts.unit()`` is the
+paper's model (unit layers, everything else free): with it every formula reduces to Theorem
+4.1.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ def _check_seconds(name: str, value, *, positive: bool = False) -> None:
 class DecodeCosts:
     """Seconds per part of a decode step (SI units; defaults: the paper's unit-layer model).
 
-    Device work (layers, embedding, heads) is slowed by ``shared_device_slowdown`` while main
-    and the candidate batch both compute on one device; messages and host time are not.
+    Device work (layers, embedding, heads) is slowed while main and the candidate batch both
+    compute on one device: main's by ``shared_device_slowdown``, the batch's by
+    ``candidate_device_slowdown`` (None: the same factor); messages and host time are not.
     """
 
     layer_s: float = 1.0
@@ -102,24 +104,26 @@ class DecodeCosts:
     host_s: float = 0.0
     """Host time per generated token (sampling, bookkeeping, launches), greedy and PPD, s."""
     shared_device_slowdown: float = 1.0
-    """Factor (>= 1) by which device work of main and of the candidates slows while both run
-    on one device; 1: separate devices (or no contention). Not used when ``serial_device``."""
+    """Factor (>= 1) by which main's device work slows while the candidate batch computes on
+    the same device (and the batch's too, unless ``candidate_device_slowdown`` is given); 1:
+    separate devices (or no contention). Not used when ``serial_device``."""
     serial_device: bool = False
     """True: main and the candidate batch share one device one stream at a time (the
     ``single`` backend: a CPU runs the batch on main's threads, and eager CUDA is launch-bound
     from one Python thread). At the split the whole batch runs (dispatch, the early head on
     the candidate side, embedding and d - d_bar layers of the k rows), rejected or not, and
-    only then main's suffix (``ppdmodel.passes``); ``shared_device_slowdown`` is then unused."""
+    only then main's suffix (``ppdmodel.passes``); the slowdowns are then unused."""
+    candidate_device_slowdown: float | None = None
+    """Factor (>= 1) by which the candidate batch's device work slows while main computes on
+    the same device (a ``dist`` profile's pair probe measures each side's own); None: the same
+    as ``shared_device_slowdown``. Optional: left out of ``to_dict`` when None."""
 
     def __post_init__(self) -> None:
         for name in _SECONDS_FIELDS:
             _check_seconds(f"DecodeCosts.{name}", getattr(self, name), positive=name == "layer_s")
-        slowdown = self.shared_device_slowdown
-        ok = isinstance(slowdown, Real) and not isinstance(slowdown, bool)
-        if not (ok and is_finite(slowdown) and slowdown >= 1):
-            raise ValueError(
-                f"DecodeCosts.shared_device_slowdown must be a finite factor >= 1, got {slowdown!r}"
-            )
+        _check_factor("DecodeCosts.shared_device_slowdown", self.shared_device_slowdown)
+        if self.candidate_device_slowdown is not None:
+            _check_factor("DecodeCosts.candidate_device_slowdown", self.candidate_device_slowdown)
         if not isinstance(self.serial_device, bool | np.bool_):
             raise ValueError(
                 f"DecodeCosts.serial_device must be True or False, got {self.serial_device!r}"
@@ -133,10 +137,19 @@ class DecodeCosts:
         return cls(layer_s=seconds_per_layer)
 
     @property
+    def candidate_slowdown(self) -> float:
+        """The candidate batch's factor while sharing: ``candidate_device_slowdown``, or
+        ``shared_device_slowdown`` when that is None."""
+        if self.candidate_device_slowdown is None:
+            return self.shared_device_slowdown
+        return self.candidate_device_slowdown
+
+    @property
     def shared_device(self) -> bool:
-        """True when main and candidates share one device: they slow each other
-        (shared_device_slowdown > 1) or run one after the other (``serial_device``)."""
-        return self.serial_device or self.shared_device_slowdown > 1
+        """True when main and candidates share one device: either slows beside the other
+        (a slowdown > 1) or they run one after the other (``serial_device``)."""
+        slowed = self.shared_device_slowdown > 1 or self.candidate_slowdown > 1
+        return self.serial_device or slowed
 
     def candidate_layer_seconds(self, k):
         """Per-layer seconds of the k-row candidate batch (vectorised over k)."""
@@ -160,9 +173,12 @@ class DecodeCosts:
         return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (``from_dict`` inverts it); the batch table as {"k": seconds}."""
+        """A JSON-ready dict (``from_dict`` inverts it); the batch table as {"k": seconds};
+        ``candidate_device_slowdown`` only when it is set (older readers never see it)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["candidate_layer_s_by_k"] = {str(k): s for k, s in self.candidate_layer_s_by_k}
+        if self.candidate_device_slowdown is None:
+            del data["candidate_device_slowdown"]
         return data
 
     @classmethod
@@ -175,6 +191,13 @@ class DecodeCosts:
                 f"DecodeCosts.from_dict: unknown fields {unknown}; known {sorted(known)}"
             )
         return cls(**dict(data))
+
+
+def _check_factor(name: str, value) -> None:
+    """ValueError naming ``name`` unless ``value`` is a finite real factor >= 1."""
+    ok = isinstance(value, Real) and not isinstance(value, bool)
+    if not (ok and is_finite(value) and value >= 1):
+        raise ValueError(f"{name} must be a finite factor >= 1, got {value!r}")
 
 
 def _table(value) -> tuple[tuple[int, float], ...]:

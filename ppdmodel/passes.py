@@ -2,8 +2,10 @@
 
 A *pass* is main's work on one token t (Algorithm 2, one loop). With D = d - d_bar,
 L = ``layer_s``, L_k = the k-row candidate batch's per-layer time, e = embedding, h_e / h_f =
-early / final head, delta = dispatch message, eta = hand-off, tau = host time, sigma = shared-
-device slowdown, a pass runs, from its start:
+early / final head, delta = dispatch message, eta = hand-off, tau = host time, s_m / s_c =
+main's / the batch's shared-device slowdown (``shared_device_slowdown``,
+``DecodeCosts.candidate_slowdown``; one factor sigma for both unless the candidate side's is
+given), a pass runs, from its start:
 
 1. Main's prefix up to the *split* (the moment the candidates can be started):
    fresh (token 1, or after a miss):   P_f = e + d_bar L  [+ h_e if early_head = "main"]
@@ -15,27 +17,38 @@ device slowdown, a pass runs, from its start:
    candidates:  after delta (the k ids under "main"; main's hidden state under "candidates"),
                 W_c = e + D L_k [+ h_e if early_head = "candidates"] of device work (the early
                 head and top-k, then embedding and layers 1..D of the k rows as one batch).
-   On one device (sigma > 1) both streams run sigma times slower while both compute (fluid
-   sharing: the slowdown applies exactly to the overlapped span). Main computes alone for
-   delta, so the overlapped work is o = min(max(W_m - delta, 0), W_c), and
-   main's device work ends at  E_m = W_m + (sigma - 1) o,
-   the candidates' at          E_c = delta + W_c + (sigma - 1) o          (after the split).
+   On one device, fluid sharing: while both compute, main runs at rate 1/s_m and the batch at
+   1/s_c; whichever computes alone runs at full rate (each factor applies exactly to its own
+   side's work in the overlapped span). Main computes alone for delta, then has
+   R = max(W_m - delta, 0) left; both compute for the span s_m R if main finishes first
+   (s_m R <= s_c W_c), else s_c W_c. With r = s_c / s_m the work each side does while both
+   compute is
+       o_m = min(R, r W_c)     (main's)          o_c = min(R / r, W_c)     (the batch's)
+   (s_m o_m = s_c o_c: the shared span), so
+   main's device work ends at  E_m = W_m + (s_m - 1) o_m,
+   the candidates' at          E_c = delta + W_c + (s_c - 1) o_c          (after the split).
+   With s_m = s_c = sigma, r = 1.0 exactly and o_m = o_c = o = min(R, W_c): the one-factor
+   schedule, bit for bit.
 3. The pass ends
    on a miss (token t+1 not among the candidates, or t = ell): at E_m + tau; the rejected
    candidates are abandoned (they never delay the next pass);
    on a match: when main and the batch are both done, plus the hand-off:
    max(E_m + tau, E_c) + eta = E_m + tau + w + eta, with the candidate wait
-   w = max(delta + W_c - W_m - tau, 0)  (the slowdown term cancels: both streams slow alike).
+   w = max(delta + W_c - W_m - tau + ((s_c - 1) o_c - (s_m - 1) o_m), 0)
+     = max(delta + W_c - W_m - tau + o_m - o_c, 0)
+   (the sharing term cancels when both sides slow alike; o_m - o_c is how much more work main
+   did than the batch in the same shared span).
 
-Where this is exact and where it is not: on separate devices (sigma = 1) every pass time is
-a sum of the costs, so T below is exact for every trace (the simulator agrees to the last
-bit on dyadic costs). On one shared device it is exact for *fluid* sharing (both streams slow
-by sigma exactly while both compute; ``sim.device.SharedDevice.compute``). A device that fixes
-each kernel's (layer's) rate when it starts, as ``sim`` does with ``per_layer_events=True``,
-slows a kernel that straddles the start or end of the overlap for all or none of it; the
-closed form then errs by at most 2 (sigma - 1) K_max per pass (K_max: the longest kernel, a
-layer with an embedding or head attached, or a head alone), |T_kernel - T| <= 2 ell (sigma - 1)
-K_max, tested against the simulator (SmolLM2-like costs: within 5%).
+Where this is exact and where it is not: on separate devices (s_m = s_c = 1) every pass time
+is a sum of the costs, so T below is exact for every trace (the simulator agrees to the last
+bit on dyadic costs). On one shared device it is exact for *fluid* sharing (each stream slows
+by its own factor exactly while both compute; ``sim.device.SharedDevice.compute``). A device
+that fixes each kernel's (layer's) rate when it starts, as ``sim`` does with
+``per_layer_events=True``, slows a kernel that straddles the start or end of the overlap for
+all or none of it; the closed form then errs by at most 2 (s_max - 1) K_max per pass (s_max =
+max(s_m, s_c); K_max: the longest kernel, a layer with an embedding or head attached, or a
+head alone), |T_kernel - T| <= 2 ell (s_max - 1) K_max, tested against the simulator
+(SmolLM2-like costs: within 5%).
 
 A serial device (``DecodeCosts.serial_device``: the single backend, one stream at a time)
 runs, at the split, the whole candidate side first (delta, then W_c: it runs to its end,
@@ -43,8 +56,8 @@ rejected or not) and only then main's W_m, so main's device work ends at
     E_m = delta + W_c + W_m,   with no wait on a match (w = 0; the batch is already done),
 exact for every trace whether W_c fits in W_m or outlasts it (the slowdown-2 fluid model
 agrees with it only while W_c <= W_m - delta, and is short by W_c - W_m on a miss beyond).
-Its per-pass loss to the candidates, E_m - W_m = delta + W_c, takes the place of (sigma - 1) o
-in every formula below (``main_loss``).
+Its per-pass loss to the candidates, E_m - W_m = delta + W_c, takes the place of (s_m - 1) o_m
+in every formula below (``main_loss``); the slowdowns are unused.
 
 So a pass that starts s in {fresh, resumed} and ends in a miss or a match takes
     P_s + E_m + tau  [+ w + eta on a match]
@@ -54,7 +67,7 @@ where M = sum_{t=2..ell} m_t is the number of accepted predictions: exact for ev
 Taking expectations, E[T] = ell B - S sum_{t=2..ell} p_t (= ell B - S (ell - 1) p, i.i.d.).
 With unit layers and everything else free, B = d and S = d - d_bar: Theorem 4.1.
 Greedy decoding takes G = e + d L + h_f + tau per token; PPD's excess at p = 0 is
-B - G = [h_e if "main"] + (sigma - 1) o >= 0 (serial: + delta + W_c instead of the
+B - G = [h_e if "main"] + (s_m - 1) o_m >= 0 (serial: + delta + W_c instead of the
 sharing term), so the break-even p is that excess over S.
 """
 
@@ -65,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import check_nonnegative, check_positive_int
+from ppdmodel.validation import check_nonnegative, check_positive, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -83,9 +96,12 @@ class PassTimes:
     handoff_s: float
     """eta: the hand-off after a match."""
     overlap_excess_s: object
-    """(sigma - 1) o: time main loses to a shared device per pass (serial: delta + W_c)."""
+    """(s_m - 1) o_m: time main loses to a shared device per pass (serial: delta + W_c)."""
     main_head_s: float
     """h_e when the early head runs on main's critical path, else 0."""
+    candidate_excess_s: object = 0.0
+    """(s_c - 1) o_c: time the candidate batch loses to a shared device per pass (0 on a
+    serial device)."""
 
     @property
     def miss_only_s(self):
@@ -99,7 +115,7 @@ class PassTimes:
 
     @property
     def excess_over_greedy_s(self):
-        """B - G = main_head + (sigma - 1) o: PPD's extra time per token at p = 0 (>= 0)."""
+        """B - G = main_head + (s_m - 1) o_m: PPD's extra time per token at p = 0 (>= 0)."""
         return self.main_head_s + self.overlap_excess_s
 
     @property
@@ -136,30 +152,68 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
     return work_main, work_cand, costs.dispatch_seconds(early_head), main_head
 
 
-def overlap_excess(work_main, work_cand, delta, slowdown):
-    """(sigma - 1) o with o = min(max(W_m - delta, 0), W_c): main's loss to sharing
-    (``slowdown`` a factor, or an array of them broadcasting with the work)."""
+def sharing_factors(costs):
+    """(s_m, s_c): main's and the candidate batch's factors while both compute on one device
+    (``shared_device_slowdown``; ``candidate_device_slowdown``, None: s_m), 1 on the rows of
+    a serial device (nothing overlaps there)."""
+    if not all(hasattr(costs, f) for f in ("serial_device", "shared_device_slowdown",
+                                           "candidate_device_slowdown")):  # fmt: skip
+        raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
+                         f"{type(costs).__name__}")  # fmt: skip
+    s_main = costs.shared_device_slowdown
+    s_cand = s_main if costs.candidate_device_slowdown is None else costs.candidate_device_slowdown
+    serial = np.asarray(costs.serial_device, dtype=bool)
+    if serial.any():
+        s_main, s_cand = np.where(serial, 1.0, s_main), np.where(serial, 1.0, s_cand)
+    return s_main, s_cand
+
+
+def shared_work(work_main, work_cand, delta, s_main, s_cand):
+    """(o_m, o_c): the work main and the batch each do while both compute, fluid sharing
+    (module docstring): o_m = min(R, r W_c), o_c = min(R / r, W_c), R = max(W_m - delta, 0),
+    r = s_c / s_m (exactly 1.0 for equal factors, so then o_m = o_c bit for bit)."""
+    ahead = np.maximum(np.subtract(work_main, delta), 0.0)
+    ratio = np.divide(s_cand, s_main)
+    return np.minimum(ahead, ratio * work_cand), np.minimum(ahead / ratio, work_cand)
+
+
+def sharing_excess(work_main, work_cand, delta, s_main, s_cand=None):
+    """((s_m - 1) o_m, (s_c - 1) o_c): what main's and the batch's device work each lose per
+    pass to sharing one device (factors, or arrays of them broadcasting with the work;
+    ``s_cand`` None: ``s_main``, one factor for both)."""
     work_main, work_cand = check_nonnegative("work_main", work_main), check_nonnegative(
         "work_cand", work_cand)  # fmt: skip
-    delta, slowdown = check_nonnegative("delta", delta), check_nonnegative("slowdown", slowdown)
-    if np.ndim(slowdown) == 0 and slowdown == 1:
-        return np.zeros_like(np.add(work_main, work_cand), dtype=float)
-    overlap = np.minimum(np.maximum(np.subtract(work_main, delta), 0.0), work_cand)
-    return (slowdown - 1.0) * overlap
+    delta, s_main = check_nonnegative("delta", delta), check_positive("slowdown", s_main)
+    s_cand = s_main if s_cand is None else check_positive("candidate_slowdown", s_cand)
+    if np.ndim(s_main) == 0 and np.ndim(s_cand) == 0 and s_main == 1 and s_cand == 1:
+        zeros = np.zeros_like(np.add(work_main, work_cand), dtype=float)
+        return zeros, zeros
+    shared_main, shared_cand = shared_work(work_main, work_cand, delta, s_main, s_cand)
+    return (s_main - 1.0) * shared_main, (s_cand - 1.0) * shared_cand
+
+
+def overlap_excess(work_main, work_cand, delta, slowdown, candidate_slowdown=None):
+    """(s_m - 1) o_m: main's loss to sharing (``sharing_excess``; ``slowdown`` is s_m, and
+    s_c too when ``candidate_slowdown`` is None: then o_m = o = min(max(W_m - delta, 0), W_c))."""
+    return sharing_excess(work_main, work_cand, delta, slowdown, candidate_slowdown)[0]
+
+
+def sharing_losses(work_main, work_cand, delta, costs):
+    """(main's loss, (s_m - 1) o_m, (s_c - 1) o_c) per pass under ``costs``: main's loss is
+    (s_m - 1) o_m under fluid sharing and delta + W_c on a serial device
+    (``costs.serial_device``, scalar or array), where both fluid terms are 0."""
+    s_main, s_cand = sharing_factors(costs)
+    fluid_main, fluid_cand = sharing_excess(work_main, work_cand, delta, s_main, s_cand)
+    serial = np.asarray(costs.serial_device, dtype=bool)
+    if not serial.any():
+        return fluid_main, fluid_main, fluid_cand
+    return np.where(serial, np.add(delta, work_cand), fluid_main), fluid_main, fluid_cand
 
 
 def main_loss(work_main, work_cand, delta, costs):
-    """What main loses per pass to the candidates on its device: (sigma - 1) o under fluid
+    """What main loses per pass to the candidates on its device: (s_m - 1) o_m under fluid
     sharing, delta + W_c on a serial device (``costs.serial_device``, scalar or array)."""
-    if not all(hasattr(costs, f) for f in ("serial_device", "shared_device_slowdown")):
-        raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
-                         f"{type(costs).__name__}")  # fmt: skip
-    serial = np.asarray(costs.serial_device, dtype=bool)
-    if not serial.any():
-        return overlap_excess(work_main, work_cand, delta, costs.shared_device_slowdown)
-    slowdown = np.where(serial, 1.0, costs.shared_device_slowdown)
-    fluid = overlap_excess(work_main, work_cand, delta, slowdown)
-    return np.where(serial, np.add(delta, work_cand), fluid)
+    return sharing_losses(work_main, work_cand, delta, costs)[0]
 
 
 def pass_times(*, d, d_bar, k, costs: DecodeCosts, early_head: str) -> PassTimes:
@@ -167,12 +221,13 @@ def pass_times(*, d, d_bar, k, costs: DecodeCosts, early_head: str) -> PassTimes
     work_main, work_cand, delta, main_head = device_work(
         d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head
     )
-    excess = main_loss(work_main, work_cand, delta, costs)
+    excess, fluid_main, fluid_cand = sharing_losses(work_main, work_cand, delta, costs)
     layer = costs.layer_s
     fresh = (costs.embedding_s + main_head) + np.multiply(d_bar, layer)
     resumed = main_head + np.multiply(np.subtract(np.multiply(2, d_bar), d), layer)
     slack = work_main + costs.host_s
-    wait = np.maximum((delta + work_cand) - slack, 0.0)
+    # w = max(E_c - E_m - tau, 0); the sharing terms add exactly 0.0 for equal factors
+    wait = np.maximum(((delta + work_cand) + (fluid_cand - fluid_main)) - slack, 0.0)
     if np.any(costs.serial_device):  # the batch ran before main's suffix: never waited for
         wait = np.where(costs.serial_device, 0.0, wait)
     return PassTimes(
@@ -183,4 +238,5 @@ def pass_times(*, d, d_bar, k, costs: DecodeCosts, early_head: str) -> PassTimes
         handoff_s=costs.handoff_s,
         overlap_excess_s=excess,
         main_head_s=main_head,
+        candidate_excess_s=fluid_cand,
     )

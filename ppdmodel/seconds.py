@@ -152,7 +152,7 @@ def latency_per_token_seconds(*, d, d_bar, p, k=1, costs, early_head: str = "mai
 def break_even_p(*, d, d_bar, k=1, costs, early_head: str = "main"):
     """Smallest p in [0, 1] with PPD's seconds per token (ell -> inf) <= greedy's; inf if none.
 
-    PPD per token is B - p S and greedy's G, with B - G = [h_e on main] + (sigma - 1) o >= 0
+    PPD per token is B - p S and greedy's G, with B - G = [h_e on main] + (s_m - 1) o_m >= 0
     (``ppdmodel.passes``): p* = 0 when B = G, (B - G) / S when 0 < (B - G) <= S, else inf.
     """
     d = check_positive_int("d", d)

@@ -7,15 +7,18 @@ sum_t p_t / ell over a given ell). Expanded,
             + e (1 - p)                                    embedding (fresh passes only)
             + h_f                                          final head
             + [h_e if early_head = "main"]                 early head on main's path
-            + (sigma - 1) o                                sharing one device
+            + (s_m - 1) o_m + p (w - w')                   sharing one device
                                                            (serial device: delta + W_c)
             + tau                                          host
             + p eta                                        hand-off
             + p w                                          waiting for the candidate batch
 
-and the wait w = max(e - h_f - tau + D (L_k - L) + [h_e on candidates] + delta, 0) is
-attributed to its parts in that order (embedding, batching, early head, dispatch): each gets
-the increase of the max when its part is added, so the parts telescope to w exactly. On a
+and the wait w = max(e - h_f - tau + D (L_k - L) + [h_e on candidates] + delta
++ ((s_c - 1) o_c - (s_m - 1) o_m), 0) is attributed to its parts in that order (embedding,
+batching, early head, dispatch, and last the two sides' unequal slowdowns, booked under
+sharing; w' is w without that last part): each gets the increase of the max when its part
+is added, so the parts telescope to w exactly. With one factor for both sides the last
+part is exactly 0. On a
 serial device (``DecodeCosts.serial_device``) w = 0 and the whole candidate side, delta + W_c,
 is the sharing term.
 """
@@ -26,7 +29,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ppdmodel.passes import check_costs, device_work, main_loss
+from ppdmodel.passes import check_costs, device_work, sharing_losses
 from ppdmodel.theorem import _as_result, expected_matches, validate_theorem_args
 from ppdmodel.validation import check_d_bar, check_positive_int, check_probability
 
@@ -48,8 +51,9 @@ class LatencyWaterfall:
     dispatch_s: object
     """Wait caused by the message that starts the candidates."""
     sharing_s: object
-    """Main's slowdown while it shares its device with the candidates (a serial device: the
-    whole candidate side, which runs before main's suffix)."""
+    """Main's slowdown while it shares its device with the candidates, plus the wait the two
+    sides' unequal slowdowns add (a serial device: the whole candidate side, which runs before
+    main's suffix)."""
     handoff_s: object
     """Hand-offs of accepted candidates: p eta."""
     host_s: object
@@ -99,8 +103,10 @@ def latency_waterfall(
     x1 = x0 + gap * (costs.candidate_layer_seconds(k) - costs.layer_s)
     x2 = x1 + cand_head
     waits = np.logical_not(costs.serial_device)  # a serial device never waits (passes)
-    w0, w1, w2, w3 = (waits * np.maximum(x, 0.0) for x in (x0, x1, x2, x2 + delta))
-    excess = main_loss(work_main, work_cand, delta, costs)
+    excess, fluid_main, fluid_cand = sharing_losses(work_main, work_cand, delta, costs)
+    x3 = x2 + delta
+    w0, w1, w2, w3, w4 = (waits * np.maximum(x, 0.0)
+                          for x in (x0, x1, x2, x3, x3 + (fluid_cand - fluid_main)))  # fmt: skip
 
     def out(x):
         return _as_result(np.broadcast_to(x, np.broadcast_shapes(*shapes)) + 0.0)
@@ -113,7 +119,7 @@ def latency_waterfall(
         early_head_s=out(main_head + rate * (w2 - w1)),
         batching_s=out(rate * (w1 - w0)),
         dispatch_s=out(rate * (w3 - w2)),
-        sharing_s=out(excess),
+        sharing_s=out(excess + rate * (w4 - w3)),
         handoff_s=out(rate * costs.handoff_s),
         host_s=out(costs.host_s),
         greedy_s=out(costs.greedy_token_seconds(d)),

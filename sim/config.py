@@ -87,8 +87,8 @@ class SimConfig:
     """Every cost term in seconds (``ppdmodel.DecodeCosts``; this project's extension), priced
     in place of ``cost`` (``sim.step_costs``): the k candidates as one batch on GPU 1
     (``n_gpus`` 2, the default) or on main's GPU 0 (``n_gpus`` 1, the default when
-    shared_device_slowdown > 1); ``cost``, ``link`` and the two overheads must then keep
-    their defaults."""
+    ``costs.shared_device``: a slowdown > 1, or a serial device); ``cost``, ``link`` and the
+    two overheads must then keep their defaults."""
     early_head: str = "main"
     """Where the early LM head runs with ``costs``: ``main`` (on main's critical path) or
     ``candidates`` (main hands its layer-d_bar hidden state over and keeps going)."""
@@ -179,7 +179,8 @@ class SimConfig:
             raise ValueError(f"n_gpus must be 1 (shared) or 2 with costs, got {self.n_gpus}")
         if self.n_gpus == 2 and self.costs.shared_device:
             raise ValueError(
-                "costs.shared_device_slowdown > 1 models one shared device: n_gpus must be 1"
+                "costs with a slowdown > 1 (shared_device_slowdown, candidate_device_slowdown) "
+                "or serial_device model one shared device: n_gpus must be 1"
             )
 
     @property

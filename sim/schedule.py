@@ -9,8 +9,9 @@ e.g. ``sub1+sub3``). GPU 0 shared by main and a batch (``StepCosts.sharing``):
 ``exclusive``: one block (one layer with ``per_layer_events``) at a time, a request of main
 ahead of queued sub-process requests, never preempted; a queued speculation main has already
 rejected is dropped when it would get the GPU (Algorithm 2 disregards it). ``fluid``: both
-compute, each slowed by ``slowdown`` while the other does (``sim.device.SharedDevice``;
-per layer, a kernel's slowdown is fixed when it starts). ``serial``: main itself runs the
+compute, main slowed by ``slowdown`` and the batch by ``candidate_slowdown`` while the other
+computes (``sim.device.SharedDevice``, streams ``main`` and ``candidates``; per layer, a
+kernel's slowdown is fixed when it starts). ``serial``: main itself runs the
 batch at the split, rejected or not.
 
 The schedule, token t = 1..ell, with s = min(d - d_bar, d_bar) (s = d - d_bar in the paper)
@@ -61,6 +62,8 @@ from sim.step_costs import step_costs
 
 HOST = -1  # the ``gpu`` of host-side events (overhead, messages over a link)
 MAIN = "main"
+CANDIDATES = "candidates"
+"""The stream a candidate group computes as on a shared device (``SharedDevice`` factors)."""
 
 
 class Schedule:
@@ -115,7 +118,9 @@ class Schedule:
         n = len(groups)
         self.lanes = [list(range(n))] if same and groups[0].gpu != 0 else [[i] for i in range(n)]
         self.devices = {groups[lane[0]].gpu: SharedDevice(env) for lane in self.lanes}
-        self.devices[0] = SharedDevice(env, c.slowdown if c.sharing == "fluid" else 1.0)
+        fluid = c.sharing == "fluid"
+        own = {CANDIDATES: c.slowdown if c.candidate_slowdown is None else c.candidate_slowdown}
+        self.devices[0] = SharedDevice(env, c.slowdown if fluid else 1.0, own if fluid else None)
         if self.exclusive:
             self.gpu0 = simpy.PriorityResource(env, 1)
         self.inbox = [simpy.Store(env) for _ in self.lanes]
@@ -146,14 +151,15 @@ class Schedule:
             yield from self._hold(process, token, a, b, seconds, kind, kernels)
             return
         device, span = self.devices[gpu], (a, b, self.env.now)  # span: what an abort cuts
+        stream = MAIN if process == MAIN else CANDIDATES
         try:
             if kernels is None:
-                yield from device.compute(seconds)
+                yield from device.compute(seconds, stream)
             else:
                 with device.streaming():
                     for layer, layer_s in enumerate(kernels, start=a):
                         span = (layer, layer, self.env.now)
-                        yield from device.kernel(layer_s)
+                        yield from device.kernel(layer_s, stream)
                         self._log(process, gpu, token, layer, layer, span[2], self.env.now, kind,
                                   also)  # fmt: skip
                 return

@@ -9,7 +9,8 @@ the same StepCosts:
   layers), and a GPU shared by main and sub-processes runs one block at a time, main first;
 * ``ppdmodel.DecodeCosts`` (every term in seconds, early head on either side, a candidate
   batch, a shared or serial device): the real decoder's accounting. A rejected batch is
-  abandoned when main moves on, and a shared device slows both streams while both compute.
+  abandoned when main moves on, and a shared device slows each stream by its own factor
+  (main's ``slowdown``, the batch's ``candidate_slowdown``) while both compute.
 """
 
 from __future__ import annotations
@@ -65,12 +66,16 @@ class StepCosts:
     sharing: str = "exclusive"
     """How a group on GPU 0 shares it with main (``SHARINGS``)."""
     slowdown: float = 1.0
-    """Factor by which both streams slow while both compute on one device (``fluid``)."""
+    """Factor by which main slows while both compute on one device (``fluid``), and the
+    candidate batch too unless ``candidate_slowdown`` is given."""
     abandon_rejected: bool = False
     """Cut a rejected candidate batch when main moves on (the real decoder) instead of letting
     it finish its layers (the paper's accounting)."""
     unit_s: float = 1.0
     """Seconds of one time unit (one layer at batch 1) for reporting."""
+    candidate_slowdown: float | None = None
+    """Factor by which the candidate batch slows while both compute (``fluid``); None:
+    ``slowdown``."""
 
 
 def step_costs(config: SimConfig) -> StepCosts:
@@ -129,6 +134,7 @@ def _from_decode_costs(config: SimConfig) -> StepCosts:
         early_head=config.early_head,
         sharing="serial" if costs.serial_device else "fluid",
         slowdown=1.0 if costs.serial_device else costs.shared_device_slowdown,
+        candidate_slowdown=1.0 if costs.serial_device else costs.candidate_slowdown,
         abandon_rejected=True,
         unit_s=costs.layer_s,
         **{name: getattr(costs, name) for name in same},  # DecodeCosts' terms of those names

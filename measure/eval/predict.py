@@ -10,7 +10,10 @@ sums to the closed form's total divided by the tokens. Greedy is priced on the f
 backend it is compared with (``predict_greedy(backend=)``): a ``dist`` configuration's
 speed-up rests on the ``dist`` figures alone, not on the ``single`` ones measured apart.
 Each prediction carries the closed form's interval over the profile's bootstrap replicates
-(``Prediction.interval``, ``ppdmodel.intervals``).
+(``Prediction.interval``, ``ppdmodel.intervals``). A configuration's costs are the profile's
+for its backend, d_bar and k: on a ``dist`` profile with pair factors, main's and the batch's
+own sharing factors measured at that k (or the nearest measured k), each replicate with its
+own redrawn ones; ``Prediction.sharing`` says which factors were used.
 
 On a CPU the ``single`` backend runs main and the candidate side on the same threads, one
 after the other, so the early head costs a pass the same on either side: both placements are
@@ -39,7 +42,7 @@ from ppdmodel import (
     latency_waterfall,
     trace_latency_seconds,
 )
-from ppdmodel.cost_profile import CostProfile
+from ppdmodel.cost_profile import CostProfile, SharingFactors
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.defaults import default_d_bar
 from ppdmodel.intervals import Interval, interval_of
@@ -74,6 +77,8 @@ class Prediction:
     interval: Interval | None = None
     """The closed form's interval over the profile's cost replicates (``ppdmodel.intervals``;
     the runs' own m_t are replayed, so p adds no spread); None: the profile kept no samples."""
+    sharing: SharingFactors | None = None
+    """The shared-device factors the costs apply and their source (PPD only)."""
 
     def terms(self) -> dict[str, float]:
         """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
@@ -111,13 +116,13 @@ def predict_ppd(
     ``max_new_tokens``: the runs' limit; a run of that many tokens gets the last-pass
     correction (module docstring). None: no correction.
     """
-    costs = profile.costs(config.backend, d_bar=config.d_bar)
+    costs = profile.costs(config.backend, d_bar=config.d_bar, k=config.k)
     d, shared = profile.d, costs.shared_device
     placement = modelled_placement(config, profile)
     end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
     closed = simulated = cuts = 0.0
     tokens = matches = 0
-    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar)
+    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar, k=config.k)
     interval = None
     if replicates:
         interval = interval_of([_closed_ppd(c, runs, config, d, placement, max_new_tokens)
@@ -145,6 +150,7 @@ def predict_ppd(
     return Prediction(
         closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
         backend=config.backend, interval=interval,
+        sharing=profile.sharing(config.backend, config.k),
     )  # fmt: skip
 
 

@@ -22,7 +22,10 @@ host per token             pass time - main's blocks   host (single backend: the
 =========================  ==========================  ====================================
 
 ``gap_s_per_token`` = (mean measured - price) x blocks / tokens: how much each block adds to
-the measured time per token beyond the prediction.
+the measured time per token beyond the prediction. The prices are solo ones; the factors the
+prediction applied to each side while both compute (``CostProfile.sharing``: on a ``dist``
+profile with pair factors, main's and the batch's own at the configuration's k) are in every
+row as ``sharing_main`` and ``sharing_candidates``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from measure.profile.host import host_seconds
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.intervals import Interval, interval_of
 
-TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_s_per_token")
+TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_s_per_token",
+                "sharing_main", "sharing_candidates")  # fmt: skip
 
 
 def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]:
@@ -71,7 +75,7 @@ def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]
 def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     """One row per block (``TERM_COLUMNS``): measured inside ``runs`` (PPDResult with trace
     events) vs the profile's price for ``config``."""
-    costs = profile.costs(config.backend, d_bar=config.d_bar)
+    costs = profile.costs(config.backend, d_bar=config.d_bar, k=config.k)
     tokens = sum(len(r.tokens) for r in runs)
     events = [ev for r in runs for ev in r.trace.events]
     rows = []
@@ -80,13 +84,15 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
         rows.append(_row(name, seconds, price, tokens))
     host = [s for r in runs for s in host_seconds(r, config.backend)]
     rows.append(_row("host per token", host, costs.host_s, tokens))
-    return pd.DataFrame([r for r in rows if r["count"]], columns=list(TERM_COLUMNS))
+    sharing = profile.sharing(config.backend, config.k)
+    factors = dict(sharing_main=sharing.main, sharing_candidates=sharing.candidate)
+    return pd.DataFrame([{**r, **factors} for r in rows if r["count"]], columns=list(TERM_COLUMNS))
 
 
 def block_prices(profile: CostProfile, config: PPDConfig, costs=None) -> dict[str, float]:
     """Each block's price in seconds (the table above) under ``config``, from ``costs``
     (DecodeCosts; default: the profile's own for the configuration's backend)."""
-    costs = costs or profile.costs(config.backend, d_bar=config.d_bar)
+    costs = costs or profile.costs(config.backend, d_bar=config.d_bar, k=config.k)
     prices = {name: float(price) for name, _, price in _blocks(config, profile.d, costs)}
     prices["host per token"] = float(costs.host_s)
     return prices
@@ -95,7 +101,7 @@ def block_prices(profile: CostProfile, config: PPDConfig, costs=None) -> dict[st
 def price_intervals(profile: CostProfile, config: PPDConfig) -> dict[str, Interval]:
     """Each block's price over the profile's cost replicates (``ppdmodel.intervals``' 95 %
     interval); empty for a profile that kept no timed samples."""
-    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar)
+    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar, k=config.k)
     prices = [block_prices(profile, config, costs) for costs in replicates]
     if not prices:
         return {}

@@ -86,9 +86,18 @@ def format_waterfall(result) -> str:
 
 def format_gaps(validation) -> list[str]:
     """Per configuration, the block whose measured time in the runs departs most from the
-    profile's price (``measure.eval.terms``)."""
-    return [f"{r.config.label}: {largest_gap(r.terms)}" for r in validation.results
-            if r.terms is not None and len(r.terms)]  # fmt: skip
+    profile's price (``measure.eval.terms``), and the sharing factors its prediction applied
+    where the two sides overlap on one device (not on a serial backend)."""
+    return [f"{r.config.label}: {largest_gap(r.terms)}" + _sharing(r.predicted)
+            for r in validation.results if r.terms is not None and len(r.terms)]  # fmt: skip
+
+
+def _sharing(prediction) -> str:
+    """'; sharing x1.101 main, x1.041 candidate batch (pair probe ...)' or ''."""
+    sharing = getattr(prediction, "sharing", None)
+    if sharing is None or sharing.source == "serial":
+        return ""
+    return f"; {sharing.describe()}"
 
 
 def format_early_exit(validation) -> list[str]:

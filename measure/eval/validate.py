@@ -72,6 +72,7 @@ TABLE_COLUMNS = (
     "interleaved_high_s",
     "interleaved_rel_err",
     "interleaved_inside",
+    "sharing",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -85,7 +86,10 @@ the pooled exit rate, the threshold used, the exit rate and the quality against 
 profile's cost replicates (``ppdmodel.intervals``; empty for a profile without samples) and
 ``inside``: whether the measured median lies in it. ``interleaved_*`` (``--interleave-probes``,
 ``measure.eval.interleaved``; empty otherwise): the same closed form, interval, error and
-in/out from the profile whose compute figures were probed between the judged rounds."""
+in/out from the profile whose compute figures were probed between the judged rounds.
+``sharing``: the shared-device factors a PPD row's prediction applied and their source
+(``ppdmodel.cost_profile.SharingFactors.describe``: on a ``dist`` profile with pair factors,
+main's and the batch's own at the row's k, or the nearest measured k)."""
 
 
 @dataclass
@@ -314,6 +318,7 @@ def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas
         speedup_measured=s_meas,
         speedup_predicted=s_pred,
         exact=exact,
+        sharing=pred.sharing.describe() if pred.sharing is not None else "",
     )
 
 

@@ -20,10 +20,12 @@ How each backend's DecodeCosts come from the figures (medians):
   so the entry is ``serial`` (``DecodeCosts.serial_device``: exact whether or not the batch
   outlasts main's suffix); ``shared_device_slowdown = 2`` is kept for older readers.
 - ``dist`` (one thread per rank): the same compute figures at one thread; the slowdown is the
-  median step time of two ranks decoding at once over one rank alone (applied to both sides);
-  ``pair_slowdowns`` records, per k at d_bar = ``default_d_bar(d)``, each side's own slowdown
-  where a run overlaps (main's suffix + final head beside the k-row batch; ``ranks`` pair
-  probe), not yet applied (``benchmarks/dist_prices.md``); messages are
+  median step time of two ranks decoding at once over one rank alone (applied to both sides
+  where no pair factors are); on a CPU ``pair_slowdowns`` records, per k at d_bar =
+  ``default_d_bar(d)``, each side's own slowdown where a run overlaps (main's suffix + final
+  head beside the k-row batch; ``ranks`` pair probe): a prediction for k applies main's to
+  main and the batch's to the batch (``ppdmodel.cost_profile``; ``benchmarks/dist_prices.md``),
+  and the cost replicates redraw them from their samples; messages are
   latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
   KV entries of layers [0, e) after a miss), the hidden-state dispatch (``candidates``
   placement) and the hand-off (verdict header, then hidden state and KV entries, packed and
@@ -393,15 +395,30 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     if greedy_host is not None:
         entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
-        entry["pair_slowdowns"] = pair_slowdowns(med, ks, default_d_bar(d))
+        if device.type == "cpu":  # elsewhere the ranks run on two devices: nothing is shared
+            entry["pair_slowdowns"] = pair_slowdowns(med, ks, default_d_bar(d))
+            entry["warnings"] += _pair_warnings(entry["pair_slowdowns"])
+        else:
+            entry["notes"].append("no pair slowdowns: the dist ranks run on two devices")
     return entry
+
+
+def _pair_warnings(pairs: dict) -> list[str]:
+    """A pair factor below 1 (noise): a prediction takes it as 1."""
+    return [
+        f"dist: the {side} side measured x{factor:.3f} beside the other at k={k} (< 1, "
+        "noise); predictions take it as 1"
+        for k, sides in pairs["by_k"].items()
+        for side, factor in sides.items()
+        if factor < 1
+    ]
 
 
 def pair_slowdowns(med, ks, d_bar: int) -> dict:
     """Each side's own slowdown where a ``dist`` run overlaps (``measure.profile.ranks`` pair
     probe at ``d_bar``): main's suffix + final head beside the k-row batch and the batch beside
-    them, median both / median alone, per k. Recorded beside ``shared_device_slowdown`` (the
-    two-greedy-streams figure the prediction still applies to both sides alike)."""
+    them, median both / median alone, per k. A prediction for k applies them in place of
+    ``shared_device_slowdown`` (the two-greedy-streams figure, one factor for both sides)."""
     by_k = {
         str(k): {
             side: med[f"pair_{key}_both_s[{k}]"] / med[f"pair_{key}_alone_s[{k}]"]

@@ -5,7 +5,8 @@ median. ``cost_replicates`` redraws every figure that kept its samples (with rep
 many as were timed), takes the medians, and rebuilds the backend's costs from them with the
 same rule as the profile itself (``build``); a prediction evaluated on each replicate gives
 the interval of ``ppdmodel.intervals``. The fitted link of the ``dist`` backend (latency and
-bandwidth) is not redrawn: its messages are a small part of a pass.
+bandwidth) is not redrawn: its messages are a small part of a pass. The pair probe's samples
+(``pair_*``) are, so each replicate has its own pair factors (``pair_slowdowns``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from measure.profile.stats import Spread
 
 PROFILE_REPLICATES = 100
 """Bootstrap replicates a profile stores per backend."""
-REPLICATE_KEYS = ("costs", "per_candidate_layer_s", "greedy_host_s")
-"""The parts of a backend entry a replicate holds (``ppdmodel.cost_profile``)."""
+REPLICATE_KEYS = ("costs", "per_candidate_layer_s", "greedy_host_s", "pair_slowdowns")
+"""The parts of a backend entry a replicate holds (``ppdmodel.cost_profile``): the pair
+factors of a ``dist`` entry too, so a prediction's interval carries their spread."""
 
 
 def cost_replicates(

@@ -65,7 +65,7 @@ def format_profile(profile: CostProfile) -> str:
             for k, sides in pair.get("by_k", {}).items():
                 label = f"where a run overlaps, k={k}"
                 lines.append(f"  {label:34s} main x{sides['main']:.3f}, candidate batch "
-                             f"x{sides['candidate']:.3f} (recorded, not applied)")  # fmt: skip
+                             f"x{sides['candidate']:.3f} (applied at this k)")  # fmt: skip
     load = prov.get("load_average", {})
     if load:
         lines.append(

@@ -1,0 +1,135 @@
+"""A dist profile built from pair-probe samples: its replicates redraw the pair factors, and a
+prediction applies each side's own factor at the configuration's k and says so."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ppdmodel  # noqa: E402
+from measure.eval.predict import predict_ppd  # noqa: E402
+from measure.eval.repeat import PPDConfig  # noqa: E402
+from measure.eval.terms import TERM_COLUMNS, term_check  # noqa: E402
+from measure.eval.text import _sharing  # noqa: E402
+from measure.eval.validate import _row  # noqa: E402
+from measure.profile.profile import _priced  # noqa: E402
+from measure.profile.stats import Spread  # noqa: E402
+from ppdmodel.cost_profile import PROFILE_FORMAT, PROFILE_VERSION, parse_cost_profile  # noqa: E402
+
+D, KS = 8, (1, 3)
+SHAPES = {"element_bytes": 4, "kv_heads": 2, "head_dim": 8, "hidden_size": 32}
+LINK = {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e9}
+
+
+def _figures(rng, pairs: bool) -> dict[str, Spread]:
+    """Figures of a dist backend (seconds, with samples); pair factors main ~1.2, batch ~1.6."""
+
+    def noisy(center, n=15):
+        return Spread.of(list(center * (1 + 0.05 * rng.standard_normal(n))))
+
+    fig = {name: noisy(v) for name, v in (
+        ("layer_s", 1e-3), ("embedding_s", 1e-5), ("early_head_s", 2e-3),
+        ("final_head_s", 2e-3), ("host_s", 1e-4), ("handoff_copy_s", 1e-6), ("pack_s", 1e-6),
+        ("unpack_append_s", 1e-6), ("stream_alone_s", 0.02), ("stream_both_s", 0.025))}  # fmt: skip
+    fig.update({f"candidate_layer_s[{k}]": noisy(1e-3 * (1 + 0.2 * (k - 1))) for k in KS})
+    if pairs:
+        for k in KS:
+            fig[f"pair_main_alone_s[{k}]"] = noisy(0.01)
+            fig[f"pair_main_both_s[{k}]"] = noisy(0.012)
+            fig[f"pair_cand_alone_s[{k}]"] = noisy(0.01)
+            fig[f"pair_cand_both_s[{k}]"] = noisy(0.016)
+    return fig
+
+
+def _profile(pairs=True, device="cpu"):
+    rng = np.random.default_rng(7)
+    entries = {}
+    for backend in ("single", "dist"):
+        fig = _figures(rng, pairs)
+        entries[backend] = _priced(backend, fig, D, KS, SHAPES, torch.device(device), LINK)
+        entries[backend].pop("warnings")
+    data = {"format": PROFILE_FORMAT, "version": PROFILE_VERSION, "model": {"name": "t", "d": D},
+            "backends": entries, "figures": {}, "provenance": {}, "warnings": []}  # fmt: skip
+    return parse_cost_profile(data, d=D)
+
+
+RUNS = [SimpleNamespace(m=[1, 0, 1, 1, 0, 0, 1], tokens=list(range(8))),
+        SimpleNamespace(m=[0, 1, 1], tokens=list(range(4)))]  # fmt: skip
+
+
+def test_replicates_redraw_the_pair_factors():
+    profile = _profile()
+    pair = profile.data["backends"]["dist"]["pair_slowdowns"]
+    assert pair["d_bar"] == 4 and set(pair["by_k"]) == {"1", "3"}
+    reps = profile.cost_replicates("dist", d_bar=5, k=3)
+    mains = {c.shared_device_slowdown for c in reps}
+    cands = {c.candidate_device_slowdown for c in reps}
+    assert len(mains) > 10 and len(cands) > 10  # each replicate its own redrawn factors
+    costs = profile.costs("dist", d_bar=5, k=3)
+    assert min(mains) < costs.shared_device_slowdown < max(mains)
+    assert min(cands) < costs.candidate_device_slowdown < max(cands)
+    assert 1.4 < costs.candidate_device_slowdown and costs.shared_device_slowdown < 1.35
+
+
+def test_no_pair_factors_off_a_cpu():
+    profile = _profile(device="meta")  # the ranks run on two devices: nothing shared
+    assert "pair_slowdowns" not in profile.data["backends"]["dist"]
+    assert profile.sharing("dist", 3).source == "costs"
+
+
+def test_dist_prediction_applies_each_sides_factor_and_says_so():
+    profile = _profile()
+    config = PPDConfig(d_bar=5, k=3, backend="dist", early_head="candidates")
+    pred = predict_ppd(profile, RUNS, config)
+    costs = profile.costs("dist", d_bar=5, k=3)
+    assert pred.costs == costs and costs.candidate_device_slowdown is not None
+    closed = sum(ppdmodel.trace_latency_seconds(d=D, d_bar=5, m=r.m, k=3, costs=costs,
+                                                early_head="candidates") for r in RUNS)  # fmt: skip
+    assert pred.closed_form_s == pytest.approx(closed, rel=1e-12)
+    assert pred.simulated_s == pytest.approx(closed, rel=1e-9)
+    assert pred.sharing == profile.sharing("dist", 3) and pred.sharing.source == "pair"
+    # the interval spans replicates whose pair factors differ: wider than with them fixed
+    assert pred.interval.low < pred.closed_form_s < pred.interval.high
+    data = copy.deepcopy(dict(profile.data))
+    for rep in data["backends"]["dist"]["cost_replicates"]:
+        del rep["pair_slowdowns"]  # as written before they were redrawn: the entry's, fixed
+    fixed = predict_ppd(parse_cost_profile(data, d=D), RUNS, config).interval
+    assert pred.interval.high - pred.interval.low > fixed.high - fixed.low
+    row = _row(config.label, "dist", 5, 3, "candidates", pred, Spread.of([1.0, 1.1]), 0.0, 0.0,
+               1.0, 1.0, True)  # fmt: skip
+    assert row["sharing"] == pred.sharing.describe()
+    assert _sharing(pred).startswith("; sharing x") and "pair probe at k=3" in _sharing(pred)
+    # k = 2 was not measured: the nearest measured k's factors, and the note says so
+    two = predict_ppd(profile, RUNS, PPDConfig(d_bar=5, k=2, backend="dist"))
+    assert "the nearest measured to k=2" in two.sharing.describe()
+    # the single backend is serial: unchanged, no factor named in the report
+    single = predict_ppd(profile, RUNS, PPDConfig(d_bar=5, k=3))
+    assert single.costs == profile.costs("single", d_bar=5) and _sharing(single) == ""
+
+
+def test_one_factor_profile_predicts_as_before():
+    profile = _profile(pairs=False)
+    config = PPDConfig(d_bar=5, k=3, backend="dist")
+    pred = predict_ppd(profile, RUNS, config)
+    assert pred.costs == profile.costs("dist", d_bar=5)  # k changes nothing without pairs
+    assert pred.costs.candidate_device_slowdown is None
+    assert pred.sharing.describe().endswith("both sides (shared_device_slowdown)")
+
+
+def test_term_check_shows_the_factors_used():
+    profile = _profile()
+    config = PPDConfig(d_bar=5, k=3, backend="dist")
+    events = [dict(process=0, token=1, layer_start=5, layer_end=8, kind="layers", start_s=0.0,
+                   end_s=0.004)]  # fmt: skip
+    run = SimpleNamespace(trace=SimpleNamespace(events=events), tokens=[1], m=[],
+                          token_times_s=[0.005])  # fmt: skip
+    table = term_check(profile, config, [run])
+    assert list(table.columns) == list(TERM_COLUMNS)
+    costs = profile.costs("dist", d_bar=5, k=3)
+    assert set(table["sharing_main"]) == {costs.shared_device_slowdown}
+    assert set(table["sharing_candidates"]) == {costs.candidate_device_slowdown}
