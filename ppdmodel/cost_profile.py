@@ -131,11 +131,7 @@ class BackendCosts:
             name: getattr(self.base, name) + e * self.per_candidate_layer_s.get(name, 0.0)
             for name in PER_LAYER_FIELDS
         }
-        sharing = self.sharing(k)
-        if sharing.source == "pair":
-            grown.update(shared_device_slowdown=sharing.main,
-                         candidate_device_slowdown=sharing.candidate)  # fmt: skip
-        return replace(self.base, **grown)
+        return self.sharing(k).applied_to(replace(self.base, **grown))
 
     def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
         """DecodeCosts that price greedy decoding on this backend's measured compute figures
@@ -170,6 +166,18 @@ class SharingFactors:
     """The early layer the pair probe measured at (``pair``)."""
     measured: tuple[float, float] | None = None
     """The recorded (main, candidate) factors before those below 1 are taken as 1 (``pair``)."""
+
+    def applied_to(self, costs: DecodeCosts) -> DecodeCosts:
+        """``costs`` with these factors: the pair probe's as ``shared_device_slowdown`` and
+        ``candidate_device_slowdown``; ``costs``' own factors otherwise (``costs``, ``serial``).
+        The one place a profile's sharing factors enter DecodeCosts (``BackendCosts.costs``,
+        the planner's ``sim.hardware_costs.ProfileHardware``)."""
+        if not isinstance(costs, DecodeCosts):
+            raise ValueError(f"costs must be a DecodeCosts, got {type(costs).__name__}")
+        if self.source != "pair":
+            return costs
+        return replace(costs, shared_device_slowdown=self.main,
+                       candidate_device_slowdown=self.candidate)  # fmt: skip
 
     def describe(self) -> str:
         """One line: the factors and their source, and any substitution made."""

@@ -37,7 +37,7 @@ import pandas as pd
 from ppdmodel.validation import as_int, check_instance
 from sim.cost import RooflineCost
 from sim.hardware import Engine, GPUSpec, Link
-from sim.hardware_costs import _check_gap, _table, dispatch_bytes
+from sim.hardware_costs import _check_gap, _table, dispatch_bytes, one_factor
 from sim.shape import ModelShape
 
 HEAD_KERNELS = 8
@@ -174,6 +174,10 @@ class EngineHardware:
         both_host = host * (2 if self.engine.shared_host else 1)
         sigma = max(both_host, 2 * device) / max(host, device)
         return np.where(shared, sigma, 1.0)
+
+    def device_slowdowns(self, shared, k):
+        """``device_slowdown`` for both sides (one factor)."""
+        return one_factor(self.device_slowdown(shared), k)
 
     def serial_device(self, shared):
         """Never serial: the shared-host slowdown above prices the streams' overlap."""

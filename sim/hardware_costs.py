@@ -12,8 +12,12 @@ Two sources play the role ``HardwareModel`` declares:
   on one shared device they cost nothing. Two streams sharing one GPU are memory-bound and
   split its bandwidth: ``shared_device_slowdown`` 2 (assumption; measure it where you can).
 * ``ProfileHardware``: one backend of a measured cost profile (``ppd measure profile``):
-  tensor parallelism 1, the candidates on main's device (``single``) or a second one
-  (``dist``); its measured times, message growth per candidate layer and slowdown as they are.
+  tensor parallelism 1, the candidates on main's device (``single``: layout ``shared``) or in
+  a second process (``dist``: layout ``separate``, the planner's ``tp_candidates`` 1; on a CPU
+  both ranks share the machine); its measured times, message growth per candidate layer and
+  slowdown as they are. A CPU ``dist`` profile's pair factors price each k as ``ppd validate``
+  does: main's and the batch's own factor at k, or the nearest measured k
+  (``BackendCosts.sharing``, applied by ``SharingFactors.applied_to``).
 
 ``decode_costs`` turns either into the ``DecodeCosts`` of one PPD configuration, and
 ``greedy_costs`` into greedy decoding's; the planner builds the same terms for a whole grid.
@@ -30,7 +34,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ppdmodel.alternatives import ring_allreduce_seconds
-from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile, read_profile_data
+from ppdmodel.cost_profile import (
+    PROFILE_FORMAT,
+    BackendCosts,
+    parse_cost_profile,
+    read_profile_data,
+)
 from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.validation import as_int, check_instance, check_nonnegative, check_positive_int
 from sim.cost import RooflineCost
@@ -58,8 +67,9 @@ class HardwareModel(Protocol):
     def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
         """PPD layouts (tp_main, tp_candidates), 0 candidates' devices meaning main's shared."""
 
-    def device_slowdown(self, shared):
-        """Slowdown of main and candidates while both compute (1 where they do not contend)."""
+    def device_slowdowns(self, shared, k):
+        """(s_m, s_c): the slowdown of main and of the k-row candidate batch while both
+        compute (1 where they do not contend), arrays of the broadcast shape."""
 
     def serial_device(self, shared):
         """True where main and candidates run one after the other (``serial_device``)."""
@@ -123,8 +133,8 @@ class RooflineHardware:
         tps = [t for t in self.tp_degrees() if t <= max_devices]
         return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
 
-    def device_slowdown(self, shared):
-        return np.where(shared, self.shared_device_slowdown, 1.0)
+    def device_slowdowns(self, shared, k):
+        return one_factor(np.where(shared, self.shared_device_slowdown, 1.0), k)
 
     def serial_device(self, shared):
         return np.zeros(np.shape(shared), dtype=bool)  # two streams on a GPU overlap
@@ -170,6 +180,14 @@ class RooflineHardware:
         return self._message(tp, self.shape.handoff_bytes(1, _check_gap(gap)), shared)
 
 
+def one_factor(slowdown, k):
+    """(s_m, s_c) of hardware with one factor for both sides: ``slowdown`` twice, broadcast
+    with the rows' candidate counts ``k``."""
+    k = check_positive_int("k", k, limit=MAX_ROWS)
+    main = np.zeros(np.broadcast_shapes(np.shape(slowdown), np.shape(k))) + slowdown
+    return main, main.copy()
+
+
 def dispatch_bytes(shape: ModelShape, k, gap, early_head: str):
     """Bytes of the message that starts the candidates: k token ids (early head on main) or
     main's layer-d_bar hidden state (on the candidate side), plus the KV entries of the ``gap``
@@ -194,7 +212,8 @@ class ProfileHardware:
     ``base`` holds the measured DecodeCosts with the message terms at zero candidate layers;
     each grows by ``per_candidate_layer_s[field]`` per candidate layer e = d - d_bar (the KV
     entries of layers [0, e) travel with it), as ``ppd measure profile`` writes them.
-    Per-layer times, heads, host time and the slowdown are the measured ones.
+    Per-layer times, heads, host time and the slowdown are the measured ones; with ``entry``
+    (``load_profile``), a configuration's sharing factors are those the profile gives its k.
     """
 
     base: DecodeCosts
@@ -207,11 +226,16 @@ class ProfileHardware:
     """Seconds each message term grows per candidate layer (missing: 0)."""
     name: str = "profile"
     """Label."""
+    entry: BackendCosts | None = field(default=None, repr=False)
+    """The profile's entry for this backend (None: a bare DecodeCosts file): its pair factors
+    price each k's sharing (``device_slowdowns``)."""
 
     def __post_init__(self) -> None:
         check_instance("base", self.base, DecodeCosts)
         check_instance("shape", self.shape, ModelShape)
         check_instance("per_candidate_layer_s", self.per_candidate_layer_s, Mapping)
+        if self.entry is not None:
+            check_instance("entry", self.entry, BackendCosts)
         if self.layout not in PROFILE_LAYOUTS:
             raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
         object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
@@ -235,8 +259,21 @@ class ProfileHardware:
             return [(1, 0)]
         return [(1, 1)] if max_devices >= 2 else []
 
-    def device_slowdown(self, shared):
-        return np.zeros(np.shape(shared)) + self.base.shared_device_slowdown
+    def device_slowdowns(self, shared, k):
+        """The base costs' factors (the same with or without ``shared``: a profiled backend
+        has one layout), or, for the k of a row, the factors ``entry.sharing(k)`` gives (the
+        profile's pair factors at k or the nearest measured k, as ``ppd validate`` applies)."""
+        k = check_positive_int("k", k, limit=MAX_ROWS)
+        shape = np.broadcast_shapes(np.shape(shared), np.shape(k))
+        main = np.full(shape, self.base.shared_device_slowdown)
+        cand = np.full(shape, self.base.candidate_slowdown)
+        if self.entry is None or not self.entry.pair_slowdowns:
+            return main, cand
+        for value in np.unique(k):
+            costs = self.entry.sharing(int(value)).applied_to(self.base)
+            rows = np.broadcast_to(np.asarray(k) == value, shape)
+            main[rows], cand[rows] = costs.shared_device_slowdown, costs.candidate_slowdown
+        return main, cand
 
     def serial_device(self, shared):
         shared = np.asarray(shared)
@@ -341,6 +378,7 @@ def decode_costs(
     tp_c = tp_main if shared else tp_candidates
     gap = hw.shape.num_layers - d_bar
     head_tp = tp_main if early_head == "main" else tp_c
+    s_main, s_cand = hw.device_slowdowns(shared, k)
     return DecodeCosts(
         layer_s=float(hw.layer_seconds(tp_main, 1)),
         candidate_layer_s_by_k={k: float(hw.layer_seconds(tp_c, k))},
@@ -351,7 +389,8 @@ def decode_costs(
         hidden_dispatch_s=float(hw.dispatch_seconds(tp_c, k, gap, "candidates", shared)),
         handoff_s=float(hw.handoff_seconds(tp_c, gap, shared)),
         host_s=hw.host_s,
-        shared_device_slowdown=float(hw.device_slowdown(shared)),
+        shared_device_slowdown=float(s_main),
+        candidate_device_slowdown=None if s_cand == s_main else float(s_cand),
         serial_device=bool(hw.serial_device(shared)),
     )
 
@@ -413,7 +452,8 @@ def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
         profile = parse_cost_profile(data, d=shape.num_layers)
         return [
             ProfileHardware(backend.base, shape, "shared" if name == "single" else "separate",
-                            backend.per_candidate_layer_s, name=f"{profile.model_name}:{name}")
+                            backend.per_candidate_layer_s, name=f"{profile.model_name}:{name}",
+                            entry=backend)
             for name, backend in profile.backends.items()
         ]  # fmt: skip
     for key in ("decode_costs", "costs"):

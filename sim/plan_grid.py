@@ -199,6 +199,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     tp_side = np.where(shared, tp_main, tp_cand)
     on_main = placements[g["eh"]] == "main"
     gap = d - g["d_bar"]
+    s_main, s_cand = hw.device_slowdowns(shared, g["k"])  # a dist profile's pair factors at k
     costs = DecodeCostsGrid(
         layer_s=hw.layer_seconds(tp_main, 1),
         candidate_layer_s=hw.layer_seconds(tp_side, g["k"]),
@@ -209,7 +210,8 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
         hidden_dispatch_s=hw.dispatch_seconds(tp_side, g["k"], gap, "candidates", shared),
         handoff_s=hw.handoff_seconds(tp_side, gap, shared),
         host_s=hw.host_s,
-        shared_device_slowdown=hw.device_slowdown(shared),
+        shared_device_slowdown=s_main,
+        candidate_device_slowdown=s_cand,
         serial_device=hw.serial_device(shared),
     )
     p = pgrid[g["w"], g["head"], g["d_bar"], g["k"]]
@@ -236,12 +238,12 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
 _FIELDS = (
     "layer_s", "candidate_layer_s", "embedding_s", "early_head_s", "final_head_s",
     "candidate_dispatch_s", "hidden_dispatch_s", "handoff_s", "host_s", "shared_device_slowdown",
-    "serial_device",
+    "candidate_device_slowdown", "serial_device",
 )  # fmt: skip
 
 
 def _take(value, rows):
-    return value[rows] if np.ndim(value) else value
+    return value[rows] if np.ndim(value) else value  # a scalar or None as it is
 
 
 def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:

@@ -43,8 +43,10 @@ KEYS = ("workload", "hardware", "method", "tp_main", "tp_candidates", "d_bar", "
 
 def profile_replicates(profile: CostProfile, hardware: Sequence) -> list[list[ProfileHardware]]:
     """Per hardware model, the bootstrap replicates of its backend in ``profile`` as
-    ProfileHardware (same shape, layout, name and shared-device slowdown); [] for a model
-    that is not a backend of this profile or a profile without replicates."""
+    ProfileHardware (same shape, layout, name and base sharing factors; each with its own
+    redrawn pair factors where the model prices k with the profile's, as ``ppd validate``'s
+    replicates do); [] for a model that is not a backend of this profile or a profile without
+    replicates."""
     check_instance("profile", profile, CostProfile)
     check_instance("hardware", hardware, (list, tuple))
     out = []
@@ -52,9 +54,12 @@ def profile_replicates(profile: CostProfile, hardware: Sequence) -> list[list[Pr
         check_instance("hardware[...]", hw, HardwareModel, "RooflineHardware or ProfileHardware")
         backend = hw.name.rpartition(":")[2] if isinstance(hw, ProfileHardware) else ""
         reps = profile.backends[backend].replicates if backend in profile.backends else ()
+        paired = isinstance(hw, ProfileHardware) and hw.entry is not None
         out.append([
-            ProfileHardware(replace(r.base, shared_device_slowdown=hw.shared_device_slowdown),
-                            hw.shape, hw.layout, r.per_candidate_layer_s, name=hw.name)
+            ProfileHardware(replace(r.base, shared_device_slowdown=hw.shared_device_slowdown,
+                                    candidate_device_slowdown=hw.base.candidate_device_slowdown),
+                            hw.shape, hw.layout, r.per_candidate_layer_s, name=hw.name,
+                            entry=r if paired else None)
             for r in reps
         ])  # fmt: skip
     return out

@@ -1,0 +1,128 @@
+"""The planner prices a dist profile's configurations with the pair factors ``ppd validate``
+applies (``CostProfile.costs(backend, d_bar=, k=)``), its intervals with each replicate's."""
+
+from __future__ import annotations
+
+import copy
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppdmodel import expected_latency_seconds
+from ppdmodel.cost_profile import parse_cost_profile
+from ppdmodel.intervals import interval_of
+from sim.hardware_costs import decode_costs, load_profile
+from sim.plan import plan
+from sim.plan_grid import PlanSpace, screen
+from sim.plan_intervals import INTERVAL_COLUMNS, profile_replicates
+from sim.ptable import PTable
+from sim.shape import ModelShape
+from tests.ppdmodel.test_pair_profile import dist_profile
+
+SHAPE = ModelShape.from_name("smollm2-135m").with_context(1024)
+PAIRS = {"d_bar": 15, "by_k": {"1": {"main": 1.3, "candidate": 1.05},
+                               "3": {"main": 1.1, "candidate": 1.7}}}  # fmt: skip
+KS = (1, 2, 3, 4)
+"""k = 2 takes k = 1's factors (the smaller on a tie), k = 4 takes k = 3's."""
+SPACE = PlanSpace(max_devices=2, d_bars=(15, 22), ks=KS, alternatives=False, ell=64)
+
+
+def _ptable() -> PTable:
+    rows = [{"workload": "qa", "head": "shared", "layer": layer, "k": k,
+             "p_correct": 0.2 + 0.02 * layer / 15 + 0.05 * k}
+            for layer in (15, 22, 29) for k in KS]  # fmt: skip
+    return PTable.from_frame(pd.DataFrame(rows), d=30, name="planted")
+
+
+BATCH = {"candidate_layer_s_by_k": {"1": 0.002, "3": 0.003}}
+"""The planted batch prices, k = 1's at ``layer_s``: the planner prices a one-row batch at
+main's layer time (``ProfileHardware.layer_seconds``), ``CostProfile.costs`` at ``by_k[1]``;
+equal here, so the tests compare the sharing factors alone."""
+
+
+def _replicates() -> list[dict]:
+    """Three replicates of the dist entry, each with its own redrawn pair factors."""
+    reps = []
+    for shift in (-0.05, 0.0, 0.08):
+        pairs = copy.deepcopy(PAIRS)
+        for sides in pairs["by_k"].values():
+            sides.update(main=sides["main"] + shift, candidate=sides["candidate"] + 2 * shift)
+        rep = dist_profile(pairs, **BATCH)["backends"]["dist"]
+        rep["costs"]["final_head_s"] *= 1 + shift
+        reps.append({key: rep[key] for key in ("costs", "per_candidate_layer_s",
+                                               "pair_slowdowns")})  # fmt: skip
+    return reps
+
+
+def _write(tmp_path, pairs=PAIRS, replicates=None):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(dist_profile(pairs, replicates=replicates, **BATCH)))
+    return path, parse_cost_profile(json.loads(path.read_text()))
+
+
+def _expected(profile, row, ell, costs=None) -> float:
+    """What ``ppd validate`` / ``ppd latency --costs`` predicts per token for ``row``."""
+    costs = costs or profile.costs("dist", d_bar=int(row.d_bar), k=int(row.k))
+    placement = profile.backends["dist"].placement(row.early_head)
+    total = expected_latency_seconds(d=30, d_bar=int(row.d_bar), ell=ell, p=float(row.p),
+                                     k=int(row.k), costs=costs, early_head=placement)  # fmt: skip
+    return float(total) / ell
+
+
+def _dist_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[(frame.method == "ppd") & (frame.tp_candidates == 1)]
+
+
+def test_planned_dist_latency_is_validates_prediction_at_every_k(tmp_path):
+    path, profile = _write(tmp_path)
+    hardware = load_profile(path, SHAPE)
+    dist = _dist_rows(screen(hardware, _ptable(), SPACE, 30))
+    assert sorted(set(dist.k)) == list(KS) and set(dist.early_head) == {"main", "candidates"}
+    for row in dist.itertuples():
+        assert row.latency_s == pytest.approx(_expected(profile, row, SPACE.ell), rel=1e-12)
+    # the pair factors change the plan: the one stream factor for both sides prices it otherwise
+    one = profile.costs("dist", d_bar=15)
+    row = next(r for r in dist.itertuples() if r.k == 1)
+    assert row.latency_s != pytest.approx(_expected(profile, row, SPACE.ell, one), rel=1e-6)
+    # the simulator's confirmation gets the same factors (nearest measured k for 2 and 4)
+    for k, (s_m, s_c) in zip(KS, [(1.3, 1.05), (1.3, 1.05), (1.1, 1.7), (1.1, 1.7)], strict=True):
+        costs = decode_costs(hardware[1], d_bar=22, k=k, early_head="main", tp_candidates=1)
+        assert (costs.shared_device_slowdown, costs.candidate_device_slowdown) == (s_m, s_c)
+        wanted = profile.costs("dist", d_bar=22, k=k)
+        assert (costs.shared_device_slowdown, costs.candidate_slowdown) == (
+            wanted.shared_device_slowdown, wanted.candidate_slowdown)  # fmt: skip
+
+
+def test_without_pair_factors_the_dist_plan_keeps_one_factor(tmp_path):
+    path, profile = _write(tmp_path, pairs=None)
+    hardware = load_profile(path, SHAPE)
+    screened = screen(hardware, _ptable(), SPACE, 30)
+    for row in _dist_rows(screened).itertuples():
+        assert row.latency_s == pytest.approx(_expected(profile, row, SPACE.ell), rel=1e-12)
+    costs = decode_costs(hardware[1], d_bar=22, k=3, early_head="main", tp_candidates=1)
+    assert costs.shared_device_slowdown == 1.25 and costs.candidate_device_slowdown is None
+    # the profile's entry adds nothing then: the same rows as the base costs alone
+    bare = [hw.__class__(hw.base, hw.shape, hw.layout, hw.per_candidate_layer_s, name=hw.name)
+            for hw in hardware]  # fmt: skip
+    pd.testing.assert_frame_equal(screened, screen(bare, _ptable(), SPACE, 30))
+
+
+def test_plan_intervals_draw_each_replicates_pair_factors(tmp_path):
+    path, profile = _write(tmp_path, replicates=_replicates())
+    hardware = load_profile(path, SHAPE)
+    replicates = profile_replicates(profile, hardware)
+    draws = len(_replicates())  # each replicate once; p has no n_tokens, so it is fixed
+    result = plan(hardware, _ptable(), SPACE, d=30, confirm_n=0, replicates=replicates,
+                  draws=draws, executor=ThreadPoolExecutor(1))  # fmt: skip
+    asked = _dist_rows(result.asked)
+    assert len(asked) == 2 * len(KS) * 2 and asked[list(INTERVAL_COLUMNS)].notna().all().all()
+    for row in asked.itertuples():
+        assert row.latency_s == pytest.approx(_expected(profile, row, SPACE.ell), rel=1e-12)
+        reps = profile.cost_replicates("dist", d_bar=int(row.d_bar), k=int(row.k))
+        want = interval_of([_expected(profile, row, SPACE.ell, c) for c in reps])
+        got = (row.latency_low_s, row.latency_high_s)
+        np.testing.assert_allclose(got, (want.low, want.high), rtol=1e-12)
+        assert want.low < want.high  # the replicates' pair factors spread it
