@@ -26,6 +26,7 @@ from sim.cli_plan_table import (
     read_ptable,
     replicates_of,
     settle_command,
+    sharing_note,
 )
 from sim.hardware import ENGINE_PRESETS
 
@@ -247,7 +248,8 @@ def run_plan(args: argparse.Namespace) -> int:
     _write_png(result, out / "plan.png", title)
     notes = (depth_note(ptable, shape), _free_note(args),
              other_model_note(args, ptable, model_name),
-             coverage_note(ptable, result.screened, shape.num_layers), *wide)  # fmt: skip
+             coverage_note(ptable, result.screened, shape.num_layers),
+             sharing_note(hardware, result.screened), *wide)  # fmt: skip
     note = "; ".join(filter(None, notes))
     commands = {w: settle_command(args, v, ptable) for w, v in result.verdicts.items()}
     if args.json:

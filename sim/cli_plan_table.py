@@ -105,6 +105,28 @@ def coverage_note(ptable, screened, d: int) -> str:
             "assumption its intervals do not cover")  # fmt: skip
 
 
+def sharing_note(hardware, screened) -> str:
+    """The sharing factors that priced each screened k of a profile backend with pair factors
+    (``ProfileHardware.device_slowdowns``: main's and the batch's at k or the nearest measured
+    k), as ``ppd validate`` applies them; "" where no backend has them."""
+    from sim.hardware_costs import ProfileHardware
+
+    parts = []
+    for i, hw in enumerate(hardware):
+        if not isinstance(hw, ProfileHardware) or hw.entry is None:
+            continue
+        rows = (screened.method == "ppd") & (screened.hardware == i) & (screened.tp_candidates > 0)
+        factors = {int(k): hw.entry.sharing(int(k)) for k in sorted(set(screened.k[rows]))}
+        each = [f"k={k}: x{s.main:.3f} main / x{s.candidate:.3f} batch"
+                + ("" if s.measured_k == k else f" (k={s.measured_k}'s, the nearest measured)")
+                for k, s in factors.items() if s.source == "pair"]  # fmt: skip
+        if each:
+            probe = f"pair probe at d_bar={hw.entry.pair_d_bar}"
+            parts.append(f"{hw.name} shares the machine with the profile's pair factors "
+                         f"({probe}), as ppd validate: {', '.join(each)}")  # fmt: skip
+    return "; ".join(parts)
+
+
 def other_model_note(args, ptable, model_name: str) -> str:
     from sim.ptable import same_model
 

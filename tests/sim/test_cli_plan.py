@@ -276,3 +276,36 @@ def test_plan_refuses_another_models_table_without_the_flag(tmp_path, capsys):
         assert f"'{other}'" in err and "'qwen-mini'" in err and "--allow-other-model-table" in err
     assert main([*argv, "--table", str(folder), "--allow-other-model-table"]) == 0
     assert "used for 'qwen-mini' (--allow-other-model-table)" in capsys.readouterr().out
+
+
+def test_plan_prices_a_dist_profile_with_its_pair_factors_and_says_so(tmp_path, capsys):
+    from ppdmodel import expected_latency_seconds
+    from ppdmodel.cost_profile import parse_cost_profile
+    from tests.sim.test_plan_pairs import BATCH, PAIRS, dist_profile
+
+    data = dist_profile(PAIRS, **BATCH)
+    data["model"]["name"] = "smollm2"  # a shape preset: smollm2-135m (d = 30)
+    (tmp_path / "profile.json").write_text(json.dumps(data))
+    rows = [{"workload": "qa", "head": "shared", "layer": 22, "k": k, "p_correct": 0.3}
+            for k in (1, 2, 3)]  # fmt: skip
+    pd.DataFrame(rows).to_csv(tmp_path / "p.csv", index=False)
+    profile_path, table_path = str(tmp_path / "profile.json"), str(tmp_path / "p.csv")
+    argv = ["plan", "--profile", profile_path, "--table", table_path, "--table-d", "30",
+            "--devices", "2", "--d-bar", "22", "--k", "1", "2", "3", "--confirm-n", "0",
+            "--draws", "0", "--ell", "32", "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert (
+        "smollm2:dist shares the machine with the profile's pair factors (pair probe at "
+        "d_bar=15), as ppd validate: k=1: x1.300 main / x1.050 batch, k=2: x1.300 main / "
+        "x1.050 batch (k=1's, the nearest measured), k=3: x1.100 main / x1.700 batch"
+    ) in out
+    profile = parse_cost_profile(data)
+    table = pd.read_csv(tmp_path / "out" / "plan.csv")
+    dist = table[(table.method == "ppd") & (table.tp_candidates == 1)]
+    assert sorted(set(dist.k)) == [1, 2, 3]
+    for row in dist.itertuples():
+        costs = profile.costs("dist", d_bar=22, k=int(row.k))
+        want = expected_latency_seconds(d=30, d_bar=22, ell=32, p=0.3, k=int(row.k), costs=costs,
+                                        early_head=row.early_head) / 32  # fmt: skip
+        assert row.latency_s == pytest.approx(want, rel=1e-9)
