@@ -172,6 +172,23 @@ def shared_work(work_main, work_cand, delta, s_main, s_cand):
     """(o_m, o_c): the work main and the batch each do while both compute, fluid sharing
     (module docstring): o_m = min(R, r W_c), o_c = min(R / r, W_c), R = max(W_m - delta, 0),
     r = s_c / s_m (exactly 1.0 for equal factors, so then o_m = o_c bit for bit)."""
+    work_main, work_cand, delta, s_main, s_cand = _sharing_inputs(
+        work_main, work_cand, delta, s_main, s_cand
+    )
+    return _shared_work(work_main, work_cand, delta, s_main, s_cand)
+
+
+def _sharing_inputs(work_main, work_cand, delta, s_main, s_cand):
+    """The inputs of ``shared_work`` checked (ValueError naming the bad one); ``s_cand`` None:
+    ``s_main``."""
+    work_main = check_nonnegative("work_main", work_main)
+    work_cand = check_nonnegative("work_cand", work_cand)
+    delta, s_main = check_nonnegative("delta", delta), check_positive("s_main", s_main)
+    s_cand = s_main if s_cand is None else check_positive("s_cand", s_cand)
+    return work_main, work_cand, delta, s_main, s_cand
+
+
+def _shared_work(work_main, work_cand, delta, s_main, s_cand):
     ahead = np.maximum(np.subtract(work_main, delta), 0.0)
     ratio = np.divide(s_cand, s_main)
     return np.minimum(ahead, ratio * work_cand), np.minimum(ahead / ratio, work_cand)
@@ -181,20 +198,22 @@ def sharing_excess(work_main, work_cand, delta, s_main, s_cand=None):
     """((s_m - 1) o_m, (s_c - 1) o_c): what main's and the batch's device work each lose per
     pass to sharing one device (factors, or arrays of them broadcasting with the work;
     ``s_cand`` None: ``s_main``, one factor for both)."""
-    work_main, work_cand = check_nonnegative("work_main", work_main), check_nonnegative(
-        "work_cand", work_cand)  # fmt: skip
-    delta, s_main = check_nonnegative("delta", delta), check_positive("slowdown", s_main)
-    s_cand = s_main if s_cand is None else check_positive("candidate_slowdown", s_cand)
+    work_main, work_cand, delta, s_main, s_cand = _sharing_inputs(
+        work_main, work_cand, delta, s_main, s_cand
+    )
     if np.ndim(s_main) == 0 and np.ndim(s_cand) == 0 and s_main == 1 and s_cand == 1:
         zeros = np.zeros_like(np.add(work_main, work_cand), dtype=float)
         return zeros, zeros
-    shared_main, shared_cand = shared_work(work_main, work_cand, delta, s_main, s_cand)
+    shared_main, shared_cand = _shared_work(work_main, work_cand, delta, s_main, s_cand)
     return (s_main - 1.0) * shared_main, (s_cand - 1.0) * shared_cand
 
 
 def overlap_excess(work_main, work_cand, delta, slowdown, candidate_slowdown=None):
     """(s_m - 1) o_m: main's loss to sharing (``sharing_excess``; ``slowdown`` is s_m, and
     s_c too when ``candidate_slowdown`` is None: then o_m = o = min(max(W_m - delta, 0), W_c))."""
+    slowdown = check_positive("slowdown", slowdown)
+    if candidate_slowdown is not None:
+        candidate_slowdown = check_positive("candidate_slowdown", candidate_slowdown)
     return sharing_excess(work_main, work_cand, delta, slowdown, candidate_slowdown)[0]
 
 
