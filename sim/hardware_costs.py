@@ -77,6 +77,10 @@ class HardwareModel(Protocol):
     def layer_seconds(self, tp, batch):
         """One decoder layer for ``batch`` rows on ``tp`` devices, seconds."""
 
+    def candidate_layer_seconds(self, tp, k):
+        """One decoder layer of the k-row candidate batch on ``tp`` devices, seconds (a
+        measured profile prices it apart from main's layer, k = 1 included)."""
+
     def embedding_seconds(self, tp):
         """The token embedding, seconds."""
 
@@ -158,6 +162,9 @@ class RooflineHardware:
         shard = _table(lambda n, b: self._roofline(n).block_seconds(1, 1, b), tp, batch)
         rows = np.multiply(np.asarray(batch, dtype=float), row)  # float64: no int8 wrap-around
         return shard + 2.0 * np.asarray(self._allreduce(tp, rows))
+
+    def candidate_layer_seconds(self, tp, k):
+        return self.layer_seconds(tp, k)
 
     def embedding_seconds(self, tp):
         return _table(lambda n: self._roofline(n).embed_seconds(1), tp)
@@ -291,6 +298,13 @@ class ProfileHardware:
         batched = np.asarray(self.base.candidate_layer_seconds(np.maximum(batch, 1)))
         return np.where(np.asarray(batch) == 1, self.base.layer_s, batched)
 
+    def candidate_layer_seconds(self, tp, k):
+        """The profile's batch price at k where it measured one (k = 1 too: the candidate
+        side's one-row batch, as ``CostProfile.costs`` prices it), else ``layer_seconds``."""
+        layer = self.layer_seconds(tp, k)
+        one_row = dict(self.base.candidate_layer_s_by_k).get(1)
+        return layer if one_row is None else np.where(np.asarray(k) == 1, one_row, layer)
+
     def _constant(self, tp, seconds: float):
         self._check_tp(tp)
         return np.zeros(np.shape(tp)) + seconds
@@ -381,7 +395,7 @@ def decode_costs(
     s_main, s_cand = hw.device_slowdowns(shared, k)
     return DecodeCosts(
         layer_s=float(hw.layer_seconds(tp_main, 1)),
-        candidate_layer_s_by_k={k: float(hw.layer_seconds(tp_c, k))},
+        candidate_layer_s_by_k={k: float(hw.candidate_layer_seconds(tp_c, k))},
         embedding_s=float(hw.embedding_seconds(tp_main)),
         early_head_s=float(early_head_cost(hw, head_tp, head)),
         final_head_s=float(hw.final_head_seconds(tp_main)),

@@ -202,7 +202,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     s_main, s_cand = hw.device_slowdowns(shared, g["k"])  # a dist profile's pair factors at k
     costs = DecodeCostsGrid(
         layer_s=hw.layer_seconds(tp_main, 1),
-        candidate_layer_s=hw.layer_seconds(tp_side, g["k"]),
+        candidate_layer_s=hw.candidate_layer_seconds(tp_side, g["k"]),
         embedding_s=hw.embedding_seconds(tp_main),
         early_head_s=_head_seconds(hw, np.where(on_main, tp_main, tp_side), g["head"], heads),
         final_head_s=hw.final_head_seconds(tp_main),

@@ -37,10 +37,10 @@ def _ptable() -> PTable:
     return PTable.from_frame(pd.DataFrame(rows), d=30, name="planted")
 
 
-BATCH = {"candidate_layer_s_by_k": {"1": 0.002, "3": 0.003}}
-"""The planted batch prices, k = 1's at ``layer_s``: the planner prices a one-row batch at
-main's layer time (``ProfileHardware.layer_seconds``), ``CostProfile.costs`` at ``by_k[1]``;
-equal here, so the tests compare the sharing factors alone."""
+BATCH = {"candidate_layer_s_by_k": {"1": 0.0024, "3": 0.003}}
+"""The planted batch prices, k = 1's above main's ``layer_s`` (0.002): the candidate side's
+one-row batch is priced apart from main's layer, by the planner
+(``ProfileHardware.candidate_layer_seconds``) as by ``CostProfile.costs``."""
 
 
 def _replicates() -> list[dict]:
