@@ -1,15 +1,17 @@
 """Ranks tied to this process: spawn them, watch them, and leave nothing behind.
 
-One launcher for every group of spawned ranks (the ``dist`` decoder, ``measure.decode.launch``;
+One launcher for every group of spawned ranks (the ``dist`` decoder's ``measure.decode.rank_group``;
 the profiler's two gloo ranks, ``measure.profile.ranks``):
 
-* ``run_ranks`` spawns the ranks, each running ``rank_main``, which ties the rank to this
+* ``TiedRanks`` spawns the ranks, each running ``rank_main``, which ties the rank to this
   process (``sim.lifeline.tie_to_parent``: the kernel's parent-death signal and a watchdog)
   before it imports anything heavy (torch takes seconds to import), then runs the target and
   reports progress, its result or its error on a queue; the parent watches the queue and the
   exit codes and raises ``DistRunError``, one line naming the rank that failed first, when a
   rank raises, dies or makes no progress (spawn and wait happen in one thread: the kernel's
-  "parent" of a rank is that thread);
+  "parent" of a rank is that thread). A served group's ranks stay up after their start and
+  answer ``request``s (each watched the same way) until ``close``; ``run_ranks`` is the
+  one-shot form: spawn, wait for each rank's result, close;
 * ``tied_temp_dir`` is a temporary folder that a janitor process removes when this process
   ends, however it ends (SIGKILL and the OOM killer run no cleanup).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import multiprocessing.util
 import os
 import queue as queue_mod
 import shutil
@@ -28,6 +31,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from sim.lifeline import tie_to_parent
 
@@ -37,6 +41,8 @@ REPORT_GRACE_S = 1.0
 """Seconds the parent collects the other ranks' errors and exit codes after the first failure."""
 JOIN_S = 2.0
 """Seconds a finished rank gets to exit before it is killed."""
+CLOSE_S = 20.0
+"""Seconds the ranks of a served group get to leave their loop and exit before they are killed."""
 PEER_ERROR_MARKS = ("Connection closed", "Connection reset", "timed out", "Timed out", "peer")
 """Text of errors a rank raises because *another* rank failed (named after the culprit)."""
 
@@ -63,17 +69,136 @@ def run_tied(parent_pid: int, target: str, *args, **kwargs):
     return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
 
-def rank_main(parent_pid: int, target: str, rank: int, args: tuple, queue) -> None:
+class RankServer(Protocol):
+    """What the target of a served rank returns: it answers the parent's requests until closed."""
+
+    def handle(self, request):
+        """Answer one request (plain data in, plain data out)."""
+
+    def close(self) -> None:
+        """Release what the rank holds (the parent closes the group)."""
+
+
+def rank_main(parent_pid: int, target: str, rank: int, args: tuple, queue, inbox=None) -> None:
     """A spawned rank: ``target(rank, *args, progress=)`` tied to the parent; its result or its
-    error (then exit 1) goes to ``queue``, as ``progress(i)`` calls do."""
+    error (then exit 1) goes to ``queue``, as ``progress(i)`` calls do. With an ``inbox`` (a
+    served group) the target's ``RankServer`` then answers each request from it, each answer
+    going to ``queue``, until a None request closes it."""
     try:
         out = run_tied(
             parent_pid, target, rank, *args, progress=lambda i: queue.put(("progress", rank, i))
         )
-        queue.put(("result", rank, out))
+        if inbox is None:
+            queue.put(("result", rank, out))
+            return
+        queue.put(("result", rank, None))  # started
+        while (request := inbox.get()) is not None:
+            queue.put(("result", rank, out.handle(request)))
+        out.close()
     except BaseException as exc:  # report every failure, then exit non-zero
         queue.put(("error", rank, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
         raise SystemExit(1) from None
+    _exit_now(queue)  # a served rank, closed
+
+
+def _exit_now(queue) -> None:
+    """End a closed served rank as multiprocessing ends a forked child: its exit handlers run
+    (the queue is flushed, semaphores released), then ``os._exit``, skipping the interpreter's
+    teardown (seconds once torch is imported, and nothing left to tear down)."""
+    queue.close()
+    queue.join_thread()
+    multiprocessing.util._exit_function()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class TiedRanks:
+    """``world_size`` spawned ranks tied to this process, each running ``target(rank, *args,
+    progress=)`` (``"package.module:function"``; ``args`` must unpickle without heavy imports).
+
+    ``wait`` returns each rank's next result; with ``serve=True`` the targets return a
+    ``RankServer`` and ``request`` sends every rank one request and returns their answers, as
+    often as needed, until ``close``. Each wait is watched (``DistRunError``, ``what`` naming
+    the run, if a rank raises, dies or makes no progress for ``timeout_s``); after a failure
+    every rank is killed and the group refuses further requests. Create, use and close it in
+    one thread (the thread that spawns a rank is its parent for the kernel). Ranks end with
+    this process, however it ends.
+    """
+
+    def __init__(self, target: str, args: tuple, *, world_size: int, what="PPD dist run",
+                 serve=False):  # fmt: skip
+        ctx = multiprocessing.get_context("spawn")
+        self.what, self.queue = what, ctx.Queue()
+        self.inboxes = [ctx.Queue() for _ in range(world_size)] if serve else None
+        self.failed: str | None = None
+        self.closed = False
+        self.procs = [
+            ctx.Process(
+                target=rank_main,
+                args=(os.getpid(), target, r, args, self.queue, self.inboxes and self.inboxes[r]),
+                daemon=True,
+            )
+            for r in range(world_size)
+        ]
+        try:
+            for proc in self.procs:
+                proc.start()
+        except BaseException:
+            self._kill()
+            raise
+
+    def wait(self, *, timeout_s: float, startup_s: float = 0.0) -> list:
+        """Each rank's next result, by rank; ``startup_s`` more before the first progress."""
+        self._check_usable()
+        try:
+            return _watch(self.procs, self.queue, timeout_s, startup_s, self.what)
+        except BaseException as exc:  # a failed rank, no progress, or this process interrupted
+            self.failed = (str(exc).splitlines() or [type(exc).__name__])[0]
+            self._kill()
+            raise
+
+    def request(self, request, *, timeout_s: float) -> list:
+        """Send every rank of a served group ``request``; their answers, by rank."""
+        self._check_usable()
+        if self.inboxes is None:
+            raise RuntimeError(f"{self.what}: its ranks serve no requests (serve=False)")
+        for inbox in self.inboxes:
+            inbox.put(request)
+        return self.wait(timeout_s=timeout_s)
+
+    def close(self) -> None:
+        """Stop the ranks (a served group's leave their loop and exit); any rank still running
+        after ``CLOSE_S`` (``JOIN_S`` for a one-shot group) is killed. Closing twice is a no-op."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.inboxes is not None and self.failed is None:
+            for inbox in self.inboxes:
+                inbox.put(None)
+        deadline = time.monotonic() + (CLOSE_S if self.inboxes is not None else JOIN_S)
+        for proc in self.procs:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._kill()
+
+    def _check_usable(self) -> None:
+        if self.failed is not None:
+            raise DistRunError(
+                f"{self.what}: refused, its ranks failed earlier and were killed "
+                f"({self.failed}); start new ones"
+            )
+        if self.closed:
+            raise RuntimeError(f"{self.what}: refused, its ranks were closed")
+
+    def _kill(self) -> None:
+        """Kill every rank still running; nothing left to send them."""
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5.0)
+        for inbox in self.inboxes or ():
+            inbox.cancel_join_thread()  # a dead rank reads nothing: never block this exit
+            inbox.close()
 
 
 def run_ranks(
@@ -92,22 +217,11 @@ def run_ranks(
     signal), or makes no progress for ``timeout_s`` (``startup_s`` more before its first
     ``progress`` call). Ranks end with this process, however it ends.
     """
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=rank_main, args=(os.getpid(), target, r, args, queue), daemon=True)
-        for r in range(world_size)
-    ]
-    for proc in procs:
-        proc.start()
+    ranks = TiedRanks(target, args, world_size=world_size, what=what)
     try:
-        return _watch(procs, queue, timeout_s, startup_s, what)
+        return ranks.wait(timeout_s=timeout_s, startup_s=startup_s)
     finally:
-        for proc in procs:
-            proc.join(timeout=JOIN_S)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5.0)
+        ranks.close()
 
 
 def _watch(procs, queue, timeout_s: float, startup_s: float, what: str) -> list:

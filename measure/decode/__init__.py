@@ -3,8 +3,9 @@
 - ``loop.py``: the main process's loop (``run_main``), shared by every backend;
 - ``executor.py``: the ``CandidateExecutor`` protocol the loop drives;
 - ``local.py``: the in-process executor and the ``single`` backend;
-- ``dist.py`` / ``comm.py`` / ``launch.py``: the torch.distributed message protocol, its
-  point-to-point messages, and the ranks' launcher;
+- ``dist.py`` / ``comm.py`` / ``launch.py`` / ``rank_group.py``: the torch.distributed
+  message protocol, its point-to-point messages, what each rank runs, and the group of ranks
+  spawned once that runs any number of tasks;
 - ``backends.py``: ``ppd_generate`` / ``ppd_many``, the one dispatch over backends;
 - ``greedy.py``: the greedy reference; ``results.py``: results (argument checks and the clock
   are on the ground floor: ``measure.checks``, ``measure.clock``);

@@ -1,7 +1,8 @@
 """One dispatch over PPD's backends (``single``, ``dist``), used by every caller.
 
-``ppd_many`` decodes several prompts (one warm-up for ``single``, one spawned job for ``dist``);
-``ppd_generate`` is the one-prompt form of the public API.
+``ppd_many`` decodes several prompts after one untimed warm-up (``dist``: on the caller's
+``RankGroup``, or on ranks spawned for the call); ``ppd_generate`` is the one-prompt form of
+the public API.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from pathlib import Path
 from measure.checks import as_prompt_ids, check_context
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
+from measure.decode.rank_group import RankGroup
 from measure.decode.sampling import Decoding, check_seed
-from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
+from measure.decode.settings import DEFAULT_SETTINGS, WARMUP_TOKENS, RunSettings
 from measure.hf.loading import load_model
 from ppdmodel.costs import check_early_head
 
@@ -42,14 +44,17 @@ def ppd_many(
     generator=None,
     warmup=True,
     settings: RunSettings = DEFAULT_SETTINGS,
+    ranks: RankGroup | None = None,
 ):
-    """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts in one job.
+    """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts as one task.
 
     ``settings``: the stop tokens, main's rule (``decoding``: greedy or sampled), and
     ``dist``'s world size, watchdog and ``model_dir`` (a local directory holding ``model``'s
-    weights spares ``dist`` a temporary copy); ``warmup`` decodes two tokens of the first
-    prompt untimed first (``single``, greedy, so it draws nothing); ``early_head`` as in
-    ``ppd_generate``. Sampled, ``seeds`` (one per prompt) seeds main's global generator
+    weights spares ``dist`` a temporary copy); ``ranks``: a ``RankGroup`` of this model that
+    runs ``dist`` (on min(its world size, k + 1) ranks; None: ranks spawned for this call,
+    ``settings.world_size`` of them); ``warmup`` decodes ``WARMUP_TOKENS`` of the first prompt
+    untimed first (greedy, so it draws nothing; ``dist``: through the ranks); ``early_head``
+    as in ``ppd_generate``. Sampled, ``seeds`` (one per prompt) seeds main's global generator
     before each prompt, or ``generator`` gives every draw.
     """
     check_backend(backend)
@@ -58,21 +63,19 @@ def ppd_many(
     seeds = _check_seeds(seeds, generator, len(prompts))
     eos_token_id, decoding = settings.eos_token_id, settings.decoding
     if backend == "dist":
+        task = dict(
+            d_bar=d_bar, k=k, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+            head=head, sequences=names, early_head=early_head, decoding=decoding, seeds=seeds,
+            generator=generator, warmup=warmup,
+        )  # fmt: skip
+        if ranks is not None:
+            return ranks.run(prompts, **task)
         return ppd_dist_many(
             settings.model_dir or model,
             prompts,
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
             world_size=settings.world_size,
             timeout_s=settings.timeout_s,
-            head=head,
-            sequences=names,
-            early_head=early_head,
-            decoding=decoding,
-            seeds=seeds,
-            generator=generator,
+            **task,
         )
     if isinstance(model, str | Path):  # a local model directory
         model = load_model(model)[0]
@@ -84,7 +87,7 @@ def ppd_many(
             prompts[0],
             d_bar=d_bar,
             k=k,
-            max_new_tokens=2,
+            max_new_tokens=WARMUP_TOKENS,
             head=head,
             early_head=early_head,
         )

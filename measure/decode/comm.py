@@ -81,6 +81,13 @@ class Comm:
             work.wait()
         self.pending = []
 
+    def close(self) -> None:
+        """Flush, and end the header reader's thread (a rank runs many tasks, one Comm each)."""
+        self.flush()
+        if self.reader is not None:
+            self.reader.stop()
+            self.reader = None
+
 
 class HeaderReader:
     """Receives one header at a time on a daemon thread, so its rank can compute meanwhile.
@@ -95,8 +102,7 @@ class HeaderReader:
         threading.Thread(target=self._serve, daemon=True, name="ppd-header-reader").start()
 
     def _serve(self) -> None:
-        while True:
-            self.requests.get()
+        while self.requests.get():  # False: stop
             try:
                 self.replies.put(self.receive())
             except BaseException as exc:  # re-raised in the rank's own thread
@@ -106,6 +112,10 @@ class HeaderReader:
         if not self.pending:
             self.pending, self.arrived = True, None
             self.requests.put(True)
+
+    def stop(self) -> None:
+        """End the thread once it is idle (a header it still waits for ends it later)."""
+        self.requests.put(False)
 
     def peek(self) -> list[int] | None:
         if self.pending and self.arrived is None:

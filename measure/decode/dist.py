@@ -1,11 +1,13 @@
 """PPD across torch.distributed ranks: rank 0 is the main process, ranks 1.. run candidates.
 
-Launch: ``ppd_dist_many`` spawns ``world_size`` monitored processes (free port from the OS),
-or ``torchrun --nproc-per-node W -m measure.decode.launch --model DIR --prompt-ids FILE
---d-bar N --out DIR``
-(reads RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT). Backend gloo on CPU, NCCL on GPUs.
-Every rank loads the same model. The k candidates of a pass are split round-robin over the
-W - 1 candidate ranks (W = 2: one rank runs all k as one batch, the default).
+Launch: ``measure.decode.rank_group.RankGroup`` spawns ``world_size`` monitored processes
+once (free port from the OS), each loading the model once, and runs any number of tasks on them
+(``ppd_dist_many``: a group for one task); or ``torchrun --nproc-per-node W -m
+measure.decode.launch --model DIR --prompt-ids FILE --d-bar N --out DIR`` (reads RANK /
+WORLD_SIZE / MASTER_ADDR / MASTER_PORT). Backend gloo on CPU, NCCL on GPUs. Every rank loads
+the same model. A task with k candidates runs on the first ``task_ranks(k, W)`` = min(W, k + 1)
+ranks (the others sit it out); the k candidates of a pass are split round-robin over its
+candidate ranks (2 ranks: one rank runs all k as one batch, the default).
 
 Protocol (rank 0 <-> rank r, point-to-point, in order). A header is an int64 tensor of
 length 6 + k: ``[kind, a, b, c, heads, dh, cand_0 .. cand_{k-1}]`` (unused slots -1).
@@ -22,7 +24,7 @@ VERDICT 3  row j or -1, token, pos     j >= 0: r sends HANDOFF and keeps row j's
                                        j = -1: r drops its rows
 END 4      -                           r sends EVENTS (its timed blocks), waits for PROMPT
 PING 5     n (float32 elements)        float32 [n]; r echoes it back (link probe)
-STOP 6     -                           r leaves the task
+STOP 6     -                           r leaves the task (and waits for the next one)
 HIDDEN 7   position, n_r, pass t,      (early_head="candidates", instead of CANDS) one flat
            heads, dh                   tensor, model dtype: main's hidden state at d_bar
                                        ``[H]``, then if heads > 0 the SYNC entries as in
@@ -56,8 +58,9 @@ so the copies are bit-identical to main's and the candidate rank never recompute
 
 Failures: a rank that raises reports its traceback; a rank that hangs trips the process
 group's timeout on its peers and the parent's watchdog (``timeout_s`` without progress); a rank
-that dies is found by its exit code or signal. The parent then kills every rank and raises
-``DistRunError``, one line naming the rank that failed first. Ranks never outlive the parent:
+that dies is found by its exit code or signal (also while a group waits for its next task, at
+that task). The parent then kills every rank and raises ``DistRunError``, one line naming the
+rank that failed first; a group then refuses further tasks. Ranks never outlive the parent:
 each dies with it (``measure.lifeline``).
 """
 
@@ -110,6 +113,10 @@ class DistTask:
     generator_state: list[int] | None = None
     """Sampled: the state (``torch.Generator.get_state``) of the generator rank 0 draws from,
     for every prompt in turn (instead of seeds); candidate ranks never draw."""
+    warmup: bool = False
+    """Decode ``WARMUP_TOKENS`` (``measure.decode.settings``) of the first prompt through the
+    ranks first, greedy (it draws nothing) and untimed, as ``ppd_many``'s warm-up on
+    ``single``."""
 
 
 @dataclass
@@ -117,9 +124,11 @@ class DistJob:
     """Everything the ranks need: tasks, world size, dtype, device and the failure hooks."""
 
     tasks: list[DistTask]
-    """Models and prompts, run in order by the same ranks."""
+    """Models and prompts, run in order by the same ranks (a group's come later, one by one)."""
     world_size: int = 2
-    """Ranks: 1 main + world_size - 1 candidate ranks (2..k+1)."""
+    """Ranks: 1 main + world_size - 1 candidate ranks; a task uses ``task_ranks`` of them."""
+    model_dir: str | None = None
+    """Model every rank loads when it starts (a group's); None: each task's, when it comes."""
     dtype: str = "float32"
     """Model dtype on every rank."""
     device: str = "cpu"
@@ -151,6 +160,11 @@ class DistJob:
     @classmethod
     def from_dict(cls, data: dict) -> DistJob:
         return cls(**{**data, "tasks": [DistTask(**task) for task in data["tasks"]]})
+
+
+def task_ranks(k: int, world_size: int) -> int:
+    """Ranks a task with k candidates runs on: main + at most one rank per candidate."""
+    return min(world_size, k + 1)
 
 
 def free_port() -> int:

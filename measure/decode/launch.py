@@ -1,4 +1,4 @@
-"""Start, run and watch the ranks of distributed PPD (spawned here, or by ``torchrun``)."""
+"""What each dist rank runs (spawned by ``RankGroup`` or ``torchrun``); one-shot entry points."""
 
 from __future__ import annotations
 
@@ -7,23 +7,15 @@ import json
 import os
 import signal
 import time
-from dataclasses import replace
+from dataclasses import fields
 from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from transformers import AutoConfig
 
 from measure import clock as clocks
-from measure.checks import (
-    as_prompt_ids,
-    check_context,
-    check_head_layer,
-    check_ppd_args,
-    check_prompt_ids,
-    eos_set,
-)
+from measure.checks import check_ppd_args
 from measure.decode.dist import (
     CANDS,
     END,
@@ -39,15 +31,15 @@ from measure.decode.dist import (
     DistJob,
     DistTask,
     RemoteCandidates,
-    free_port,
+    task_ranks,
 )
 from measure.decode.loop import run_main
+from measure.decode.rank_group import RankGroup, check_task, check_world_size
 from measure.decode.results import build_result, handoff_nbytes
 from measure.decode.sampling import GREEDY, Decoding, next_token_rule
+from measure.decode.settings import WARMUP_TOKENS
 from measure.hf.layer_split import LayerSplitModel
-from measure.hf.lens import LogitLens, resolve_head
-from measure.hf.loading import load_causal_lm, resolve_model_dir
-from measure.lifeline import run_ranks, tied_temp_dir
+from measure.hf.loading import load_causal_lm
 from measure.train.head_io import head_name, load_head
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
 from sim.formats import write_traces
@@ -89,20 +81,24 @@ def probe_link(comm: Comm, world_size: int) -> list[tuple[int, float]]:
     return samples
 
 
-def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
+def _main_task(lsm, task: DistTask, comm: Comm, world: int, link, progress):
+    """Rank 0 of a task on ``world`` ranks: (a warm-up, then) every prompt; its PPDResults."""
     d = lsm.num_layers
     check_ppd_args(
         d, task.d_bar, task.k, lsm.model.config.get_text_config().vocab_size, task.max_new_tokens
     )
     check_early_head(task.early_head)
+    if task.warmup and task.prompts:  # untimed; greedy, so it draws nothing
+        ids = torch.tensor([task.prompts[0]], dtype=torch.long)
+        _send_prompt(comm, world, ids)
+        rule = next_token_rule(lsm.model, ids.to(lsm.device), GREEDY, max_new_tokens=WARMUP_TOKENS)
+        _run_main(lsm, task, comm, world, ids, rule, WARMUP_TOKENS)
     decoding = Decoding.from_dict(task.decoding)
     generator = _generator(task.generator_state, lsm.device)
     results = []
     for i, prompt in enumerate(task.prompts):
         ids = torch.tensor([prompt], dtype=torch.long)
-        for r in range(1, job.world_size):
-            comm.send_header(r, PROMPT, ids.shape[1])
-            comm.send(ids.to(comm.device), r)
+        _send_prompt(comm, world, ids)
         next_token = next_token_rule(  # seeds this process's global generator (sampled)
             lsm.model,
             ids.to(lsm.device),
@@ -112,19 +108,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
             seed=task.seeds[i] if task.seeds else None,
             generator=generator,
         )
-        fields, cache = run_main(
-            lsm,
-            ids.to(lsm.device),
-            d_bar=task.d_bar,
-            k=task.k,
-            max_new_tokens=task.max_new_tokens,
-            next_token=next_token,
-            candidates_factory=lambda c, e, rec: RemoteCandidates(
-                lsm, c, e, rec, comm, job.world_size, k=task.k
-            ),
-            host_clock=True,
-            early_head=task.early_head,
-        )
+        fields, cache = _run_main(lsm, task, comm, world, ids, next_token, task.max_new_tokens)
         name = task.sequences[i] if task.sequences else str(i)
         results.append(
             build_result(
@@ -141,10 +125,33 @@ def _main_task(lsm, task: DistTask, comm: Comm, job: DistJob, link, progress):
             )
         )
         progress(i)
-    for r in range(1, job.world_size):
+    for r in range(1, world):
         comm.send_header(r, STOP)
-    comm.flush()
     return results
+
+
+def _send_prompt(comm: Comm, world: int, ids: torch.Tensor) -> None:
+    """PROMPT to every candidate rank of the task (they prefill while main starts)."""
+    for r in range(1, world):
+        comm.send_header(r, PROMPT, ids.shape[1])
+        comm.send(ids.to(comm.device), r)
+
+
+def _run_main(lsm, task: DistTask, comm: Comm, world: int, ids, next_token, max_new_tokens):
+    """Main's loop on one prompt, the candidates on ranks 1..world-1; (fields, cache)."""
+    return run_main(
+        lsm,
+        ids.to(lsm.device),
+        d_bar=task.d_bar,
+        k=task.k,
+        max_new_tokens=max_new_tokens,
+        next_token=next_token,
+        candidates_factory=lambda c, e, rec: RemoteCandidates(
+            lsm, c, e, rec, comm, world, k=task.k
+        ),
+        host_clock=True,
+        early_head=task.early_head,
+    )
 
 
 def _generator(state: list[int] | None, device: torch.device) -> torch.Generator | None:
@@ -156,8 +163,8 @@ def _generator(state: list[int] | None, device: torch.device) -> torch.Generator
     return generator
 
 
-def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> None:
-    worker = CandidateWorker(lsm, comm, rank, task.d_bar, k=task.k, world_size=job.world_size)
+def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int, world: int) -> None:
+    worker = CandidateWorker(lsm, comm, rank, task.d_bar, k=task.k, world_size=world)
     token = 0
     while True:
         kind, a, b, c, heads, dh, *cands = comm.recv_header(0)
@@ -184,57 +191,98 @@ def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int) -> No
             comm.send(comm.recv((a,), torch.float32, 0), 0)
             comm.flush()
         elif kind == STOP:
-            comm.flush()
             return
         else:
             raise RuntimeError(f"rank {rank}: unknown message kind {kind}")
 
 
-def run_rank(rank: int, job: DistJob, progress=lambda i: None):
-    """Run every task of `job` as `rank` (process group from the env); rank 0 returns results."""
-    torch.set_num_threads(job.num_threads)
-    cuda = job.device == "cuda"
-    device = torch.device(f"cuda:{rank}" if cuda else "cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group(  # rendezvous and model loading may be slow: startup_s more
-            "nccl" if cuda else "gloo",
-            rank=rank,
-            world_size=job.world_size,
-            timeout=timedelta(seconds=job.startup_s + job.timeout_s),
-        )
-    try:  # decode messages go through a group with the short timeout
-        group = dist.new_group(
+class RankState:
+    """One rank of distributed PPD: its process group, the model and heads it loaded, the link
+    samples; runs tasks as they come until ``close`` (a ``measure.lifeline.RankServer``).
+
+    Every rank takes part in each task's barrier; ranks from ``task_ranks(k, W)`` on sit the
+    task out. The model is loaded when the rank starts (``job.model_dir``) or when a task names
+    another one; heads once per directory. Decode messages go through a group with the short
+    ``timeout_s``; rendezvous and barriers (model loading may be slow) have ``startup_s`` more.
+    """
+
+    def __init__(self, rank: int, job: DistJob, progress=lambda i: None):
+        torch.set_num_threads(job.num_threads)
+        self.rank, self.job, self.progress = rank, job, progress
+        cuda = job.device == "cuda"
+        self.device = torch.device(f"cuda:{rank}" if cuda else "cpu")
+        if cuda:
+            torch.cuda.set_device(self.device)
+        if not dist.is_initialized():
+            dist.init_process_group(
+                "nccl" if cuda else "gloo",
+                rank=rank,
+                world_size=job.world_size,
+                timeout=timedelta(seconds=job.startup_s + job.timeout_s),
+            )
+        self.group = dist.new_group(
             list(range(job.world_size)), timeout=timedelta(seconds=job.timeout_s)
         )
-        out, link, loaded = [], [], {}
-        for task in job.tasks:
-            if task.model_dir not in loaded:
-                loaded = {task.model_dir: load_rank_model(task.model_dir, job, device)}
-            head = None
-            if task.head_dir and (rank == 0 or task.early_head == "candidates"):
-                head = load_head(task.head_dir, loaded[task.model_dir], device=device)
-            lsm = LayerSplitModel(loaded[task.model_dir], head=head)
-            comm = Comm(task.k, device, group)
-            dist.barrier()  # every rank has loaded the model (default group, long timeout)
-            progress(-1)
-            if rank == 0:
-                if job.link_probe and not link:
-                    link = probe_link(comm, job.world_size)
-                out.append(_main_task(lsm, task, comm, job, link, progress))
-            else:
-                _worker_task(lsm, task, comm, job, rank)
-        return out if rank == 0 else None
-    finally:
+        self.model_dir, self.model = None, None
+        self.lsms: dict[str | None, LayerSplitModel] = {}  # per head directory (None: the lens)
+        self.link: list[tuple[int, float]] = []
+        if job.model_dir is not None:
+            self._load(job.model_dir)
+
+    def _load(self, model_dir: str) -> None:
+        self.model = self.lsms = None  # the previous model goes first
+        self.model = load_rank_model(model_dir, self.job, self.device)
+        self.model_dir, self.lsms = model_dir, {}
+
+    def _split_model(self, task: DistTask) -> LayerSplitModel:
+        if task.model_dir != self.model_dir:
+            self._load(task.model_dir)
+        mine = task.head_dir if self.rank == 0 or task.early_head == "candidates" else None
+        if mine not in self.lsms:
+            head = load_head(mine, self.model, device=self.device) if mine else None
+            self.lsms[mine] = LayerSplitModel(self.model, head=head)
+        return self.lsms[mine]
+
+    @torch.no_grad()
+    def run(self, task: DistTask) -> list | None:
+        """Run ``task``; rank 0 returns its PPDResults, the other ranks None."""
+        world = task_ranks(task.k, self.job.world_size)
+        lsm = self._split_model(task) if self.rank < world else None
+        dist.barrier()  # every rank of the task has its model (default group, long timeout)
+        self.progress(-1)
+        if lsm is None:
+            return None
+        comm = Comm(task.k, self.device, self.group)
+        out = None
+        if self.rank == 0:
+            if self.job.link_probe and not self.link:
+                self.link = probe_link(comm, world)
+            out = _main_task(lsm, task, comm, world, self.link, self.progress)
+        else:
+            _worker_task(lsm, task, comm, self.job, self.rank, world)
+        comm.close()
+        return out
+
+    def handle(self, request: dict) -> list | None:
+        """A spawned group's request: one task (``DistTask`` as plain data)."""
+        return self.run(DistTask(**request))
+
+    def close(self) -> None:
         dist.destroy_process_group()
 
 
-RANK_ENTRY = "measure.decode.launch:_spawn_entry"
-"""What a spawned rank runs once ``measure.lifeline`` has tied it to this process."""
+def run_rank(rank: int, job: DistJob, progress=lambda i: None):
+    """Run every task of `job` as `rank` (process group from the env); rank 0 returns results."""
+    state = RankState(rank, job, progress)
+    try:
+        out = [state.run(task) for task in job.tasks]
+        return out if rank == 0 else None
+    finally:
+        state.close()
 
 
-def _spawn_entry(rank: int, job: dict, progress) -> list | None:
+def _group_entry(rank: int, job: dict, progress) -> RankState:
+    """A spawned rank of a ``RankGroup`` (``GROUP_ENTRY``): joins the group, loads the model."""
     job = DistJob.from_dict(job)
     os.environ.update(
         MASTER_ADDR=job.master_addr,
@@ -242,34 +290,22 @@ def _spawn_entry(rank: int, job: dict, progress) -> list | None:
         RANK=str(rank),
         WORLD_SIZE=str(job.world_size),
     )
-    with torch.no_grad():
-        return run_rank(rank, job, progress=progress)
+    return RankState(rank, job, progress)
 
 
 def run_job(job: DistJob) -> list[list]:
-    """Spawn the ranks of `job`, watch them, return rank 0's results (one list per task).
+    """Run the tasks of `job` on one spawned ``RankGroup``; rank 0's results, one list per task.
 
     Raises DistRunError naming the failing rank if a rank raises, dies (with its exit code or
     signal), or makes no progress for ``job.timeout_s`` (``job.startup_s`` more before the
-    first progress). Ranks end with this process, however it ends (``measure.lifeline``).
+    group has started). Ranks end with this process, however it ends (``measure.lifeline``).
     """
-    if job.world_size < 2:
-        raise ValueError(f"world_size must be >= 2, got {job.world_size}")
     for task in job.tasks:
-        if job.world_size > task.k + 1:
-            raise ValueError(
-                f"world_size must be in [2, k + 1 = {task.k + 1}], got {job.world_size}"
-            )
-    if job.master_port == 0:
-        job = replace(job, master_port=free_port())
-    out = run_ranks(
-        RANK_ENTRY,
-        (job.to_dict(),),
-        world_size=job.world_size,
-        timeout_s=job.timeout_s,
-        startup_s=job.startup_s,
-    )
-    return out[0]
+        check_world_size(job.world_size, task.k)
+    settings = {f.name: getattr(job, f.name) for f in fields(job)}
+    del settings["tasks"], settings["model_dir"]
+    with RankGroup(job.model_dir, **settings) as group:
+        return [group.run_task(task) for task in job.tasks]
 
 
 def ppd_dist_many(
@@ -288,90 +324,24 @@ def ppd_dist_many(
     decoding: Decoding = GREEDY,
     seeds=None,
     generator=None,
+    warmup=False,
     **job_kwargs,
 ):
-    """Distributed PPD of several prompts in one spawned job; a list of PPDResult.
+    """Distributed PPD of several prompts on a ``RankGroup`` spawned for them; a list of
+    PPDResult.
 
     model: a local model directory or a loaded model (saved to a temporary directory so
-    every rank loads identical weights); early_head: ``main`` or ``candidates`` (the
-    candidate ranks run the early head on main's layer-d_bar hidden state); decoding,
-    seeds (one per prompt, or None), generator: main's rule and draws (``ppd_many``); rank 0
-    starts from ``generator``'s state (the caller's generator is not advanced).
+    every rank loads identical weights); world_size: 2..k + 1 ranks; the other arguments as
+    ``RankGroup.run``. Everything is checked before any rank starts.
     """
-    check_early_head(early_head)
-    config = _config(model)
-    check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
-    check_head_layer(head, d_bar)
-    if not isinstance(model, str | Path):  # refused here, before any rank starts
-        resolve_head(head, LogitLens(model))
-    ids = [as_prompt_ids(p, "cpu") for p in prompts]
-    for one in ids:
-        check_prompt_ids(one, config.vocab_size)
-    check_context(config, [one.shape[1] for one in ids], max_new_tokens, names=sequences)
-    with tied_temp_dir("ppd-dist-") as tmp:  # removed even if this process is killed
-        task = DistTask(
-            model_dir=_model_dir(model, tmp),
-            prompts=[one[0].tolist() for one in ids],
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=sorted(eos_set(eos_token_id)),
-            sequences=sequences,
-            head_dir=_head_dir(head, tmp),
-            early_head=early_head,
-            decoding=decoding.to_dict() if decoding.do_sample else None,
-            seeds=None if seeds is None or all(x is None for x in seeds) else list(seeds),
-            generator_state=None if generator is None else generator.get_state().tolist(),
-        )
-        job = DistJob(
-            tasks=[task],
-            world_size=world_size,
-            timeout_s=timeout_s,
-            **_model_job_kwargs(model),
-            **job_kwargs,
-        )
-        return run_job(job)[0]
-
-
-def _config(model):
-    """The text config of a loaded model or of a local model (dir, .gguf, known name)."""
-    if not isinstance(model, str | Path):
-        return model.config.get_text_config()
-    config = AutoConfig.from_pretrained(
-        resolve_model_dir(model), local_files_only=True, trust_remote_code=False
-    )
-    return config.get_text_config()
-
-
-def _model_dir(model, tmp: str) -> str:
-    if isinstance(model, str | Path):
-        return str(resolve_model_dir(model))
-    path = Path(tmp) / "model"
-    model.save_pretrained(path)
-    return str(path)
-
-
-def _head_dir(head, tmp: str) -> str | None:
-    """Where the ranks load ``head`` from; None for the logit lens (each rank has its own)."""
-    if head is None or isinstance(head, LogitLens):
-        return None
-    if not hasattr(head, "save"):
-        raise ValueError(
-            "head must be a TrainedHead or a TranslatorHead (with .save) for backend='dist'"
-        )
-    path = Path(tmp) / "head"
-    head.save(path)
-    return str(path)
-
-
-def _model_job_kwargs(model) -> dict:
-    if isinstance(model, str | Path):
-        return {}
-    return dict(
-        dtype=str(model.dtype).removeprefix("torch."),
-        device="cuda" if model.device.type == "cuda" else "cpu",
-        attn_implementation=model.config._attn_implementation,
-    )
+    check_world_size(world_size, k)
+    task = dict(d_bar=d_bar, k=k, max_new_tokens=max_new_tokens, head=head, sequences=sequences)
+    check_task(model, prompts, early_head=early_head, **task)
+    with RankGroup(model, world_size=world_size, timeout_s=timeout_s, **job_kwargs) as group:
+        return group.run(
+            prompts, eos_token_id=eos_token_id, early_head=early_head, decoding=decoding,
+            seeds=seeds, generator=generator, warmup=warmup, **task,
+        )  # fmt: skip
 
 
 def main(argv=None) -> int:

@@ -85,5 +85,9 @@ def _integer(name: str, value, low: int) -> None:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+WARMUP_TOKENS = 2
+"""Tokens of the untimed greedy warm-up decode before timed PPD runs (``ppd_many``, both
+backends)."""
+
 DEFAULT_SETTINGS = RunSettings()
 """Every setting at its default (the default argument of the functions that take settings)."""

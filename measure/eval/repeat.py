@@ -4,7 +4,9 @@ One *round* decodes every prompt once with every method (greedy and each PPD con
 in an order that rotates from round to round, so a slow spell of a shared machine falls on
 all methods alike. A method's figure is the median over rounds of its total decode seconds
 (prefill excluded), with the quartiles (``measure.profile.stats.Spread``); the load average
-is read before and after. Every PPD run is checked token for token against greedy.
+is read before and after. Every PPD run is checked token for token against greedy. The
+``dist`` configurations share one ``RankGroup`` (spawned and loaded once per call, of the
+largest size any of them uses); each run decodes two tokens untimed first, on either backend.
 
 Sampled decoding (``settings.decoding``, paper Appendix B): the baseline samples too (plain
 decoding with the same sampler, ``greedy_generate(decoding=...)``), every method seeds prompt i
@@ -14,13 +16,16 @@ that baseline: PPD is checked token for token against it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
 
 import torch
 
 from measure.checks import as_prompt_ids, check_context
 from measure.decode.backends import ppd_many
+from measure.decode.dist import task_ranks
 from measure.decode.greedy import greedy_generate
+from measure.decode.rank_group import RankGroup
 from measure.decode.sampling import GREEDY, Decoding
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit
@@ -117,14 +122,22 @@ class RepeatedTiming:
 
 
 def _ppd_runner(model, prompts, config: PPDConfig, run: dict):
-    """A no-argument call decoding every prompt with ``config`` (``run``: the shared inputs)."""
-    settings = run["settings"]
-    if config.backend == "dist":  # at most k + 1 ranks have work
-        settings = replace(settings, world_size=min(settings.world_size, config.k + 1))
-    decoder = model if config.backend == "single" else (settings.model_dir or model)
+    """A no-argument call decoding every prompt with ``config`` (``run``: the shared inputs;
+    ``dist`` runs on ``run["ranks"]``, at most k + 1 of them)."""
     sequences = [f"{s}-k{config.k}" for s in run["names"]]
     return lambda: ppd_many(
-        decoder, prompts, **asdict(config), sequences=sequences, settings=settings, **run["common"]
+        model, prompts, **asdict(config), sequences=sequences, settings=run["settings"],
+        ranks=run["ranks"], **run["common"],
+    )  # fmt: skip
+
+
+def _rank_group(model, configs, settings: RunSettings) -> RankGroup | None:
+    """One group for every ``dist`` configuration, of the most ranks any uses; None if none."""
+    sizes = [task_ranks(c.k, settings.world_size) for c in configs if c.backend == "dist"]
+    if not sizes:
+        return None
+    return RankGroup(
+        settings.model_dir or model, world_size=max(sizes), timeout_s=settings.timeout_s
     )
 
 
@@ -167,35 +180,37 @@ def time_repeated(
     if seeds is not None and len(seeds) != len(prompts):
         raise ValueError(f"seeds must hold one seed per prompt ({len(prompts)}), got {len(seeds)}")
     common = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id)
-    run = dict(
-        names=names or [str(i) for i in range(len(prompts))],
-        settings=settings,
-        common=dict(max_new_tokens=max_new_tokens, head=head, seeds=seeds),
-    )
     greedy = TimedMethod("greedy")
     others = list(others)
     methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
     methods += [TimedMethod(c.label, c) for c, _ in others]
-    runners = {
-        "greedy": lambda: run_greedy(model, prompts, decoding=decoding, seeds=seeds, **common),
-        **{c.label: _ppd_runner(model, prompts, c, run) for c in configs},
-        **{c.label: _bind(run_early_exit, model, prompts, c, **common) for c in early_exit},
-        **{c.label: runner for c, runner in others},
-    }
-    progress = Progress(repeats * len(methods), enabled=settings.progress)
-    monitor = LoadMonitor(own_threads=settings.threads or torch.get_num_threads())
-    try:
-        for r in range(repeats):
-            if between_rounds is not None:
-                between_rounds()
-            start = r % len(methods)
-            for method in methods[start:] + methods[:start]:
-                label = f"round {r + 1}/{repeats}: {method.label}"
-                progress.begin(label)
-                method.results.append(runners[method.label]())
-                progress.finish(label)
-    finally:
-        progress.close()
+    with _rank_group(model, configs, settings) or nullcontext() as ranks:
+        run = dict(
+            names=names or [str(i) for i in range(len(prompts))],
+            settings=settings,
+            common=dict(max_new_tokens=max_new_tokens, head=head, seeds=seeds),
+            ranks=ranks,
+        )
+        runners = {
+            "greedy": lambda: run_greedy(model, prompts, decoding=decoding, seeds=seeds, **common),
+            **{c.label: _ppd_runner(model, prompts, c, run) for c in configs},
+            **{c.label: _bind(run_early_exit, model, prompts, c, **common) for c in early_exit},
+            **{c.label: runner for c, runner in others},
+        }
+        progress = Progress(repeats * len(methods), enabled=settings.progress)
+        monitor = LoadMonitor(own_threads=settings.threads or torch.get_num_threads())
+        try:
+            for r in range(repeats):
+                if between_rounds is not None:
+                    between_rounds()
+                start = r % len(methods)
+                for method in methods[start:] + methods[:start]:
+                    label = f"round {r + 1}/{repeats}: {method.label}"
+                    progress.begin(label)
+                    method.results.append(runners[method.label]())
+                    progress.finish(label)
+        finally:
+            progress.close()
     reference = [[g.tokens for g in runs] for runs in greedy.results]
     exact = {
         m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results)

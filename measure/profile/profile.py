@@ -335,7 +335,7 @@ def dist_host_figures(model_dir, model, ks, context_tokens: int) -> dict[str, Sp
     for placement in EARLY_HEAD_PLACEMENTS:
         runs = ppd_many(
             str(model_dir), prompts, d_bar=default_d_bar(d), k=max(ks),
-            max_new_tokens=HOST_PROBE_TOKENS, backend="dist", early_head=placement,
+            max_new_tokens=HOST_PROBE_TOKENS, backend="dist", early_head=placement, warmup=False,
         )  # fmt: skip
         for run in runs:
             samples += host_seconds(run, "dist")[HOST_PROBE_SKIP:]

@@ -106,7 +106,7 @@ def test_every_generating_api_refuses_before_any_work(arch_model, no_work, tmp_p
 def test_dist_refuses_before_spawning(monkeypatch, tmp_path):
     import measure.decode.launch as launch
 
-    monkeypatch.setattr(launch, "run_job", lambda job: pytest.fail("ranks were spawned"))
+    monkeypatch.setattr(launch, "RankGroup", lambda *a, **kw: pytest.fail("ranks were spawned"))
     model = small("gpt2")
     model.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="prompt 'long' has 60 tokens.*context of 64"):

@@ -38,6 +38,16 @@ ppd_dist_many(tiny_model("gpt2", seed=4), [[1, 2, 3]], d_bar=2, k=1, max_new_tok
               timeout_s=600, startup_s=600, fail="hang", fail_rank=1, link_probe=False)
 """
 
+IDLE_GROUP = """
+import time
+from measure.decode.rank_group import RankGroup
+from tests.measure.tiny_models import tiny_model
+# a group between tasks (ppd validate's ranks while it times greedy): loaded, waiting
+with RankGroup(tiny_model("gpt2", seed=4), timeout_s=600, startup_s=600, link_probe=False) as g:
+    g.run([[1, 2, 3]], d_bar=2, k=1, max_new_tokens=4)
+    time.sleep(600)
+"""
+
 TIED_CHILD = """
 import os, sys, time
 from sim import lifeline
@@ -125,10 +135,10 @@ def _ranks_in(parent: int, state: str, timeout_s: float) -> list[int]:
     raise AssertionError(f"the ranks never reached {state}")
 
 
-def _kill_parent_and_find_leftovers(script: str, state: str, tmp_path) -> None:
-    """SIGKILL the parent running ``script`` once its ranks are in ``state``: every process
-    below it (ranks, resource tracker, janitor) ends in < 10 s, and no temporary folder is
-    left in its TMPDIR."""
+def _kill_parent_and_find_leftovers(script: str, state: str, tmp_path, sig=signal.SIGKILL):
+    """Send ``sig`` to the parent running ``script`` once its ranks are in ``state``: every
+    process below it (ranks, resource tracker, janitor) ends in < 10 s, and no temporary folder
+    is left in its TMPDIR."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     parent = subprocess.Popen(
@@ -142,7 +152,7 @@ def _kill_parent_and_find_leftovers(script: str, state: str, tmp_path) -> None:
     try:
         kids = _ranks_in(parent.pid, state, timeout_s=240)
         assert len(kids) >= 3  # 2 ranks + the resource tracker (+ a janitor)
-        parent.send_signal(signal.SIGKILL)
+        parent.send_signal(sig)
         parent.wait()
         seconds = wait_gone(kids, 10.0)
         left = [cmdline(p)[-60:] for p in running(kids)]
@@ -161,6 +171,14 @@ def test_killing_the_parent_of_a_dist_run_leaves_nothing_behind(state, tmp_path)
     """SIGKILL the parent of a 2-rank run: ranks and resource tracker end in < 10 s, and the
     temporary folder holding the saved model is removed (issue 25)."""
     _kill_parent_and_find_leftovers(HANGING_DIST_RUN, state, tmp_path)
+
+
+@needs_proc
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killing_the_parent_of_a_rank_group_between_tasks_leaves_nothing_behind(sig, tmp_path):
+    """A group's ranks wait for the parent's next task on a queue, with no dist timeout
+    running: they too end with the parent, and the saved model goes (issue 24)."""
+    _kill_parent_and_find_leftovers(IDLE_GROUP, "idle", tmp_path, sig)
 
 
 @needs_proc
