@@ -609,3 +609,18 @@ def test_a_head_trained_against_another_lm_head_is_refused_in_one_line(
     last = output.strip().splitlines()[-1]  # after the weight-loading bars: one line
     assert last.startswith(f"ppd run: error: head file {head} was trained against an LM head")
     assert output.count("sha256") == 1 and "train a head for this one" in last
+
+
+def test_spawned_ranks_load_without_bars(model_dirs, capfd):
+    """A dist rank's "Loading weights" bar would interleave with the parent's output (the
+    ranks write to the same stderr): ranks load without it, with or without --no-progress."""
+    pytest.importorskip("torch")
+    from measure.hf.loading import load_causal_lm
+
+    load_causal_lm(model_dirs["good"], bars=False)
+    assert "Loading weights" not in capfd.readouterr().err
+    load_causal_lm(model_dirs["good"])
+    assert "Loading weights" in capfd.readouterr().err  # what bars=False leaves out
+    for module in ("measure/decode/launch.py", "measure/profile/ranks.py"):
+        text = (ROOT / module).read_text(encoding="utf-8")
+        assert text.count("load_causal_lm(") == text.count("bars=False") > 0, module

@@ -48,7 +48,11 @@ from sim.formats import write_traces
 def load_rank_model(model_dir: str, job: DistJob, device: torch.device):
     """Load the model directory on this rank (local files only, no remote code)."""
     return load_causal_lm(
-        model_dir, dtype=job.dtype, device=device, attn_implementation=job.attn_implementation
+        model_dir,
+        dtype=job.dtype,
+        device=device,
+        attn_implementation=job.attn_implementation,
+        bars=False,
     )
 
 

@@ -144,15 +144,18 @@ def load_model(
     return model, load_tokenizer(root)
 
 
-def load_causal_lm(path, *, dtype="float32", device="cpu", attn_implementation: str | None = None):
-    """The model alone (no tokenizer), loaded as `load_model` does."""
+def load_causal_lm(
+    path, *, dtype="float32", device="cpu", attn_implementation: str | None = None, bars=True
+):
+    """The model alone (no tokenizer), loaded as `load_model` does; ``bars`` False: without
+    transformers' "Loading weights" bar (a spawned rank: its bars would interleave on stderr)."""
     torch_dtype = resolve_dtype(dtype)
     torch_device = resolve_device(device)
     root = resolve_model_dir(path)
     refuse_pickle_weights(root)
     refuse_non_causal(root)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    with refusing_remote_code(root), naming_damaged_weights(root):
+    with refusing_remote_code(root), naming_damaged_weights(root), loading_bars(bars):
         model = AutoModelForCausalLM.from_pretrained(
             root,
             local_files_only=True,

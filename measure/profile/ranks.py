@@ -118,7 +118,7 @@ def _link_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
 
 
 def _stream_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
-    model = load_causal_lm(job.model_dir, dtype=job.dtype)
+    model = load_causal_lm(job.model_dir, dtype=job.dtype, bars=False)
     probe = DecodeProbe(model, context_tokens=job.context_tokens)
     samples: dict[str, list[float]] = {"stream_alone_s": [], "stream_both_s": []}
     for r in range(job.warmup + job.repeats):
@@ -147,7 +147,7 @@ def _repeat_for(fn, window_s: float) -> float:
 
 
 def _pair_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
-    model = load_causal_lm(job.model_dir, dtype=job.dtype)
+    model = load_causal_lm(job.model_dir, dtype=job.dtype, bars=False)
     probe = DecodeProbe(model, context_tokens=job.context_tokens)
     side = "main" if rank == 0 else "cand"
     samples: dict[str, list[float]] = {"rank_layer_s": []} if rank == 0 else {}
