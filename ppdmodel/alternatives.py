@@ -58,10 +58,14 @@ from ppdmodel.cost_grid import check_cost_terms
 from ppdmodel.free import free_expected_compute_seconds, free_expected_latency_seconds
 from ppdmodel.theorem import _as_result
 from ppdmodel.validation import (
+    as_int,
+    check_broadcast,
+    check_flag,
     check_nonnegative,
     check_positive,
     check_positive_int,
     check_probability,
+    check_seed,
 )
 
 MAX_DRAFT = 1024
@@ -127,6 +131,8 @@ def early_exit_step_seconds(*, d, exit_layer, g, costs, reuse_draft_layers: bool
     exit_layer = check_positive_int("exit_layer", exit_layer)
     g = check_positive_int("g", g, limit=MAX_DRAFT)
     costs = check_cost_terms(costs)
+    check_flag("reuse_draft_layers", reuse_draft_layers)
+    check_broadcast(d=np.shape(d), exit_layer=np.shape(exit_layer), g=np.shape(g))
     if np.any(np.asarray(exit_layer) >= np.asarray(d)):
         raise ValueError("exit_layer must be < d (the draft runs the first exit_layer layers)")
     first_layers = np.multiply(exit_layer, costs.layer_s)
@@ -176,10 +182,11 @@ def sample_speculative_steps(*, a: float, g: int, n_steps: int, seed=None) -> np
     before it were; the step yields (accepted + 1) tokens. For checking the closed form.
     """
     a = check_probability("a", a)
-    g = int(check_positive_int("g", g, limit=MAX_DRAFT))
-    n_steps = int(check_positive_int("n_steps", n_steps, limit=MAX_SAMPLES // g))
+    g = as_int("g", g, limit=MAX_DRAFT)
+    n_steps = as_int("n_steps", n_steps, limit=MAX_SAMPLES // g)
     if np.ndim(a):
         raise ValueError("a must be one probability (a scalar) for the Monte Carlo")
+    check_seed("seed", seed)
     u = np.random.default_rng(seed).random((n_steps, g))
     rejected = u >= a
     first_reject = np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)

@@ -31,7 +31,12 @@ import numpy as np
 
 from ppdmodel.passes import check_costs, device_work, overlap_excess
 from ppdmodel.theorem import _as_result, expected_matches, validate_theorem_args
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import (
+    check_broadcast,
+    check_d_bar,
+    check_positive_int,
+    check_probability,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,12 @@ class ComputeTerms:
 
     def per_token(self, rate, devices_main=1, devices_candidates=1):
         """(main, candidates) busy device-seconds per token at match rate ``rate`` (M / ell)."""
+        rate = check_probability("rate", rate)
+        devices_main = check_positive_int("devices_main", devices_main)
+        devices_candidates = check_positive_int("devices_candidates", devices_candidates)
+        check_broadcast(rate=np.shape(rate), devices_main=np.shape(devices_main),
+                        devices_candidates=np.shape(devices_candidates),
+                        terms=np.shape(self.main_fresh_s))  # fmt: skip
         main = self.main_fresh_s - np.multiply(rate, self.main_saving_s)
         extra = np.subtract(self.candidates_match_s, self.candidates_miss_s)
         cand = self.candidates_miss_s + np.multiply(rate, extra)

@@ -11,13 +11,13 @@ free): with it every formula reduces to Theorem 4.1.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from numbers import Real
 
 import numpy as np
 
-from ppdmodel.validation import check_positive_int, is_finite
+from ppdmodel.validation import check_choice, check_positive_int, is_finite
 
 EARLY_HEAD_PLACEMENTS = ("main", "candidates")
 """Where the early LM head at layer d_bar runs: on main's critical path, or on the candidate
@@ -53,9 +53,7 @@ def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: floa
 
 def check_early_head(early_head) -> str:
     """Return ``early_head`` if it is one of ``EARLY_HEAD_PLACEMENTS``, else ValueError."""
-    if early_head not in EARLY_HEAD_PLACEMENTS:
-        raise ValueError(f"early_head must be one of {EARLY_HEAD_PLACEMENTS}, got {early_head!r}")
-    return early_head
+    return check_choice("early_head", early_head, EARLY_HEAD_PLACEMENTS)
 
 
 def _check_seconds(name: str, value, *, positive: bool = False) -> None:
@@ -130,6 +128,7 @@ class DecodeCosts:
     @classmethod
     def unit(cls, seconds_per_layer: float = 1.0) -> DecodeCosts:
         """The paper's model: every layer ``seconds_per_layer`` at any batch, all else free."""
+        _check_seconds("seconds_per_layer", seconds_per_layer, positive=True)
         return cls(layer_s=seconds_per_layer)
 
     @property
@@ -168,6 +167,9 @@ class DecodeCosts:
     @classmethod
     def from_dict(cls, data: Mapping) -> DecodeCosts:
         """Build from ``to_dict``'s output; unknown keys raise a ValueError naming them."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"data must be a mapping of DecodeCosts fields, got "
+                             f"{type(data).__name__}")  # fmt: skip
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -180,6 +182,9 @@ class DecodeCosts:
 def _table(value) -> tuple[tuple[int, float], ...]:
     """Normalise the (k, seconds) table: sorted pairs, k positive ints, seconds finite > 0."""
     items = value.items() if isinstance(value, Mapping) else value
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise ValueError(f"DecodeCosts.candidate_layer_s_by_k must hold (k, seconds) pairs, got "
+                         f"{value!r:.60}")  # fmt: skip
     pairs = {}
     for item in items:
         if not (isinstance(item, tuple | list) and len(item) == 2):

@@ -59,7 +59,10 @@ def _knots(costs: DecodeCosts) -> tuple[np.ndarray, np.ndarray, float]:
 def free_rows_layer_seconds(*, rows, costs):
     """Seconds of one deep layer over ``rows`` positions, layer(rows) (module docstring)."""
     check_costs(costs)
-    r = np.asarray(rows)
+    try:
+        r = np.asarray(rows)
+    except (ValueError, TypeError):  # ragged nesting
+        r = np.asarray(None)
     if r.dtype.kind not in "iuf" or r.size == 0 or not np.all(np.isfinite(r)) or r.min() < 1:
         raise ValueError(f"rows must be numbers >= 1, got {rows!r:.80}")
     knots, secs, slope = _knots(costs)

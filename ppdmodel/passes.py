@@ -65,7 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import check_nonnegative, check_positive_int
+from ppdmodel.validation import check_broadcast, check_nonnegative, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,10 @@ def overlap_excess(work_main, work_cand, delta, slowdown):
     work_main, work_cand = check_nonnegative("work_main", work_main), check_nonnegative(
         "work_cand", work_cand)  # fmt: skip
     delta, slowdown = check_nonnegative("delta", delta), check_nonnegative("slowdown", slowdown)
+    if np.any(np.asarray(slowdown) < 1):
+        raise ValueError("slowdown must be a factor >= 1 (1: no contention)")
+    check_broadcast(work_main=np.shape(work_main), work_cand=np.shape(work_cand),
+                    delta=np.shape(delta), slowdown=np.shape(slowdown))  # fmt: skip
     if np.ndim(slowdown) == 0 and slowdown == 1:
         return np.zeros_like(np.add(work_main, work_cand), dtype=float)
     overlap = np.minimum(np.maximum(np.subtract(work_main, delta), 0.0), work_cand)

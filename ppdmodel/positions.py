@@ -25,7 +25,10 @@ FIRST_T = 2
 
 def position_of_m(t):
     """The token position j whose early-prediction match is m_t: j = t - 1 (t >= 2)."""
-    t = np.asarray(t)
+    try:
+        t = np.asarray(t)
+    except (ValueError, TypeError):  # ragged nesting
+        t = np.asarray(None)
     if t.dtype.kind not in "iuf" or not np.isfinite(t).all() or np.any(t != np.floor(t)):
         raise ValueError(f"t must be an integer position >= {FIRST_T} (or an array of them), "
                          f"got {t!r:.60}")  # fmt: skip

@@ -8,11 +8,13 @@ compute per token (Eq. 6 / d). Other layers use the generalised forms in ``ppdmo
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_columns, check_d_bar, check_flag, check_positive_int
+from ppdmodel.validation import as_int, as_real_array, check_columns, check_d_bar, check_flag
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
@@ -34,8 +36,7 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     latency_per_token (time units), normalized_latency (/ d: greedy = 1), compute_per_time,
     compute_per_token (compute units x time units), normalized_compute_per_token (/ d).
     """
-    check_positive_int("d", d)
-    check_d_bar(d, layer)
+    d, layer = _check_layer(d, layer)
     if table is None:
         from ppdmodel.paper import TABLE2 as table
     check_columns("table", table, TABLE_COLUMNS)
@@ -55,6 +56,16 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     out["compute_per_token"] = compute_per_token(d=d, d_bar=layer, p=p, k=k)
     out["normalized_compute_per_token"] = out["compute_per_token"] / d
     return out
+
+
+def _check_layer(d, layer) -> tuple[int, int]:
+    """(d, layer) as ints with d/2 <= layer < d (``layer`` is the early-prediction layer)."""
+    d, layer = as_int("d", d), as_int("layer", layer)
+    try:
+        check_d_bar(d, layer)
+    except ValueError as err:
+        raise ValueError(f"layer (the early-prediction layer d_bar): {err}") from None
+    return d, layer
 
 
 def _check_table_types(table: pd.DataFrame) -> None:
@@ -96,7 +107,9 @@ def measured_points(measured: pd.DataFrame, *, layer: int, d: int) -> pd.DataFra
     missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if missing:
         raise ValueError(f"measured must have columns {MEASURED_COLUMNS}; missing {missing}")
-    p, k = measured["p_correct"].to_numpy(dtype=float), measured["k"].to_numpy()
+    d, layer = _check_layer(d, layer)
+    p = as_real_array("measured.p_correct", measured["p_correct"].to_numpy())
+    k = measured["k"].to_numpy()
     d_col = measured["d"].to_numpy() if "d" in measured.columns else d
     layer_col = measured["layer"].to_numpy() if "layer" in measured.columns else layer
     out = measured[list(MEASURED_COLUMNS)].copy()
@@ -115,7 +128,7 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3, measur
     adds measured (p, k) points as crosses. Greedy decoding is the point (1, 1). Nothing is shown
     or saved here: the caller decides (``fig.savefig(path)``); no GUI backend is needed.
     """
-    if isinstance(figure, bool) or figure not in (3, 4):
+    if isinstance(figure, bool) or not isinstance(figure, Real) or figure not in (3, 4):
         raise ValueError(f"figure must be 3 or 4, got {figure!r}")
     curves = tradeoff_curves() if curves is None else curves
     x_col, x_label = FIGURE_AXES[int(figure)]

@@ -163,8 +163,8 @@ class MeasuredCost:
     """
 
     def __init__(self, df: pd.DataFrame) -> None:
-        check_columns("MeasuredCost", df, LAYER_TIMES_COLUMNS)
-        df = validate_layer_times(df.copy(), source="MeasuredCost")
+        check_columns("MeasuredCost df", df, LAYER_TIMES_COLUMNS)
+        df = validate_layer_times(df.copy(), source="MeasuredCost df")
         layers = df[df["component"] == "layer"]
         if layers.empty:
             raise ValueError("MeasuredCost: the table has no 'layer' rows")

@@ -36,7 +36,7 @@ from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import as_int, as_real, check_instance
 from sim.formats import validate_free_table
-from sim.hardware_costs import HardwareModel, early_head_cost
+from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost
 from sim.plan_free import free_rows
 from sim.ptable import PTable
 
@@ -115,7 +115,9 @@ class PlanSpace:
                                  f"got {values!r:.60}")  # fmt: skip
         for name in ("heads", "workloads", "early_heads"):
             values = getattr(self, name)
-            if values is not None and (
+            if values is None and name != "early_heads":
+                continue  # None: every one the p-table has
+            if (
                 isinstance(values, str)
                 or not isinstance(values, tuple | list)
                 or not values
@@ -141,6 +143,7 @@ class PlanSpace:
                     f"early_heads must be in {EARLY_HEAD_PLACEMENTS}, got {placement!r}"
                 )
         if self.free_table is not None:
+            check_instance("free_table", self.free_table, pd.DataFrame)
             object.__setattr__(self, "free_table", validate_free_table(self.free_table))
 
 
@@ -187,6 +190,7 @@ def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
 
 def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     if not len(pairs):
@@ -246,6 +250,7 @@ def _take(value, rows):
 
 def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     """Greedy decoding, tensor parallel over each degree within the device budget."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices],
@@ -270,6 +275,7 @@ def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
 
 def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1], heads=heads)
     exits = space.exit_layers or tuple(range(1, d))
@@ -303,6 +309,7 @@ def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
 
 def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     """Speculative decoding with a separate draft (``space.draft_model``) on main's devices."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
     if space.draft_model is None:
@@ -330,10 +337,7 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     space's workloads and heads; the lower bound of p is then left out).
     """
     check_instance("ptable", ptable, PTable)
-    if not isinstance(hardware, list | tuple) or not hardware:
-        raise ValueError(f"hardware must be a non-empty list of hardware models, got "
-                         f"{hardware!r:.60}")  # fmt: skip
-    for hw in hardware:
+    for hw in check_hardware(hardware):
         d = _check_inputs(hw, space, d)
     workloads = space.workloads or ptable.workloads
     heads = space.heads or ptable.heads

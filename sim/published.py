@@ -24,9 +24,8 @@ from ppdmodel.overheads import TABLE3_D_BAR, table3_rows
 from ppdmodel.paper import TABLE3_TOKENS
 from ppdmodel.seconds import expected_latency_seconds
 from ppdmodel.theorem import expected_latency
-from ppdmodel.validation import check_columns, check_instance
+from ppdmodel.validation import check_columns, check_input_file, check_instance
 from sim.engine import EngineHardware
-from sim.formats import check_input_file
 from sim.hardware import ENGINE_PRESETS, Engine, GPUSpec, Link
 from sim.hardware_costs import decode_costs
 from sim.shape import ModelShape
@@ -82,13 +81,15 @@ def compare_published(frame: pd.DataFrame | None = None, engines: dict | None = 
     measured), the ``regime`` and its ``why``. ``engines``: preset name -> Engine to use
     instead of the preset (a refit, a user's own numbers)."""
     if frame is not None:
-        check_columns("published table", frame, PUBLISHED_COLUMNS)
+        check_columns("published table (frame)", frame, PUBLISHED_COLUMNS)
     frame = read_published() if frame is None else frame.copy()
     check_columns("published table", frame, PUBLISHED_COLUMNS)
     if engines is not None and not isinstance(engines, dict):
         raise ValueError(f"engines must be a dict of preset name -> Engine, got "
                          f"{type(engines).__name__}")  # fmt: skip
     engines = engines or {}
+    for name, engine in engines.items():
+        check_instance(f"engines[{name!r}]", engine, Engine)
     predicted, regime, why = [], [], []
     for _, row in frame.iterrows():
         hw = hardware_for(row, engines.get(row["engine_preset"]))
@@ -106,6 +107,7 @@ def compare_published(frame: pd.DataFrame | None = None, engines: dict | None = 
 def error_summary(compared: pd.DataFrame, role: str = "judge") -> dict:
     """Median and worst |error| (fractions) and the row count of the rows with ``role``."""
     check_columns("compared", compared, ("role", "error"))
+    check_instance("role", role, str)
     errors = np.abs(compared.loc[compared["role"] == role, "error"].to_numpy())
     if not errors.size:
         raise ValueError(f"no rows with role {role!r}")
