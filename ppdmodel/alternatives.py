@@ -86,6 +86,7 @@ def speculative_tokens_per_step(*, a, g):
     """
     a = check_probability("a", a)
     g = check_positive_int("g", g, limit=MAX_DRAFT)
+    check_broadcast(a=np.shape(a), g=np.shape(g))
     a_arr, g_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(g, dtype=float))
     with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf gives 1 / 1
         log_a = np.log(a_arr)
@@ -103,6 +104,8 @@ def speculative_seconds_per_token(*, a, g, draft_s, verify_s):
     draft_s = check_nonnegative("draft_s", draft_s)
     verify_s = check_nonnegative("verify_s", verify_s)
     tokens = speculative_tokens_per_step(a=a, g=g)
+    check_broadcast(a=np.shape(a), g=np.shape(g), draft_s=np.shape(draft_s),
+                    verify_s=np.shape(verify_s))  # fmt: skip
     g = check_positive_int("g", g, limit=MAX_DRAFT)
     return _as_result((np.multiply(g, draft_s) + verify_s) / np.asarray(tokens))
 
@@ -115,6 +118,7 @@ def speculative_speedup(*, a, g, c):
     """
     c = check_nonnegative("c", c)
     tokens = np.asarray(speculative_tokens_per_step(a=a, g=g))
+    check_broadcast(a=np.shape(a), g=np.shape(g), c=np.shape(c))
     g = check_positive_int("g", g, limit=MAX_DRAFT)
     return _as_result(tokens / (np.multiply(g, c) + 1.0))
 
@@ -154,6 +158,8 @@ def early_exit_seconds_per_token(*, d, exit_layer, g, a, costs, reuse_draft_laye
     draft, verify = early_exit_step_seconds(
         d=d, exit_layer=exit_layer, g=g, costs=costs, reuse_draft_layers=reuse_draft_layers
     )
+    a = check_probability("a", a)
+    check_broadcast(a=np.shape(a), d=np.shape(d), exit_layer=np.shape(exit_layer), g=np.shape(g))
     return speculative_seconds_per_token(a=a, g=g, draft_s=draft, verify_s=verify)
 
 
@@ -166,11 +172,13 @@ def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):
     nbytes = check_nonnegative("nbytes", nbytes)
     latency_s = check_nonnegative("latency_s", latency_s)
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    check_broadcast(n=np.shape(n), nbytes=np.shape(nbytes), latency_s=np.shape(latency_s),
+                    bandwidth_bytes_per_s=np.shape(bandwidth_bytes_per_s))  # fmt: skip
     steps = 2.0 * (np.asarray(n) - 1)
     volume = steps / np.asarray(n) * np.asarray(nbytes)
     seconds = steps * latency_s + volume / bandwidth_bytes_per_s
     if not np.all(np.isfinite(seconds)):
-        raise ValueError("ring_allreduce_seconds: nbytes / bandwidth_bytes_per_s overflows "
+        raise ValueError("latency_s, nbytes and bandwidth_bytes_per_s give a time that overflows "
                          "float64 (a bandwidth too small or a message too large)")  # fmt: skip
     return _as_result(seconds)
 

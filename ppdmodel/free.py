@@ -31,7 +31,7 @@ import numpy as np
 
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.passes import check_costs
-from ppdmodel.validation import as_int, check_probability
+from ppdmodel.validation import as_int, check_probability, ndim
 
 MAX_ELL = 10**5
 """Longest generation accepted (the expectation walks it token by token)."""
@@ -115,7 +115,7 @@ def free_trace_latency_seconds(*, d, exit_layer, exits, costs):
 
 
 def _q_per_position(ell, q) -> np.ndarray:
-    if np.ndim(q) == 0:
+    if ndim("q", q) == 0:
         return np.full(ell, check_probability("q", q))
     arr = check_probability("q", q)
     if np.ndim(arr) != 1 or len(arr) != ell:

@@ -52,6 +52,9 @@ class PaidOverheads:
         """DecodeCosts of a model whose greedy token takes ``greedy_token_s`` seconds."""
         greedy_token_s = as_real("greedy_token_s", greedy_token_s)
         layer = float(greedy_token_s) / float(self.d)
+        if not layer > 0:
+            raise ValueError(f"greedy_token_s must be > 0 (a layer takes greedy_token_s / d), "
+                             f"got {greedy_token_s!r}")  # fmt: skip
         return DecodeCosts(layer_s=layer, candidate_extra_row_layer_s=self.extra_row_layers * layer,
                            handoff_s=self.handoff_tokens * greedy_token_s)  # fmt: skip
 

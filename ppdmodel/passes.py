@@ -65,7 +65,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import check_broadcast, check_nonnegative, check_positive_int
+from ppdmodel.validation import (
+    check_broadcast,
+    check_d_bar,
+    check_nonnegative,
+    check_positive_int,
+)
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,9 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
     if not all(hasattr(costs, f) for f in ("early_head_s", "candidate_layer_seconds")):
         raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
                          f"{type(costs).__name__}")  # fmt: skip
-    d, d_bar = check_positive_int("d", d), check_positive_int("d_bar", d_bar)
+    d = check_positive_int("d", d)
+    d_bar = check_d_bar(d, d_bar)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), k=np.shape(k))
     gap = np.subtract(d, d_bar)
     on_main = check_early_head(early_head) == "main"
     main_head = costs.early_head_s if on_main else 0.0

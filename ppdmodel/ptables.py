@@ -18,14 +18,13 @@ trained, layer, p_correct), so ``tradeoff_curves(table=...)`` and the rest take 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import as_int, check_choice
+from ppdmodel.validation import as_int, check_choice, check_names
 
 NAMES = ("paper", "smollm2")
 """Names of the built-in tables."""
@@ -136,10 +135,7 @@ def table2_view(
             f"trained_head must be one of {allowed} for {name!r}, got {trained_head!r}"
         )
     if prompt_sets is not None:
-        ok = isinstance(prompt_sets, Iterable) and not isinstance(prompt_sets, str | bytes)
-        prompt_sets = tuple(prompt_sets) if ok else prompt_sets
-        if not ok or not all(isinstance(s, str) for s in prompt_sets):
-            raise ValueError(f"prompt_sets must be a sequence of names, got {prompt_sets!r:.60}")
+        prompt_sets = check_names("prompt_sets", prompt_sets)
         unknown = sorted(set(prompt_sets) - set(table["prompt_set"]))
         if unknown:
             allowed = sorted(set(table["prompt_set"]))

@@ -74,6 +74,8 @@ def _check_table_types(table: pd.DataFrame) -> None:
     for column in ("layer", "k"):
         if not pd.api.types.is_numeric_dtype(table[column]) or table[column].dtype == bool:
             raise ValueError(f"table column {column!r} must hold integers")
+    if not pd.api.types.is_numeric_dtype(table["p_correct"]) or table["p_correct"].dtype == bool:
+        raise ValueError("table column 'p_correct' must hold numbers")
     if table["trained"].dtype != bool:
         raise ValueError("table column 'trained' must hold booleans")
     if not all(isinstance(name, str) for name in table["dataset"]):
@@ -135,7 +137,7 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3, measur
     check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
     if curves.empty:
         raise ValueError("curves must hold at least one row (one point of a curve)")
-    for column in ("k", "normalized_latency", x_col):  # plotted, and k labels the points
+    for column in ("k", "layer", "normalized_latency", x_col):  # plotted, k and layer label
         values = pd.to_numeric(curves[column], errors="coerce").to_numpy(dtype=float)
         if not np.isfinite(values).all():
             raise ValueError(f"curves column {column!r} must hold finite numbers")

@@ -60,6 +60,12 @@ def _check_limit_type(limit, what: str = "limit") -> None:
         raise TypeError(f"{what} must be a real number, got {_show(limit)}")
 
 
+def _check_option(name: str, value) -> None:
+    """A check's own True/False option (``as_float``, ``half_depth_ok``, ...) must be a bool."""
+    if value is not True and value is not False:
+        raise TypeError(f"{name} must be True or False, got {_show(value)}")
+
+
 def check_name(name) -> None:
     """A check's ``name`` (the parameter its messages name) must be a non-empty string."""
     if not isinstance(name, str) or not name:
@@ -71,9 +77,12 @@ def check_names(name: str, names) -> tuple[str, ...]:
     """``names`` (a sequence of key, column or field names, not one string) as a tuple of
     strings; TypeError naming ``name`` otherwise."""
     check_name(name)
-    if isinstance(names, str | bytes) or not isinstance(names, Iterable):
-        raise TypeError(f"{name} must be a sequence of names, got {_show(names)}")
-    names = tuple(names)
+    try:
+        if isinstance(names, str | bytes):
+            raise TypeError
+        names = tuple(names)  # (a 0-d array is Iterable, but iterating it raises)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of names, got {_show(names)}") from None
     if not all(isinstance(n, str) for n in names):
         raise TypeError(f"{name} must hold strings, got {_show(names)}")
     return names
@@ -140,6 +149,7 @@ def check_positive_int(
     """
     check_name(name)
     _check_limit_type(limit)
+    _check_option("as_float", as_float)
     if _is_number(value):
         if isinstance(value, Integral):
             ok = value >= 1
@@ -191,6 +201,8 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True)
     evaluates them there (its default). ``d`` must have been checked already. ``as_float``:
     as for ``check_positive_int``.
     """
+    _check_option("half_depth_ok", half_depth_ok)
+    _check_option("as_float", as_float)
     if _is_number(d_bar) and _is_number(d):
         if d == 1 and not half_depth_ok:
             raise ValueError(f"d_bar: d = 1 has no such layer (d/2 <= d_bar < d), got {d_bar!r}")
@@ -318,7 +330,7 @@ def check_limit(name: str, value, limit, what: str = "") -> None:
 
 def d_bar_or_half_depth(d, d_bar):
     """Return ``d_bar``, or d/2 (the paper's Eq. 3, 5, 6 setting) when it is None."""
-    return np.divide(d, 2) if d_bar is None else d_bar
+    return np.divide(check_positive_int("d", d), 2) if d_bar is None else d_bar
 
 
 # -- scalar checks for configuration objects (sim) ------------------------------------------
@@ -429,6 +441,7 @@ def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
     """Check that ``value`` is one of the strings ``choices``; return it (no array compares
     element-wise here: anything but a string is refused first)."""
     check_name(name)
+    choices = check_names("choices", choices)
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {_show(value)}")
     return value
@@ -438,6 +451,7 @@ def check_seed(name: str, seed, *, generator_ok: bool = True):
     """Check a seed numpy takes: None, an integer >= 0 or a sequence of them, a
     ``SeedSequence``, or (``generator_ok``) a ``Generator``; return it unchanged."""
     check_name(name)
+    _check_option("generator_ok", generator_ok)
     if seed is None or isinstance(seed, np.random.SeedSequence):
         return seed
     if isinstance(seed, np.random.Generator):

@@ -150,7 +150,8 @@ class EngineHardware:
         """One decoder layer on the device: a shard's roofline plus two all-reduces."""
         row = self.shape.hidden_size * self.shape.dtype_bytes
         shard = _table(lambda n, b: self._roofline(n).block_seconds(1, 1, b), tp, batch)
-        return shard + 2.0 * self.allreduce_seconds(tp, np.multiply(batch, row))
+        rows = np.multiply(np.asarray(batch, dtype=float), row)  # float64: no int8 wrap-around
+        return shard + 2.0 * self.allreduce_seconds(tp, rows)
 
     def host_layer_seconds(self, tp):
         """Host time to issue one decoder layer on ``tp`` devices (0 under CUDA graphs)."""

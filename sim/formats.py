@@ -69,6 +69,7 @@ from ppdmodel.validation import (
     check_input_file,
     check_instance,
     check_path,
+    ndim,
 )
 
 _EXACT_FLOATS = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
@@ -99,7 +100,7 @@ def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.Da
     ``n_samples`` must hold integers (cast to int), ``seconds`` and ``std_seconds`` finite
     numbers >= 0; ``layer`` is >= 0 on ``layer`` rows and -1 on the others.
     """
-    check_instance("source", source, str)
+    _check_source(source)
     check_instance("df", df, pd.DataFrame)
     check_columns(source, df, LAYER_TIMES_COLUMNS)
     bad = sorted({str(c) for c in df["component"]} - set(COMPONENTS))
@@ -123,6 +124,12 @@ def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.Da
     if (df.loc[~layer_rows, "layer"] != -1).any():
         raise ValueError(f"{source}: layer must be -1 for components embed, head and token")
     return df
+
+
+def _check_source(source) -> None:
+    """A table's ``source`` (what its messages name it by) must be a non-empty string."""
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"source must be a non-empty label, got {source!r:.60}")
 
 
 def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
@@ -159,7 +166,7 @@ def read_free_table(path: str | Path) -> pd.DataFrame:
 def validate_free_table(df: pd.DataFrame, source: str = "FREE table") -> pd.DataFrame:
     """A checked copy of a FREE table: the schema's columns (optional ones filled), numbers in
     range; ValueError naming the column otherwise."""
-    check_instance("source", source, str)
+    _check_source(source)
     check_instance("df", df, pd.DataFrame)
     check_columns(source, df, FREE_TABLE_COLUMNS)
     if not len(df):
@@ -237,7 +244,7 @@ class MatchTrace:
                 raise ValueError(f"trace {self.sequence!r}: {exc}") from None
         if not 1 <= self.d_bar < self.d:
             raise ValueError(f"trace {self.sequence!r}: d_bar must be in [1, d), got {self.d_bar}")
-        if not isinstance(self.m, list | tuple | np.ndarray) or np.ndim(self.m) != 1:
+        if not isinstance(self.m, list | tuple | np.ndarray) or ndim("m", self.m) != 1:
             raise ValueError(f"trace {self.sequence!r}: m must be a list of 0 and 1")
         if any(
             not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in self.m

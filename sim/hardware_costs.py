@@ -36,6 +36,7 @@ from ppdmodel.validation import (
     as_int,
     as_real,
     check_broadcast,
+    check_choice,
     check_instance,
     check_nonnegative,
     check_positive_int,
@@ -180,6 +181,7 @@ def dispatch_bytes(shape: ModelShape, k, gap, early_head: str):
     layers the candidate side lacks."""
     check_instance("shape", shape, ModelShape)
     k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
+    check_broadcast(k=np.shape(k), gap=np.shape(gap))
     kv = np.multiply(gap, shape.kv_bytes_per_token_layer())
     if check_early_head(early_head) == "main":
         return np.multiply(k, TOKEN_ID_BYTES) + kv
@@ -216,8 +218,8 @@ class ProfileHardware:
         check_instance("base", self.base, DecodeCosts)
         check_instance("shape", self.shape, ModelShape)
         check_instance("per_candidate_layer_s", self.per_candidate_layer_s, Mapping)
-        if self.layout not in PROFILE_LAYOUTS:
-            raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
+        check_choice("layout", self.layout, PROFILE_LAYOUTS)
+        check_instance("name", self.name, str)
         object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
 
     def __hash__(self) -> int:
@@ -396,6 +398,8 @@ def decode_costs(
     """The DecodeCosts of one PPD configuration: main on ``tp_main`` devices, the candidate
     batch on ``tp_candidates`` more (None: on main's devices, slowed by sharing them)."""
     check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    check_early_head(early_head)
+    check_instance("head", head, str)
     d_bar = as_int("d_bar", d_bar, limit=hw.shape.num_layers - 1)
     k, tp_main = as_int("k", k, limit=MAX_ROWS), as_int("tp_main", tp_main, limit=MAX_ROWS)
     if tp_candidates is not None:

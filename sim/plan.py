@@ -39,7 +39,7 @@ from ppdmodel.alternatives import (
     sample_speculative_steps,
 )
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_int, as_real, check_instance, check_nonnegative
+from ppdmodel.validation import as_int, as_real, check_flag, check_instance, check_nonnegative
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
@@ -235,6 +235,8 @@ def plan(
     """
     space = PlanSpace() if space is None else space
     check_min_quality(min_quality)
+    check_flag("keep_screened", keep_screened)
+    seed = as_int("seed", seed, minimum=0)  # the confirmation's and the intervals' draws
     if max_compute is not None:  # a finite multiple of greedy's compute
         max_compute = as_real("max_compute", max_compute, minimum=1)
     d, confirm_n = check_plan_args(hardware, ptable, space, d, confirm_n)  # and work limits

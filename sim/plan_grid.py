@@ -54,13 +54,9 @@ class DraftModel:
     """A draft token's device time as a fraction of one greedy token of the target (>= 0)."""
 
     def __post_init__(self) -> None:
-        as_real("acceptance", self.acceptance, maximum=1.0)
-        as_real("cost_ratio", self.cost_ratio)
-        if not 0 <= self.acceptance <= 1:
-            raise ValueError(f"draft acceptance must be in [0, 1], got {self.acceptance!r}")
-        if not (np.isfinite(self.cost_ratio) and self.cost_ratio >= 0):
-            raise ValueError(f"draft cost_ratio must be a finite number >= 0, got "
-                             f"{self.cost_ratio!r}")  # fmt: skip
+        object.__setattr__(self, "acceptance", as_real("acceptance", self.acceptance,
+                                                       maximum=1.0))  # fmt: skip
+        object.__setattr__(self, "cost_ratio", as_real("cost_ratio", self.cost_ratio))
 
 
 @dataclass(frozen=True)
@@ -166,7 +162,10 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
         if "heads" in layers_given and len(names) != pgrid.shape[1]:
             raise ValueError(f"heads must name pgrid's {pgrid.shape[1]} heads, got {names!r:.60}")
         for name, values in layers.items():
-            arr = np.asarray(values)
+            try:
+                arr = np.asarray(values)
+            except (ValueError, TypeError):  # ragged nesting
+                arr = np.asarray(None)
             top = pgrid.shape[3] if name == "ks" else pgrid.shape[2]
             if arr.ndim != 1 or arr.dtype.kind not in "iu" or not ((arr >= 1) & (arr < top)).all():
                 raise ValueError(f"{name} must be integers in [1, {top}), got {values!r:.60}")
@@ -192,6 +191,8 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
     hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
+    if np.any(np.asarray(d_bars) * 2 < d):  # (_check_inputs: each < d)
+        raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d}), got {d_bars!r:.60}")
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     if not len(pairs):
         return pd.DataFrame()
@@ -346,8 +347,9 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     if given:
         shape = (len(workloads), len(heads), d + 1, ptable.max_k + 1)
         if not isinstance(pgrid, np.ndarray) or pgrid.shape != shape:
+            got = pgrid.shape if isinstance(pgrid, np.ndarray) else type(pgrid).__name__
             raise ValueError(f"pgrid must be an array of shape {shape} (PTable.grid's), got "
-                             f"{type(pgrid).__name__} {np.shape(pgrid)}")  # fmt: skip
+                             f"{got}")  # fmt: skip
     pgrid = pgrid if given else expected
     d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
     ks = np.asarray(space.ks or range(1, ptable.max_k + 1))

@@ -194,7 +194,7 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
     rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
         None)  # fmt: skip
     parts = [p for p in (front, asked, rival_rows) if p is not None]
-    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+    seed = as_int("seed", seed, minimum=0)
     done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
                           replicates=replicates, draws=draws, seed=seed)  # fmt: skip
     columns = list(INTERVAL_COLUMNS)

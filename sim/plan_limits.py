@@ -15,6 +15,7 @@ from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import (
     as_int,
     check_columns,
+    check_flag,
     check_instance,
     check_keys,
     check_name,
@@ -42,6 +43,7 @@ def check_plan_args(hardware, ptable, space, d, confirm_n, *, check_size: bool =
                     ) -> tuple[int, int]:  # fmt: skip
     """Check the planner's inputs and (``check_size``) the screen's size; return (d, confirm_n)
     as ints."""
+    check_flag("check_size", check_size)
     d = as_int("d", d, limit=MAX_D)
     confirm_n = as_int("confirm_n", confirm_n, minimum=0, limit=MAX_CONFIRM_N)
     hardware = check_hardware(hardware)

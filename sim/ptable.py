@@ -25,7 +25,7 @@ layer's prediction is the final one), and linearly in k between measured k (neve
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from numbers import Real
 from pathlib import Path
@@ -42,6 +42,7 @@ from ppdmodel.validation import (
     check_columns,
     check_input_file,
     check_instance,
+    check_names,
     is_finite,
 )
 from sim.formats import MatchTrace, read_traces
@@ -257,8 +258,8 @@ class PTable:
         d_model = as_int("d_model", d_model, limit=MAX_D_MODEL)
         if not isinstance(column, str) or column not in self.df.columns:
             raise ValueError(f"column must name a column of the p-table, got {column!r:.60}")
-        workloads = self.workloads if workloads is None else _names("workloads", workloads)
-        heads = self.heads if heads is None else _names("heads", heads)
+        workloads = self.workloads if workloads is None else check_names("workloads", workloads)
+        heads = self.heads if heads is None else check_names("heads", heads)
         for label, wanted, known in (("workload", workloads, self.workloads),
                                      ("head", heads, self.heads)):  # fmt: skip
             unknown = sorted(set(wanted) - set(known))
@@ -295,16 +296,6 @@ class PTable:
                 lo, w = hi - 1, (k - measured_k[hi - 1]) / (measured_k[hi] - measured_k[hi - 1])
                 out[:, k] = (1 - w) * by_k[lo] + w * by_k[hi]
         return out
-
-
-def _names(label: str, names) -> tuple[str, ...]:
-    """``names`` (a sequence of strings, not one string) as a tuple; ValueError naming
-    ``label`` otherwise."""
-    ok = isinstance(names, Iterable) and not isinstance(names, str | bytes)
-    names = tuple(names) if ok else names
-    if not ok or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{label} must be a sequence of names, got {names!r:.80}")
-    return names
 
 
 def run_metadata(directory: str | Path) -> dict:

@@ -43,13 +43,20 @@ ROLES = ("calibrate", "judge", "context")
 def read_published(path: str | Path = PUBLISHED_PATH) -> pd.DataFrame:
     """The published measurements (``PUBLISHED_COLUMNS``); ValueError if malformed."""
     check_input_file("path", path)
-    frame = pd.read_csv(path)
-    check_columns("published table", frame, PUBLISHED_COLUMNS)
-    bad = sorted(set(frame["role"]) - set(ROLES))
+    where = f"published table path {str(path)!r}"
+    try:
+        frame = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"{where}: not a CSV table ({exc})") from None
+    check_columns(where, frame, PUBLISHED_COLUMNS)
+    bad = sorted(set(map(str, frame["role"])) - set(ROLES))
     if bad:
-        raise ValueError(f"published table: role must be one of {ROLES}, got {bad}")
+        raise ValueError(f"{where}: role must be one of {ROLES}, got {bad}")
+    for column in ("tokens_per_s", "tp"):
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            raise ValueError(f"{where}: column {column} must hold numbers")
     if not (frame["tokens_per_s"] > 0).all() or not (frame["tp"] >= 1).all():
-        raise ValueError("published table: tokens_per_s must be > 0 and tp >= 1")
+        raise ValueError(f"{where}: tokens_per_s must be > 0 and tp >= 1")
     return frame
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdmodel.validation import as_int, as_path, check_nonnegative, ndim
+from ppdmodel.validation import as_int, as_path, check_broadcast, check_nonnegative, ndim
 
 MAX_DIMENSION = 2**40
 """Largest model dimension accepted (about 10^12): products of a few stay exact in float64."""
@@ -104,6 +104,7 @@ class ModelShape:
         """
         n_missing_tokens = _count("n_missing_tokens", n_missing_tokens)
         n_layers = _count("n_layers", n_layers)
+        check_broadcast(n_missing_tokens=np.shape(n_missing_tokens), n_layers=np.shape(n_layers))
         hidden = self.hidden_size * self.dtype_bytes
         return hidden + n_missing_tokens * n_layers * self.kv_bytes_per_token_layer()
 

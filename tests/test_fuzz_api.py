@@ -620,7 +620,8 @@ TARGETS = [
 # -- every other public callable, built from its signature -----------------------------------
 
 WORK_DIR = Path(tempfile.mkdtemp(prefix="ppd-fuzz-"))
-"""Where fuzzed calls run (the module chdirs here: a fuzzed path writes nothing elsewhere)."""
+"""Where the valid input files live (the automatic targets are built here; each target's calls
+run in an empty folder of their own, ``in_work_dir``)."""
 LAYER_TIMES_CSV = WORK_DIR / "layer_times.csv"
 write_layer_times(LAYER_TIMES_CSV, LAYER_TIMES)
 PROFILE_DATA = minimal_profile(d=32)
@@ -696,7 +697,7 @@ VALID_OVERRIDES = {
                                        "step_s": 1e-2, "busy_s": 1e-2},
                               "seed": np.random.SeedSequence(0)},
     "sim.ptable.PTable.builtin": {"name": "paper"},
-    "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR},
+    "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR, "draws": 8},
     "sim.plan.confirm": {"n": 2, "executor": FUZZ_EXECUTOR},
     "sim.sweep.sweep_id": {"cells": [{"x": 1}], "seed": 0, "chunk_size": 1},
     "sim.hardware.Engine": vars(ENGINE_HW.engine),
@@ -1053,10 +1054,11 @@ def test_every_public_function_is_fuzzed():
 
 
 @pytest.fixture(autouse=True)
-def in_work_dir(monkeypatch):
-    """Fuzzed calls run in a scratch directory: a fuzzed path writes nothing elsewhere. The
-    valid input files are written afresh (a fuzzed writer may have overwritten one)."""
-    monkeypatch.chdir(WORK_DIR)
+def in_work_dir(monkeypatch, tmp_path):
+    """Each target's calls run in an empty folder of their own: a fuzzed path writes nothing
+    elsewhere, and no file another target wrote there ("abc") is read back. The valid input
+    files in ``WORK_DIR`` are written afresh (a fuzzed writer may have overwritten one)."""
+    monkeypatch.chdir(tmp_path)
     write_layer_times(LAYER_TIMES_CSV, LAYER_TIMES)
     PROFILE_JSON.write_text(json.dumps(PROFILE_DATA))
     paper.TABLE2.to_csv(PTABLE_CSV, index=False)
