@@ -107,7 +107,12 @@ def speculative_seconds_per_token(*, a, g, draft_s, verify_s):
     check_broadcast(a=np.shape(a), g=np.shape(g), draft_s=np.shape(draft_s),
                     verify_s=np.shape(verify_s))  # fmt: skip
     g = check_positive_int("g", g, limit=MAX_DRAFT)
-    return _as_result((np.multiply(g, draft_s) + verify_s) / np.asarray(tokens))
+    with np.errstate(over="ignore"):
+        seconds = (np.multiply(g, draft_s) + verify_s) / np.asarray(tokens)
+    if not np.all(np.isfinite(seconds)):
+        raise ValueError("draft_s and verify_s are too large: the seconds per token overflow "
+                         "float64")  # fmt: skip
+    return _as_result(seconds)
 
 
 def speculative_speedup(*, a, g, c):
@@ -178,7 +183,7 @@ def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):
     volume = steps / np.asarray(n) * np.asarray(nbytes)
     seconds = steps * latency_s + volume / bandwidth_bytes_per_s
     if not np.all(np.isfinite(seconds)):
-        raise ValueError("latency_s, nbytes and bandwidth_bytes_per_s give a time that overflows "
+        raise ValueError("latency_s, nbytes and bandwidth_bytes_per_s: the time overflows "
                          "float64 (a bandwidth too small or a message too large)")  # fmt: skip
     return _as_result(seconds)
 

@@ -67,6 +67,7 @@ class _GridTerms:
 
     def candidate_layer_seconds(self, k):
         """The row's candidate-batch layer time (already at the row's k; ``k`` must broadcast)."""
+        k = check_positive_int("k", k)
         check_broadcast(k=np.shape(k), candidate_layer_s=np.shape(self.candidate_layer_s))
         return self.candidate_layer_s
 
@@ -134,7 +135,7 @@ def ppd_grid_per_token(
     ell = check_positive_int("ell", ell)
     check_d_bar(d, d_bar)
     k = check_positive_int("k", k)
-    check_probability("p", p)
+    p = check_probability("p", p)
     devices_main = check_positive_int("devices_main", devices_main)
     devices_candidates = check_positive_int("devices_candidates", devices_candidates)
     check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), k=np.shape(k), p=np.shape(p),

@@ -11,7 +11,7 @@ free): with it every formula reduces to Theorem 4.1.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from numbers import Real
 
@@ -40,8 +40,10 @@ def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: floa
     """One message over a link: latency_s + nbytes / bandwidth_bytes_per_s, seconds."""
     for name, value in (("latency_s", latency_s), ("nbytes", nbytes)):
         _check_seconds(name, value)
-    if not (isinstance(bandwidth_bytes_per_s, Real) and bandwidth_bytes_per_s > 0):
-        raise ValueError(f"bandwidth_bytes_per_s must be > 0, got {bandwidth_bytes_per_s!r}")
+    ok = isinstance(bandwidth_bytes_per_s, Real) and not isinstance(bandwidth_bytes_per_s, bool)
+    if not (ok and is_finite(bandwidth_bytes_per_s) and bandwidth_bytes_per_s > 0):
+        raise ValueError(f"bandwidth_bytes_per_s must be a finite number > 0, got "
+                         f"{bandwidth_bytes_per_s!r:.60}")  # fmt: skip
     seconds = float(latency_s) + float(nbytes) / float(bandwidth_bytes_per_s)  # float64
     if not math.isfinite(seconds):
         raise ValueError(
@@ -182,9 +184,14 @@ class DecodeCosts:
 def _table(value) -> tuple[tuple[int, float], ...]:
     """Normalise the (k, seconds) table: sorted pairs, k positive ints, seconds finite > 0."""
     items = value.items() if isinstance(value, Mapping) else value
-    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-        raise ValueError(f"DecodeCosts.candidate_layer_s_by_k must hold (k, seconds) pairs, got "
-                         f"{value!r:.60}")  # fmt: skip
+    try:
+        if isinstance(items, str | bytes):
+            raise TypeError
+        items = list(items)  # (a 0-d array is Iterable, but iterating it raises)
+    except TypeError:
+        raise ValueError(
+            f"DecodeCosts.candidate_layer_s_by_k must hold (k, seconds) pairs, got {value!r:.60}"
+        ) from None
     pairs = {}
     for item in items:
         if not (isinstance(item, tuple | list) and len(item) == 2):

@@ -19,7 +19,7 @@ moved between the profile and the run, or a term is missing (``measure.eval.term
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Real
 
@@ -77,6 +77,8 @@ class Interval:
     def scaled(self, factor: float) -> Interval:
         """The interval in another unit (factor > 0)."""
         factor = as_real("factor", factor, strict=True)
+        if not (is_finite(self.low * factor) and is_finite(self.high * factor)):
+            raise ValueError(f"factor {factor!r} takes the interval beyond float64's range")
         return Interval(self.low * factor, self.high * factor, self.level)
 
     def to_dict(self) -> dict:
@@ -134,13 +136,21 @@ def prediction_interval(
         raise TypeError(f"predict must be callable, got {type(predict).__name__}")
     if not isinstance(costs, DecodeCosts):
         raise ValueError(f"costs must be a ppdmodel.DecodeCosts, got {type(costs).__name__}")
-    if isinstance(replicates, str | bytes) or not isinstance(replicates, Iterable):
-        raise ValueError(f"replicates must be a sequence of ppdmodel.DecodeCosts, got "
-                         f"{type(replicates).__name__}")  # fmt: skip
-    replicates = list(replicates)
+    try:
+        if isinstance(replicates, str | bytes):
+            raise TypeError
+        replicates = list(replicates)  # (a 0-d array is Iterable, but iterating it raises)
+    except TypeError:
+        raise ValueError(
+            f"replicates must be a sequence of ppdmodel.DecodeCosts, got "
+            f"{type(replicates).__name__}"
+        ) from None
     if any(not isinstance(r, DecodeCosts) for r in replicates):
         raise ValueError("replicates must hold ppdmodel.DecodeCosts values")
     rates = p_draws(p=p, n=n, draws=draws, seed=seed)
     pool = replicates or [costs]
     values = [predict(pool[i % len(pool)], float(rate)) for i, rate in enumerate(rates)]
+    values = as_real_array("predict(costs, p)'s values", values)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("predict(costs, p) must return finite numbers")
     return interval_of(values, level=level)

@@ -131,7 +131,7 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
         raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
                          f"{type(costs).__name__}")  # fmt: skip
     d = check_positive_int("d", d)
-    d_bar = check_d_bar(d, d_bar)
+    d_bar, k = check_d_bar(d, d_bar), check_positive_int("k", k)
     check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), k=np.shape(k))
     gap = np.subtract(d, d_bar)
     on_main = check_early_head(early_head) == "main"

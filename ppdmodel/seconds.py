@@ -148,9 +148,9 @@ def latency_per_token_seconds(*, d, d_bar, p, k=1, costs, early_head: str = "mai
     """PPD seconds per token as ell -> infinity, i.i.d. p: B - p S."""
     d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
-    check_probability("p", p)
+    p, k = check_probability("p", p), _validated_k(k)
     check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p), k=np.shape(k))
-    times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
+    times = pass_times(d=d, d_bar=d_bar, k=k, costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip
     return _as_result(times.miss_only_s - np.multiply(p, times.saving_s))
 
@@ -172,6 +172,7 @@ def _finite_seconds(total):
     """``total``, or ValueError if a huge per-layer time or overhead made it overflow."""
     if not np.all(np.isfinite(total)):
         raise ValueError(
-            "seconds_per_layer and the overheads are too large: the latency overflows float64"
+            "seconds_per_layer, per_token_overhead_s and per_handoff_overhead_s are too large: "
+            "the latency overflows float64"
         )
     return total

@@ -53,11 +53,12 @@ def is_finite(value) -> bool:
         raise TypeError(f"value must be a real number, got {_show(value)}") from None
 
 
-def _check_limit_type(limit, what: str = "limit") -> None:
-    """A check's own ``limit`` (or ``what``) argument must be a real number, not NaN (a
-    caller's mistake otherwise)."""
-    if not _is_number(limit) or limit != limit:
-        raise TypeError(f"{what} must be a real number, got {_show(limit)}")
+def _check_limit_type(limit, what: str = "limit", *, finite: bool = False) -> None:
+    """A check's own ``limit`` (or ``what``) argument must be a real number, not NaN, and
+    finite where ``finite`` (a caller's mistake otherwise)."""
+    if not _is_number(limit) or limit != limit or (finite and not is_finite(limit)):
+        kind = "a finite real number" if finite else "a real number"
+        raise TypeError(f"{what} must be {kind}, got {_show(limit)}")
 
 
 def _check_option(name: str, value) -> None:
@@ -368,9 +369,9 @@ def as_real(
 ) -> float:
     """``value`` as a finite float >= minimum (> minimum if ``strict``), <= maximum if given."""
     check_name(name)
-    _check_limit_type(minimum, "minimum")
+    _check_limit_type(minimum, "minimum", finite=True)
     if maximum is not None:
-        _check_limit_type(maximum, "maximum")
+        _check_limit_type(maximum, "maximum", finite=True)
     if not isinstance(strict, bool | np.bool_):
         raise TypeError(f"strict must be True or False, got {_show(strict)}")
     value = _scalar(value)

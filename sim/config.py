@@ -109,7 +109,8 @@ class SimConfig:
         self.per_layer_events = check_flag("per_layer_events", self.per_layer_events)
         if 2 * self.d_bar < self.d and not self.allow_below_half:
             raise ValueError(
-                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1"
+                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} (d = {self.d}) is outside Algorithm 2 "
+                "and Theorem 4.1"
                 "; "
                 "pass allow_below_half=True to simulate it as an extension"
             )

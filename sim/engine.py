@@ -100,7 +100,7 @@ class EngineHardware:
         check_instance("link", self.link, Link)
         check_instance("engine", self.engine, Engine)
         object.__setattr__(self, "max_tp", as_int("max_tp", self.max_tp, limit=1024))
-        if not self.name:
+        if not check_instance("name", self.name, str):
             object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}/{self.engine.name}")
 
     @property

@@ -26,7 +26,7 @@ from ppdmodel.free import (
     free_rows_layer_seconds,
 )
 from ppdmodel.passes import check_costs
-from ppdmodel.validation import as_int, check_instance, check_probability, check_seed
+from ppdmodel.validation import as_int, check_instance, check_probability, check_seed, ndim
 from sim.hardware_costs import MAX_ROWS, HardwareModel
 
 FREE_EVENT_COLUMNS = ("token", "layer_start", "layer_end", "rows", "start", "end", "kind")
@@ -115,7 +115,7 @@ def simulate_free(
     else:
         if q is None or ell is None:
             raise ValueError("pass exits (a recorded sequence), or q and ell (i.i.d. exits)")
-        if np.ndim(q) != 0:
+        if ndim("q", q) != 0:
             raise ValueError(f"q must be a scalar probability, got {q!r:.80}")
         q = check_probability("q", q)
         ell = as_int("ell", ell, limit=MAX_ELL)

@@ -34,7 +34,7 @@ from ppdmodel.alternatives import (
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_int, as_real, check_instance
+from ppdmodel.validation import as_int, as_real, check_instance, check_names
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost
 from sim.plan_free import free_rows
@@ -140,7 +140,8 @@ class PlanSpace:
                 )
         if self.free_table is not None:
             check_instance("free_table", self.free_table, pd.DataFrame)
-            object.__setattr__(self, "free_table", validate_free_table(self.free_table))
+            table = validate_free_table(self.free_table, source="free_table")
+            object.__setattr__(self, "free_table", table)
 
 
 _NOT_NEEDED = object()
@@ -152,10 +153,9 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     check_instance("space", space, PlanSpace)
     d = as_int("d", d, limit=10**5)
     layers_given = set(layers)
-    names = layers.pop("heads", ("shared",))
-    if isinstance(names, str) or not isinstance(names, tuple | list | np.ndarray) or not len(
-            names) or not all(isinstance(n, str) for n in names):  # fmt: skip
-        raise ValueError(f"heads must be a non-empty sequence of head names, got {names!r:.60}")
+    names = check_names("heads", layers.pop("heads", ("shared",)))
+    if not names:
+        raise ValueError("heads must be a non-empty sequence of head names, got none")
     if pgrid is not _NOT_NEEDED:
         if not (isinstance(pgrid, np.ndarray) and pgrid.ndim == 4 and pgrid.shape[2] == d + 1):
             raise ValueError(f"pgrid must be PTable.grid(d)'s array, got {type(pgrid).__name__}")

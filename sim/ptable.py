@@ -260,11 +260,12 @@ class PTable:
             raise ValueError(f"column must name a column of the p-table, got {column!r:.60}")
         workloads = self.workloads if workloads is None else check_names("workloads", workloads)
         heads = self.heads if heads is None else check_names("heads", heads)
-        for label, wanted, known in (("workload", workloads, self.workloads),
-                                     ("head", heads, self.heads)):  # fmt: skip
+        for label, wanted, known in (("workloads", workloads, self.workloads),
+                                     ("heads", heads, self.heads)):  # fmt: skip
             unknown = sorted(set(wanted) - set(known))
             if unknown:
-                raise ValueError(f"p-table: unknown {label} {unknown}; known {sorted(known)}")
+                raise ValueError(f"{label} holds an unknown {label[:-1]} {unknown}; the p-table "
+                                 f"has {sorted(known)}")  # fmt: skip
         depth = np.arange(d_model + 1) / d_model
         out = np.full((len(workloads), len(heads), d_model + 1, self.max_k + 1), np.nan)
         for i, w in enumerate(workloads):

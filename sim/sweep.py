@@ -50,7 +50,11 @@ def _run_chunk(fn: Callable, cells: list[dict], seeds: list, first: int) -> list
     rows = []
     for offset, (cell, seed) in enumerate(zip(cells, seeds, strict=True)):
         out = fn(cell, seed)
-        for row in [out] if isinstance(out, dict) else out:
+        out = [out] if isinstance(out, dict) else out
+        if not isinstance(out, list | tuple) or not all(isinstance(r, dict) for r in out):
+            raise TypeError(f"fn must return a dict or a list of dicts (rows), got "
+                            f"{type(out).__name__}")  # fmt: skip
+        for row in out:
             rows.append({"cell": first + offset, **row})
     return rows
 

@@ -88,16 +88,22 @@ from sim.run import summarise  # noqa: E402
 from tests.ppdmodel.profiles import minimal_profile  # noqa: E402
 
 CI_EXAMPLES = 200
-"""Examples per explicit target in the CI profile (74 targets; with the ~200 automatic ones
-~21,000 calls, ~1 min of CPU)."""
+"""Examples per explicit target in the CI profile (85 targets; with the ~280 automatic ones
+~26,000 calls)."""
 SLOW_EXAMPLES = 1000
-"""Examples per explicit target in the slow profile (~130,000 calls with the automatic ones)."""
+"""Examples per explicit target in the slow profile (~150,000 calls with the automatic ones)."""
 AUTO_CI_EXAMPLES = 40
 """Examples per automatically built target (every other public function) in the CI profile."""
 AUTO_SLOW_EXAMPLES = 300
 """Examples per automatically built target in the slow profile."""
 CALL_TIME_BOUND_S = 5.0
 """No single call may take longer (the size and work limits keep valid calls short)."""
+FUZZ_WORK_LIMITS = {"sim.config.MAX_WORK": 10**6, "sim.run.MAX_WORK": 10**6,
+                    "sim.plan_limits.MAX_CONFIRM_WORK": 10**6}  # fmt: skip
+"""The simulator's and the planner's work caps while fuzzing: about a second of simulation
+(for users, 5 s a sequence and an hour a confirmation). A valid but large request (the
+planner confirming 127 sequences per point) is then refused by name, as a larger one is for a
+user, and no valid call outlasts ``CALL_TIME_BOUND_S``."""
 ALLOWED = ("ok", "ValueError", "TypeError")
 """Outcomes a call may have; a ValueError or TypeError counts only when its message names an
 offending parameter (``names_a_parameter``), else it is ``unnamed``."""
@@ -890,13 +896,13 @@ def _bad_number(result) -> str | None:
 
 
 NAMING = (
-    r"\s*(?:=|:|\[|\(|<|>|\.(?=[A-Za-z_])|[),;]|$)|\s+[-0-9'\"(\[<{]"
+    r"\s*(?:=|:|\[|\(|<|>|[*/+]|\.(?=[A-Za-z_])|[),;]|$)|\s+[-0-9'\"(\[<{]"
     r"|\s+(?:must|is|are|has|have|should|cannot|needs?|holds?|was|were|does|do|and|or"
     r"|name|preset|file|path|folder|column|key|field|entry|type)(?![A-Za-z_])"
 )
-"""What may follow a parameter's name where a message names it: an operator, a bracket, a
-field, a verb ("d_bar must", "cell['n'] is"), a list ("d, exit_layer and q must"), what it
-names ("gpu name", "profile path") or the value shown ("hw_index 3")."""
+"""What may follow a parameter's name where a message names it: an operator ("n_runs * ell
+must"), a bracket, a field, a verb ("d_bar must", "cell['n'] is"), a list ("d, exit_layer and
+q must"), what it names ("gpu name", "profile path") or the value shown ("hw_index 3")."""
 
 
 def names_a_parameter(message: str, names) -> bool:
@@ -998,6 +1004,16 @@ UNNAMED_SHOWN = 50
 
 
 @pytest.fixture(scope="module", autouse=True)
+def fuzz_work_limits():
+    """``FUZZ_WORK_LIMITS`` in place while this module's tests run."""
+    with pytest.MonkeyPatch.context() as patch:
+        for where, value in FUZZ_WORK_LIMITS.items():
+            module, _, name = where.rpartition(".")
+            patch.setattr(importlib.import_module(module), name, value)
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
 def report_counts(request):
     """Print the outcome counts of this module's fuzzing (and write them if asked)."""
     COUNTS.clear()
@@ -1025,6 +1041,7 @@ def report_counts(request):
         ("cell['n'] must be a positive integer (>= 1), got 0", {"cell"}, True),
         ("gpu name must be one of ['h100', 'h200'], got 'x'", {"gpu"}, True),
         ("d, exit_layer and q must broadcast together", {"exit_layer"}, True),
+        ("n_runs * ell must be <= 20000, got 65504 * 8", {"n_runs"}, True),
         ("f() missing 1 required positional argument: 'fn'", {"fn"}, True),
         ("DecodeCosts.layer_s must be a finite number of seconds > 0", {"layer_s"}, True),
         ("The truth value of an array with more than one element is ambiguous", {"value"}, False),
