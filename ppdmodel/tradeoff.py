@@ -14,7 +14,14 @@ import numpy as np
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import as_int, as_real_array, check_columns, check_d_bar, check_flag
+from ppdmodel.validation import (
+    as_int,
+    as_real_array,
+    check_columns,
+    check_d_bar,
+    check_flag,
+    check_probability,
+)
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
@@ -48,7 +55,8 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
     rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
     rows = rows.reset_index(drop=True)
-    p, k = rows["p_correct"].to_numpy(), rows["k"].to_numpy()
+    p = check_probability("table column 'p_correct'", rows["p_correct"].to_numpy())
+    k = rows["k"].to_numpy()
     out = rows[["dataset", "trained", "k", "layer", "p_correct"]].copy()
     out["latency_per_token"] = latency_per_token(d=d, d_bar=layer, p=p)
     out["normalized_latency"] = out["latency_per_token"] / d
@@ -110,7 +118,9 @@ def measured_points(measured: pd.DataFrame, *, layer: int, d: int) -> pd.DataFra
     if missing:
         raise ValueError(f"measured must have columns {MEASURED_COLUMNS}; missing {missing}")
     d, layer = _check_layer(d, layer)
-    p = as_real_array("measured.p_correct", measured["p_correct"].to_numpy())
+    p = check_probability(
+        "measured.p_correct", as_real_array("measured.p_correct", measured["p_correct"].to_numpy())
+    )
     k = measured["k"].to_numpy()
     d_col = measured["d"].to_numpy() if "d" in measured.columns else d
     layer_col = measured["layer"].to_numpy() if "layer" in measured.columns else layer

@@ -322,6 +322,8 @@ def check_limit(name: str, value, limit, what: str = "") -> None:
     """Refuse a size above ``limit`` (time or memory), naming the parameter and the limit."""
     check_name(name)
     _check_limit_type(limit)
+    if not isinstance(what, str):
+        raise TypeError(f"what must be a string (why the limit), got {_show(what)}")
     if not _is_number(value):
         raise ValueError(f"{name} must be a number, got {_show(value)}")
     if value > limit:

@@ -28,9 +28,10 @@ sets, sorted names) and the targets are enumerated in module and definition orde
 profile's examples and counts do not depend on ``PYTHONHASHSEED``.
 
 Profiles: the CI profile (default) runs ``CI_EXAMPLES`` examples per target, deterministically.
-The slow profile runs ``SLOW_EXAMPLES`` per target (>= 10^4 calls in all) and is selected with
-``PPD_FUZZ=slow python -m pytest tests/test_fuzz_api.py -m slow``. Set ``PPD_FUZZ_REPORT`` to a
-path to also write the counts there as JSON.
+The slow profile runs ``SLOW_EXAMPLES`` random examples per target (>= 10^4 calls in all) and
+then each ``FIXED_BAD`` value in each parameter of each target (``test_fuzz_sweep_slow``); it
+is selected with ``PPD_FUZZ=slow python -m pytest tests/test_fuzz_api.py -m slow``. Set
+``PPD_FUZZ_REPORT`` to a path to also write the counts there as JSON.
 """
 
 from __future__ import annotations
@@ -976,25 +977,46 @@ def _fuzz(target: Target, examples: int, derandomize: bool) -> None:
     )
     @given(target.strategy())
     def check(kwargs):
-        outcome, seconds = _call(target.func, kwargs, target.name)
-        kind, _, message = outcome.partition(": ")
-        shown = {k: v for k, v in kwargs.items() if v is not target.valid.get(k)}
-        call = f"{target.name}({shown!r:.500})"
-        if kind in ("ValueError", "TypeError"):
-            named = names_a_parameter(message, offending_names(target, kwargs))
-            if not named:
-                UNNAMED.append(f"{call}: {outcome:.300}")
-            kind = kind if named else "unnamed"
-            outcome = kind
-        COUNTS[kind if kind in (*ALLOWED, "unnamed") else "other"] += 1
-        if seconds >= CALL_TIME_BOUND_S:
-            COUNTS["over 5 s"] += 1
-        assert kind != "unnamed", f"{call} raised {message!r:.300}, naming none of " + (
-            f"{sorted(offending_names(target, kwargs))}")  # fmt: skip
-        assert outcome in (*ALLOWED, "unnamed"), f"{call} raised {outcome}"
-        assert seconds < CALL_TIME_BOUND_S, f"{call} took {seconds:.1f} s"
+        _check_call(target, kwargs)
 
     check()
+
+
+def _check_call(target: Target, kwargs: dict) -> None:
+    """Call ``target`` with ``kwargs``, count the outcome, and fail (AssertionError) on an
+    error naming no offending parameter, another exception, a silent non-finite or negative
+    result, or a call over ``CALL_TIME_BOUND_S``."""
+    outcome, seconds = _call(target.func, kwargs, target.name)
+    kind, _, message = outcome.partition(": ")
+    shown = {k: v for k, v in kwargs.items() if v is not target.valid.get(k)}
+    call = f"{target.name}({shown!r:.500})"
+    if kind in ("ValueError", "TypeError"):
+        named = names_a_parameter(message, offending_names(target, kwargs))
+        if not named:
+            UNNAMED.append(f"{call}: {outcome:.300}")
+        kind = kind if named else "unnamed"
+        outcome = kind
+    COUNTS[kind if kind in (*ALLOWED, "unnamed") else "other"] += 1
+    if seconds >= CALL_TIME_BOUND_S:
+        COUNTS["over 5 s"] += 1
+    assert kind != "unnamed", f"{call} raised {message!r:.300}, naming none of " + (
+        f"{sorted(offending_names(target, kwargs))}")  # fmt: skip
+    assert outcome in (*ALLOWED, "unnamed"), f"{call} raised {outcome}"
+    assert seconds < CALL_TIME_BOUND_S, f"{call} took {seconds:.1f} s"
+
+
+def _sweep(target: Target) -> None:
+    """Each ``FIXED_BAD`` value in each parameter of ``target``, one parameter at a time (the
+    random profiles draw from them; this takes every one): ``_check_call`` on each, every
+    failure reported."""
+    failures = []
+    for name in sorted(target.valid):
+        for value in FIXED_BAD:
+            try:
+                _check_call(target, {**target.valid, name: value})
+            except AssertionError as err:
+                failures.append(str(err).splitlines()[0])
+    assert not failures, f"{len(failures)} failed calls:\n" + "\n".join(failures[:10])
 
 
 REPORTED = ("ok", "ValueError", "TypeError", "unnamed", "other", "over 5 s")
@@ -1103,3 +1125,12 @@ def test_fuzz(target):
 def test_fuzz_slow(target):
     """Slow profile: SLOW_EXAMPLES random malformed calls per function (>= 10^4 in all)."""
     _fuzz(target, _examples(target, ci=False), derandomize=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("PPD_FUZZ") != "slow", reason="set PPD_FUZZ=slow to run")
+@pytest.mark.parametrize("target", ALL_TARGETS, ids=[t.name for t in ALL_TARGETS])
+def test_fuzz_sweep_slow(target):
+    """Slow profile, systematic part: every ``FIXED_BAD`` value in every parameter (it found
+    what 1000 random calls per function missed: a 0-d array, a huge int in one place)."""
+    _sweep(target)
