@@ -96,7 +96,12 @@ def check_prompt_ids(ids: torch.Tensor, vocab_size: int) -> None:
 
 def check_head_layer(head, d_bar: int) -> None:
     """ValueError if a trained head was trained for another layer than d_bar."""
-    layer = getattr(getattr(head, "config", None), "layer", None)
+    check_trained_layer(getattr(getattr(head, "config", None), "layer", None), d_bar)
+
+
+def check_trained_layer(layer: int | None, d_bar: int) -> None:
+    """ValueError if a head trained for ``layer`` (None: any layer, the logit lens) is used at
+    another d_bar (the check ``check_head_layer`` makes, given the layer alone)."""
     if layer is not None and layer != d_bar:
         raise ValueError(f"head is trained for layer {layer}; d_bar must equal it, got {d_bar}")
 

@@ -58,10 +58,14 @@ from ppdmodel.cost_grid import check_cost_terms
 from ppdmodel.free import free_expected_compute_seconds, free_expected_latency_seconds
 from ppdmodel.theorem import _as_result
 from ppdmodel.validation import (
+    as_int,
+    check_broadcast,
+    check_flag,
     check_nonnegative,
     check_positive,
     check_positive_int,
     check_probability,
+    check_seed,
 )
 
 MAX_DRAFT = 1024
@@ -82,6 +86,7 @@ def speculative_tokens_per_step(*, a, g):
     """
     a = check_probability("a", a)
     g = check_positive_int("g", g, limit=MAX_DRAFT)
+    check_broadcast(a=np.shape(a), g=np.shape(g))
     a_arr, g_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(g, dtype=float))
     with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf gives 1 / 1
         log_a = np.log(a_arr)
@@ -99,8 +104,15 @@ def speculative_seconds_per_token(*, a, g, draft_s, verify_s):
     draft_s = check_nonnegative("draft_s", draft_s)
     verify_s = check_nonnegative("verify_s", verify_s)
     tokens = speculative_tokens_per_step(a=a, g=g)
+    check_broadcast(a=np.shape(a), g=np.shape(g), draft_s=np.shape(draft_s),
+                    verify_s=np.shape(verify_s))  # fmt: skip
     g = check_positive_int("g", g, limit=MAX_DRAFT)
-    return _as_result((np.multiply(g, draft_s) + verify_s) / np.asarray(tokens))
+    with np.errstate(over="ignore"):
+        seconds = (np.multiply(g, draft_s) + verify_s) / np.asarray(tokens)
+    if not np.all(np.isfinite(seconds)):
+        raise ValueError("draft_s and verify_s are too large: the seconds per token overflow "
+                         "float64")  # fmt: skip
+    return _as_result(seconds)
 
 
 def speculative_speedup(*, a, g, c):
@@ -111,6 +123,7 @@ def speculative_speedup(*, a, g, c):
     """
     c = check_nonnegative("c", c)
     tokens = np.asarray(speculative_tokens_per_step(a=a, g=g))
+    check_broadcast(a=np.shape(a), g=np.shape(g), c=np.shape(c))
     g = check_positive_int("g", g, limit=MAX_DRAFT)
     return _as_result(tokens / (np.multiply(g, c) + 1.0))
 
@@ -127,6 +140,8 @@ def early_exit_step_seconds(*, d, exit_layer, g, costs, reuse_draft_layers: bool
     exit_layer = check_positive_int("exit_layer", exit_layer)
     g = check_positive_int("g", g, limit=MAX_DRAFT)
     costs = check_cost_terms(costs)
+    check_flag("reuse_draft_layers", reuse_draft_layers)
+    check_broadcast(d=np.shape(d), exit_layer=np.shape(exit_layer), g=np.shape(g))
     if np.any(np.asarray(exit_layer) >= np.asarray(d)):
         raise ValueError("exit_layer must be < d (the draft runs the first exit_layer layers)")
     first_layers = np.multiply(exit_layer, costs.layer_s)
@@ -148,6 +163,8 @@ def early_exit_seconds_per_token(*, d, exit_layer, g, a, costs, reuse_draft_laye
     draft, verify = early_exit_step_seconds(
         d=d, exit_layer=exit_layer, g=g, costs=costs, reuse_draft_layers=reuse_draft_layers
     )
+    a = check_probability("a", a)
+    check_broadcast(a=np.shape(a), d=np.shape(d), exit_layer=np.shape(exit_layer), g=np.shape(g))
     return speculative_seconds_per_token(a=a, g=g, draft_s=draft, verify_s=verify)
 
 
@@ -160,11 +177,13 @@ def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):
     nbytes = check_nonnegative("nbytes", nbytes)
     latency_s = check_nonnegative("latency_s", latency_s)
     bandwidth_bytes_per_s = check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    check_broadcast(n=np.shape(n), nbytes=np.shape(nbytes), latency_s=np.shape(latency_s),
+                    bandwidth_bytes_per_s=np.shape(bandwidth_bytes_per_s))  # fmt: skip
     steps = 2.0 * (np.asarray(n) - 1)
     volume = steps / np.asarray(n) * np.asarray(nbytes)
     seconds = steps * latency_s + volume / bandwidth_bytes_per_s
     if not np.all(np.isfinite(seconds)):
-        raise ValueError("ring_allreduce_seconds: nbytes / bandwidth_bytes_per_s overflows "
+        raise ValueError("latency_s, nbytes and bandwidth_bytes_per_s: the time overflows "
                          "float64 (a bandwidth too small or a message too large)")  # fmt: skip
     return _as_result(seconds)
 
@@ -176,10 +195,11 @@ def sample_speculative_steps(*, a: float, g: int, n_steps: int, seed=None) -> np
     before it were; the step yields (accepted + 1) tokens. For checking the closed form.
     """
     a = check_probability("a", a)
-    g = int(check_positive_int("g", g, limit=MAX_DRAFT))
-    n_steps = int(check_positive_int("n_steps", n_steps, limit=MAX_SAMPLES // g))
+    g = as_int("g", g, limit=MAX_DRAFT)
+    n_steps = as_int("n_steps", n_steps, limit=MAX_SAMPLES // g)
     if np.ndim(a):
         raise ValueError("a must be one probability (a scalar) for the Monte Carlo")
+    check_seed("seed", seed)
     u = np.random.default_rng(seed).random((n_steps, g))
     rejected = u >= a
     first_reject = np.where(rejected.any(axis=1), rejected.argmax(axis=1), g)

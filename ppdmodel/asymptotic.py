@@ -26,8 +26,9 @@ from ppdmodel.validation import (
 )
 
 
-def _validate(d, d_bar, p):
-    """Check d, d_bar (default d/2) and p; return them as float64.
+def _validate(d, d_bar, p, k=None):
+    """Check d, d_bar (default d/2) and p (and that ``k``, when given, broadcasts with them);
+    return them as float64.
 
     d_bar is an integer layer, or exactly d/2 (the paper's setting of Eq. 3, 5 and 6, which
     these limits are stated at for any d, odd d included).
@@ -35,7 +36,7 @@ def _validate(d, d_bar, p):
     d = check_positive_int("d", d)
     d_bar = check_d_bar(d, d_bar_or_half_depth(d, d_bar), half_depth_ok=True)
     p = check_probability("p", p)
-    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p))
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p), k=np.shape(k))
     return d, d_bar, p
 
 
@@ -55,7 +56,7 @@ def compute_per_time(*, d, p, k, d_bar=None):
     Greedy decoding uses 1.
     """
     k = check_positive_int("k", k)
-    d, d_bar, p = _validate(d, d_bar, p)
+    d, d_bar, p = _validate(d, d_bar, p, k)
     gap = np.subtract(d, d_bar)
     return _as_result(1.0 + np.multiply(k, gap) / np.subtract(d, np.multiply(gap, p)))
 
@@ -67,6 +68,6 @@ def compute_per_token(*, d, p, k, d_bar=None):
     it per unit d). Greedy decoding uses d.
     """
     k = check_positive_int("k", k)
-    d, d_bar, p = _validate(d, d_bar, p)
+    d, d_bar, p = _validate(d, d_bar, p, k)
     gap = np.subtract(d, d_bar)
     return _as_result(np.subtract(d, np.multiply(gap, p)) + np.multiply(k, gap))

@@ -33,8 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.passes import check_costs, device_work, sharing_excess, sharing_factors
+from ppdmodel.positions import check_m
 from ppdmodel.theorem import _as_result, expected_matches, validate_theorem_args
-from ppdmodel.validation import check_d_bar, check_positive_int
+from ppdmodel.validation import (
+    check_broadcast,
+    check_d_bar,
+    check_positive_int,
+    check_probability,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,12 @@ class ComputeTerms:
 
     def per_token(self, rate, devices_main=1, devices_candidates=1):
         """(main, candidates) busy device-seconds per token at match rate ``rate`` (M / ell)."""
+        rate = check_probability("rate", rate)
+        devices_main = check_positive_int("devices_main", devices_main)
+        devices_candidates = check_positive_int("devices_candidates", devices_candidates)
+        check_broadcast(rate=np.shape(rate), devices_main=np.shape(devices_main),
+                        devices_candidates=np.shape(devices_candidates),
+                        terms=np.shape(self.main_fresh_s))  # fmt: skip
         main = self.main_fresh_s - np.multiply(rate, self.main_saving_s)
         extra = np.subtract(self.candidates_match_s, self.candidates_miss_s)
         cand = self.candidates_miss_s + np.multiply(rate, extra)
@@ -101,10 +113,11 @@ def expected_compute_seconds(
     E[C] = n_m (ell (P_f + E_m) - E[M] (P_f - P_r)) + n_c (ell c_miss + E[M] (c_match -
     c_miss)), E[M] = sum_{t=2..ell} p_t; n_m, n_c: ``devices_main``, ``devices_candidates``.
     """
-    validate_theorem_args(d, d_bar, ell, p)
     k = check_positive_int("k", k)
     devices_main = check_positive_int("devices_main", devices_main)
     devices_candidates = check_positive_int("devices_candidates", devices_candidates)
+    validate_theorem_args(d, d_bar, ell, p, per_position, k=k, devices_main=devices_main,
+                          devices_candidates=devices_candidates)  # fmt: skip
     terms = compute_terms(d=d, d_bar=d_bar, k=k, costs=check_costs(costs), early_head=early_head)
     rate = np.divide(expected_matches(ell=ell, p=p, per_position=per_position), ell)
     main, cand = terms.per_token(rate, devices_main, devices_candidates)
@@ -113,9 +126,7 @@ def expected_compute_seconds(
 
 def trace_compute_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
     """Busy device-seconds of one trace m = (m_2..m_ell) (2-d: one trace per row), exact."""
-    m = np.asarray(m)
-    if m.ndim == 0 or (m.size and not np.isin(m, (0, 1)).all()):
-        raise ValueError("m must be a sequence of 0 and 1 (m_t for t = 2..ell)")
+    m = check_m(m)
     d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
     k = check_positive_int("k", k)
@@ -130,6 +141,7 @@ def greedy_compute_seconds(*, d, ell, costs, devices=1):
     d = check_positive_int("d", d)
     ell = check_positive_int("ell", ell)
     devices = check_positive_int("devices", devices)
+    check_broadcast(d=np.shape(d), ell=np.shape(ell), devices=np.shape(devices))
     costs = check_costs(costs)
     per_token = costs.embedding_s + np.multiply(d, costs.layer_s) + costs.final_head_s
     return _as_result(np.multiply(np.multiply(ell, devices), per_token))

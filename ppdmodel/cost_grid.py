@@ -19,6 +19,7 @@ from ppdmodel.compute_seconds import compute_terms
 from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.passes import pass_times
 from ppdmodel.validation import (
+    check_broadcast,
     check_d_bar,
     check_nonnegative,
     check_positive,
@@ -60,11 +61,18 @@ class _GridTerms:
             if f.name in slowdowns and np.any(np.asarray(value) < 1):
                 raise ValueError(f"{name} must be a factor >= 1")
             object.__setattr__(self, f.name, value)
-        np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)))
+        check_broadcast(**{f"DecodeCostsGrid.{f.name}": np.shape(getattr(self, f.name))
+                           for f in fields(self)})  # fmt: skip
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        """The shape the fields broadcast to."""
+        return np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)))
 
     def candidate_layer_seconds(self, k):
         """The row's candidate-batch layer time (already at the row's k; ``k`` must broadcast)."""
-        np.broadcast_shapes(np.shape(k), np.shape(self.candidate_layer_s))
+        k = check_positive_int("k", k)
+        check_broadcast(k=np.shape(k), candidate_layer_s=np.shape(self.candidate_layer_s))
         return self.candidate_layer_s
 
     def dispatch_seconds(self, early_head: str):
@@ -131,9 +139,13 @@ def ppd_grid_per_token(
     ell = check_positive_int("ell", ell)
     check_d_bar(d, d_bar)
     k = check_positive_int("k", k)
-    check_probability("p", p)
+    p = check_probability("p", p)
     devices_main = check_positive_int("devices_main", devices_main)
     devices_candidates = check_positive_int("devices_candidates", devices_candidates)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), k=np.shape(k), p=np.shape(p),
+                    ell=np.shape(ell), devices_main=np.shape(devices_main),
+                    devices_candidates=np.shape(devices_candidates),
+                    costs=costs.grid_shape)  # fmt: skip
     times = pass_times(d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head)
     rate = np.multiply(p, np.subtract(ell, 1) / np.asarray(ell, dtype=float))
     latency = times.miss_only_s - rate * times.saving_s

@@ -57,14 +57,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from numbers import Real
-from pathlib import Path
 
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import check_d_bar, check_positive_int, is_finite
+from ppdmodel.validation import (
+    as_int,
+    as_path,
+    check_d_bar,
+    check_flag,
+    check_positive_int,
+    is_finite,
+)
 
 PROFILE_FORMAT = "ppd-cost-profile"
 """The value of the profile's ``format`` field."""
@@ -124,7 +129,7 @@ class BackendCosts:
     def costs(self, *, d: int, d_bar: int, k: int | None = None) -> DecodeCosts:
         """DecodeCosts of a configuration with early layer ``d_bar`` (e = d - d_bar) and, when
         given, ``k`` candidates: each side's sharing factor from ``pair_slowdowns`` then."""
-        check_positive_int("d", d)
+        d, d_bar = as_int("d", d), as_int("d_bar", d_bar)
         check_d_bar(d, d_bar)
         e = d - d_bar
         grown = {
@@ -218,6 +223,7 @@ class CostProfile:
         """The bootstrap replicates of ``costs(backend, d_bar=, k=)`` (or of ``greedy_costs``),
         a list of DecodeCosts (each with its own redrawn pair factors); empty when the profile
         kept no timed samples."""
+        check_flag("greedy", greedy)
         self.costs(backend, d_bar=d_bar, k=k)
         reps = self.backends[backend].replicates
         if greedy:
@@ -235,7 +241,7 @@ class CostProfile:
         return self._backend(backend).sharing(k)
 
     def _backend(self, backend: str) -> BackendCosts:
-        if backend not in self.backends:
+        if not isinstance(backend, str) or backend not in self.backends:
             raise ValueError(
                 f"backend must be one of the profiled backends {sorted(self.backends)}, "
                 f"got {backend!r}"
@@ -489,7 +495,9 @@ def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
     (the profile was measured on another model).
     """
     if not isinstance(data, Mapping):
-        raise ValueError(f"cost profile must be a JSON object, got {type(data).__name__}")
+        raise ValueError(f"cost profile data must be a JSON object, got {type(data).__name__}")
+    if d is not None:
+        d = as_int("d", d)
     fmt = _get(data, "format")
     if fmt != PROFILE_FORMAT:
         raise ValueError(f"cost profile: format must be {PROFILE_FORMAT!r}, got {fmt!r}")
@@ -525,11 +533,9 @@ def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:
 def read_profile_data(path) -> dict:
     """The JSON object in a profile file; ValueError naming the file when it is missing,
     unreadable, not JSON or not an object (no layout checks: ``parse_cost_profile``)."""
-    if not isinstance(path, str | os.PathLike) or not str(path):
-        raise ValueError(f"path must be a profile file path, got {path!r:.60}")
-    path = Path(path)
+    path = as_path("path", path)
     if not path.is_file():
-        raise ValueError(f"cost profile file not found: {path}")
+        raise ValueError(f"cost profile path {str(path)!r}: no such file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

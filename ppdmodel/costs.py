@@ -18,7 +18,7 @@ from numbers import Real
 
 import numpy as np
 
-from ppdmodel.validation import check_positive_int, is_finite
+from ppdmodel.validation import check_choice, check_positive_int, is_finite
 
 EARLY_HEAD_PLACEMENTS = ("main", "candidates")
 """Where the early LM head at layer d_bar runs: on main's critical path, or on the candidate
@@ -41,8 +41,10 @@ def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: floa
     """One message over a link: latency_s + nbytes / bandwidth_bytes_per_s, seconds."""
     for name, value in (("latency_s", latency_s), ("nbytes", nbytes)):
         _check_seconds(name, value)
-    if not (isinstance(bandwidth_bytes_per_s, Real) and bandwidth_bytes_per_s > 0):
-        raise ValueError(f"bandwidth_bytes_per_s must be > 0, got {bandwidth_bytes_per_s!r}")
+    ok = isinstance(bandwidth_bytes_per_s, Real) and not isinstance(bandwidth_bytes_per_s, bool)
+    if not (ok and is_finite(bandwidth_bytes_per_s) and bandwidth_bytes_per_s > 0):
+        raise ValueError(f"bandwidth_bytes_per_s must be a finite number > 0, got "
+                         f"{bandwidth_bytes_per_s!r:.60}")  # fmt: skip
     seconds = float(latency_s) + float(nbytes) / float(bandwidth_bytes_per_s)  # float64
     if not math.isfinite(seconds):
         raise ValueError(
@@ -54,9 +56,7 @@ def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: floa
 
 def check_early_head(early_head) -> str:
     """Return ``early_head`` if it is one of ``EARLY_HEAD_PLACEMENTS``, else ValueError."""
-    if early_head not in EARLY_HEAD_PLACEMENTS:
-        raise ValueError(f"early_head must be one of {EARLY_HEAD_PLACEMENTS}, got {early_head!r}")
-    return early_head
+    return check_choice("early_head", early_head, EARLY_HEAD_PLACEMENTS)
 
 
 def _check_seconds(name: str, value, *, positive: bool = False) -> None:
@@ -134,6 +134,7 @@ class DecodeCosts:
     @classmethod
     def unit(cls, seconds_per_layer: float = 1.0) -> DecodeCosts:
         """The paper's model: every layer ``seconds_per_layer`` at any batch, all else free."""
+        _check_seconds("seconds_per_layer", seconds_per_layer, positive=True)
         return cls(layer_s=seconds_per_layer)
 
     @property
@@ -184,6 +185,9 @@ class DecodeCosts:
     @classmethod
     def from_dict(cls, data: Mapping) -> DecodeCosts:
         """Build from ``to_dict``'s output; unknown keys raise a ValueError naming them."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"data must be a mapping of DecodeCosts fields, got "
+                             f"{type(data).__name__}")  # fmt: skip
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -203,6 +207,14 @@ def _check_factor(name: str, value) -> None:
 def _table(value) -> tuple[tuple[int, float], ...]:
     """Normalise the (k, seconds) table: sorted pairs, k positive ints, seconds finite > 0."""
     items = value.items() if isinstance(value, Mapping) else value
+    try:
+        if isinstance(items, str | bytes):
+            raise TypeError
+        items = list(items)  # (a 0-d array is Iterable, but iterating it raises)
+    except TypeError:
+        raise ValueError(
+            f"DecodeCosts.candidate_layer_s_by_k must hold (k, seconds) pairs, got {value!r:.60}"
+        ) from None
     pairs = {}
     for item in items:
         if not (isinstance(item, tuple | list) and len(item) == 2):

@@ -33,7 +33,7 @@ import numpy as np
 
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.passes import check_costs
-from ppdmodel.validation import check_nonnegative, check_positive_int
+from ppdmodel.validation import MAX_EXACT_INT, as_int, as_real, check_positive_int
 
 MAX_DRAFT = 1024
 """Longest draft length g accepted (as ``ppdmodel.alternatives``)."""
@@ -86,9 +86,9 @@ def early_exit_steps(matches, *, g: int, limit: int | None = None) -> EarlyExitS
     ``limit``: max_new_tokens of the run (>= ell; default ell).
     """
     m = _check_matches(matches)
-    g = int(check_positive_int("g", g, limit=MAX_DRAFT))
+    g = as_int("g", g, limit=MAX_DRAFT)
     ell = m.size
-    limit = ell if limit is None else int(check_positive_int("limit", limit))
+    limit = ell if limit is None else as_int("limit", limit)
     if limit < ell:
         raise ValueError(f"limit must be >= the trace's length {ell}, got {limit}")
     drafted, accepted, produced = [], [], []
@@ -122,12 +122,11 @@ class EarlyExitCosts:
 
     def __post_init__(self) -> None:
         check_costs(self.costs)
-        check_positive_int("d", self.d)
+        for name in ("d", "exit_layer", "first_draft_rows"):
+            object.__setattr__(self, name, as_int(name, getattr(self, name)))
         for name in ("host_draft_s", "host_step_s"):
             if getattr(self, name) is not None:
-                check_nonnegative(name, getattr(self, name))
-        check_positive_int("exit_layer", self.exit_layer)
-        check_positive_int("first_draft_rows", self.first_draft_rows)
+                object.__setattr__(self, name, as_real(name, getattr(self, name)))
         if self.exit_layer >= self.d:
             raise ValueError(f"exit_layer must be in [1, d - 1] = [1, {self.d - 1}]")
 
@@ -163,9 +162,7 @@ class EarlyExitCosts:
 
     def step_s(self, drafted: int) -> tuple[float, float]:
         """(draft seconds, verify seconds) of a step that drafts ``drafted`` tokens."""
-        drafted = check_nonnegative("drafted", drafted)
-        if np.ndim(drafted) or drafted != int(drafted):
-            raise ValueError(f"drafted must be an integer >= 0, got {drafted!r}")
+        drafted = as_int("drafted", drafted, minimum=0, limit=MAX_EXACT_INT - 1)
         draft = 0.0
         if drafted > 0:
             draft = self.draft_s(self.first_draft_rows) + (drafted - 1) * self.draft_s(1)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.passes import check_costs
-from ppdmodel.validation import as_int, check_probability
+from ppdmodel.validation import as_int, check_probability, ndim
 
 MAX_ELL = 10**5
 """Longest generation accepted (the expectation walks it token by token)."""
@@ -59,7 +59,10 @@ def _knots(costs: DecodeCosts) -> tuple[np.ndarray, np.ndarray, float]:
 def free_rows_layer_seconds(*, rows, costs):
     """Seconds of one deep layer over ``rows`` positions, layer(rows) (module docstring)."""
     check_costs(costs)
-    r = np.asarray(rows)
+    try:
+        r = np.asarray(rows)
+    except (ValueError, TypeError):  # ragged nesting
+        r = np.asarray(None)
     if r.dtype.kind not in "iuf" or r.size == 0 or not np.all(np.isfinite(r)) or r.min() < 1:
         raise ValueError(f"rows must be numbers >= 1, got {rows!r:.80}")
     knots, secs, slope = _knots(costs)
@@ -112,7 +115,7 @@ def free_trace_latency_seconds(*, d, exit_layer, exits, costs):
 
 
 def _q_per_position(ell, q) -> np.ndarray:
-    if np.ndim(q) == 0:
+    if ndim("q", q) == 0:
         return np.full(ell, check_probability("q", q))
     arr = check_probability("q", q)
     if np.ndim(arr) != 1 or len(arr) != ell:

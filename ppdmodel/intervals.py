@@ -21,11 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts
-from ppdmodel.validation import check_positive_int, check_probability
+from ppdmodel.validation import (
+    as_int,
+    as_real,
+    as_real_array,
+    check_instance,
+    check_probability,
+    check_seed,
+    is_finite,
+)
 
 LEVEL = 0.95
 """The default central share of an interval."""
@@ -48,7 +57,7 @@ class Interval:
         for name in ("low", "high"):
             value = getattr(self, name)
             ok = isinstance(value, int | float | np.floating) and not isinstance(value, bool)
-            if not ok or not np.isfinite(value):
+            if not ok or not is_finite(value):
                 raise ValueError(f"Interval.{name} must be a finite number, got {value!r}")
         if self.low > self.high:
             raise ValueError(f"Interval.low must be <= high, got {self.low!r} > {self.high!r}")
@@ -56,14 +65,20 @@ class Interval:
 
     def contains(self, value: float) -> bool:
         """True when low <= value <= high."""
+        if isinstance(value, bool | np.bool_) or not isinstance(value, Real):
+            raise ValueError(f"value must be a real number, got {value!r:.60}")
         return bool(self.low <= value <= self.high)
 
     def overlaps(self, other: Interval) -> bool:
         """True when the two intervals share a point (too close to call)."""
+        check_instance("other", other, Interval)
         return bool(self.low <= other.high and other.low <= self.high)
 
     def scaled(self, factor: float) -> Interval:
         """The interval in another unit (factor > 0)."""
+        factor = as_real("factor", factor, strict=True)
+        if not (is_finite(self.low * factor) and is_finite(self.high * factor)):
+            raise ValueError(f"factor {factor!r} takes the interval beyond float64's range")
         return Interval(self.low * factor, self.high * factor, self.level)
 
     def to_dict(self) -> dict:
@@ -81,18 +96,14 @@ def check_level(level) -> float:
 def p_draws(*, p, n=None, draws: int = DRAWS, seed: int = 0) -> np.ndarray:
     """``draws`` values of a match rate measured as ``p`` over ``n`` predictable tokens:
     Jeffreys' Beta(p n + 1/2, (1 - p) n + 1/2); ``n`` None: p itself, ``draws`` times."""
+    p = check_probability("p", p)
     if np.ndim(p) != 0:
         raise ValueError(f"p must be one match rate in [0, 1], got an array of shape {np.shape(p)}")
-    p = float(check_probability("p", p))
-    draws = int(check_positive_int("draws", draws))
-    if draws > MAX_DRAWS:
-        raise ValueError(f"draws must be at most {MAX_DRAWS}, got {draws}")
-    if not (seed is None or (isinstance(seed, int | np.integer) and not isinstance(seed, bool)
-                             and seed >= 0)):  # fmt: skip
-        raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
+    draws = as_int("draws", draws, limit=MAX_DRAWS)
+    check_seed("seed", seed)
     if n is None:
         return np.full(draws, p)
-    n = int(check_positive_int("n", n))
+    n = as_int("n", n)
     rng = np.random.default_rng(seed)
     return rng.beta(p * n + 0.5, (1 - p) * n + 0.5, size=draws)
 
@@ -100,7 +111,7 @@ def p_draws(*, p, n=None, draws: int = DRAWS, seed: int = 0) -> np.ndarray:
 def interval_of(values, *, level: float = LEVEL) -> Interval:
     """The central ``level`` percentile interval of ``values`` (one or more finite numbers)."""
     level = check_level(level)
-    values = np.asarray(values, dtype=float).ravel()
+    values = as_real_array("values", values).ravel()
     if values.size == 0 or not np.all(np.isfinite(values)):
         raise ValueError(f"values must be one or more finite numbers, got {values!r}")
     tail = 100 * (1 - level) / 2
@@ -125,10 +136,21 @@ def prediction_interval(
         raise TypeError(f"predict must be callable, got {type(predict).__name__}")
     if not isinstance(costs, DecodeCosts):
         raise ValueError(f"costs must be a ppdmodel.DecodeCosts, got {type(costs).__name__}")
-    replicates = list(replicates)
+    try:
+        if isinstance(replicates, str | bytes):
+            raise TypeError
+        replicates = list(replicates)  # (a 0-d array is Iterable, but iterating it raises)
+    except TypeError:
+        raise ValueError(
+            f"replicates must be a sequence of ppdmodel.DecodeCosts, got "
+            f"{type(replicates).__name__}"
+        ) from None
     if any(not isinstance(r, DecodeCosts) for r in replicates):
         raise ValueError("replicates must hold ppdmodel.DecodeCosts values")
     rates = p_draws(p=p, n=n, draws=draws, seed=seed)
     pool = replicates or [costs]
     values = [predict(pool[i % len(pool)], float(rate)) for i, rate in enumerate(rates)]
+    values = as_real_array("predict(costs, p)'s values", values)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("predict(costs, p) must return finite numbers")
     return interval_of(values, level=level)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppdmodel.theorem import _is_per_position, validate_theorem_args
-from ppdmodel.validation import check_limit, check_positive_int, check_probability
+from ppdmodel.validation import check_limit, check_positive_int, check_probability, check_seed
 
 CHUNK_DRAWS = 1 << 22
 """Bernoulli draws per chunk for per-position p (about 16 MiB of float32 uniforms)."""
@@ -44,7 +44,7 @@ def sample_runs(*, ell, p, n, seed=None, per_position: bool | None = None) -> np
     p = check_probability("p", p)
     if np.ndim(ell) != 0 or np.ndim(n) != 0:
         raise ValueError("ell and n must be scalars for sample_runs")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     if _is_per_position(ell, p, per_position):
         if np.ndim(p) != 1:
             raise ValueError("p must be one-dimensional (t = 2..ell) for sample_runs")

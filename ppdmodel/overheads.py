@@ -27,7 +27,7 @@ import numpy as np
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.paper import TABLE3
 from ppdmodel.seconds import expected_latency_seconds
-from ppdmodel.validation import check_d_bar, check_nonnegative, check_positive_int
+from ppdmodel.validation import as_int, as_real, check_d_bar, check_positive_int
 
 ROW_COLUMNS = ("greedy_latency_s", "latency_s", "p", "k")
 """Columns of a published PPD row: greedy's and PPD's seconds for ell tokens, p and k."""
@@ -50,8 +50,11 @@ class PaidOverheads:
 
     def costs(self, greedy_token_s: float) -> DecodeCosts:
         """DecodeCosts of a model whose greedy token takes ``greedy_token_s`` seconds."""
-        greedy_token_s = check_nonnegative("greedy_token_s", greedy_token_s)
+        greedy_token_s = as_real("greedy_token_s", greedy_token_s)
         layer = float(greedy_token_s) / float(self.d)
+        if not layer > 0:
+            raise ValueError(f"greedy_token_s must be > 0 (a layer takes greedy_token_s / d), "
+                             f"got {greedy_token_s!r}")  # fmt: skip
         return DecodeCosts(layer_s=layer, candidate_extra_row_layer_s=self.extra_row_layers * layer,
                            handoff_s=self.handoff_tokens * greedy_token_s)  # fmt: skip
 
@@ -78,7 +81,7 @@ def _rows(rows) -> dict[str, np.ndarray]:
 def infer_overheads(rows, *, d: int, d_bar: int, ell: int) -> PaidOverheads:
     """The terms (a, b) that best explain ``rows`` (least squares on the relative error of
     PPD's time; module docstring). Two rows with different k determine them exactly."""
-    d, ell = int(check_positive_int("d", d)), int(check_positive_int("ell", ell))
+    d, d_bar, ell = as_int("d", d), as_int("d_bar", d_bar), as_int("ell", ell)
     check_d_bar(d, d_bar)
     r = _rows(rows)
     if np.unique(r["k"]).size < 2:
@@ -97,6 +100,7 @@ def predict_latency(rows, overheads: PaidOverheads, *, ell: int) -> np.ndarray:
     """PPD's expected seconds for ell tokens of each row under ``overheads``."""
     if not isinstance(overheads, PaidOverheads):
         raise ValueError("overheads must be a PaidOverheads (from infer_overheads)")
+    ell = as_int("ell", ell)
     r = _rows(rows)
     out = [
         expected_latency_seconds(d=overheads.d, d_bar=overheads.d_bar, ell=ell, p=p, k=int(k),

@@ -288,11 +288,9 @@ def _dataset(name: str) -> str:
 
 def _one_of(value, allowed) -> bool:
     """True if ``value`` is a number (not a bool) equal to one of ``allowed``."""
-    return (
-        np.ndim(value) == 0
-        and not isinstance(value, bool | np.bool_)
-        and any(isinstance(value, int | float | np.number) and value == a for a in allowed)
-    )
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        return False  # (np.ndim of a ragged list would raise)
+    return np.ndim(value) == 0 and any(value == a for a in allowed)
 
 
 def _lookup(frame: pd.DataFrame, dataset: str, k: int, trained: bool, layer: int) -> pd.DataFrame:

@@ -78,7 +78,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import check_nonnegative, check_positive, check_positive_int
+from ppdmodel.validation import (
+    check_broadcast,
+    check_d_bar,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+)
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,9 @@ def device_work(*, d, d_bar, k, costs: DecodeCosts, early_head: str):
     if not all(hasattr(costs, f) for f in ("early_head_s", "candidate_layer_seconds")):
         raise ValueError(f"costs must be a ppdmodel.DecodeCosts or DecodeCostsGrid, got "
                          f"{type(costs).__name__}")  # fmt: skip
-    d, d_bar = check_positive_int("d", d), check_positive_int("d_bar", d_bar)
+    d = check_positive_int("d", d)
+    d_bar, k = check_d_bar(d, d_bar), check_positive_int("k", k)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), k=np.shape(k))
     gap = np.subtract(d, d_bar)
     on_main = check_early_head(early_head) == "main"
     main_head = costs.early_head_s if on_main else 0.0
@@ -185,6 +193,13 @@ def _sharing_inputs(work_main, work_cand, delta, s_main, s_cand):
     work_cand = check_nonnegative("work_cand", work_cand)
     delta, s_main = check_nonnegative("delta", delta), check_positive("s_main", s_main)
     s_cand = s_main if s_cand is None else check_positive("s_cand", s_cand)
+    check_broadcast(
+        work_main=np.shape(work_main),
+        work_cand=np.shape(work_cand),
+        delta=np.shape(delta),
+        s_main=np.shape(s_main),
+        s_cand=np.shape(s_cand),
+    )
     return work_main, work_cand, delta, s_main, s_cand
 
 

@@ -25,7 +25,10 @@ FIRST_T = 2
 
 def position_of_m(t):
     """The token position j whose early-prediction match is m_t: j = t - 1 (t >= 2)."""
-    t = np.asarray(t)
+    try:
+        t = np.asarray(t)
+    except (ValueError, TypeError):  # ragged nesting
+        t = np.asarray(None)
     if t.dtype.kind not in "iuf" or not np.isfinite(t).all() or np.any(t != np.floor(t)):
         raise ValueError(f"t must be an integer position >= {FIRST_T} (or an array of them), "
                          f"got {t!r:.60}")  # fmt: skip
@@ -50,3 +53,19 @@ def m_from_positions(matches_by_position):
     if arr.size and not (arr.min() >= 0 and arr.max() <= 1):
         raise ValueError("matches_by_position must hold 0/1 matches or rates in [0, 1]")
     return arr[..., :-1]
+
+
+def check_m(m) -> np.ndarray:
+    """``m`` (m_t for t = 2..ell, 0 or 1 on the last axis; 2-d: one trace per row) as an
+    array; ValueError naming ``m`` otherwise (ragged nesting and text included)."""
+    try:
+        arr = np.asarray(m)
+    except (ValueError, TypeError):  # ragged nesting
+        arr = np.asarray(None)
+    if (
+        arr.ndim == 0
+        or arr.dtype.kind not in "biuf"
+        or (arr.size and not np.isin(arr, (0, 1)).all())
+    ):
+        raise ValueError("m must be a sequence of 0 and 1 (m_t for t = 2..ell)")
+    return arr

@@ -24,7 +24,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import as_int
+from ppdmodel.validation import as_int, check_choice, check_names
 
 NAMES = ("paper", "smollm2")
 """Names of the built-in tables."""
@@ -52,8 +52,7 @@ DEFAULT_TRAINED_HEAD = {"paper": "trained", "smollm2": "translator"}
 
 
 def _check_name(name: str) -> None:
-    if name not in NAMES:
-        raise ValueError(f"name must be one of {NAMES}, got {name!r}")
+    check_choice("name", name, NAMES)
 
 
 @cache
@@ -129,13 +128,14 @@ def table2_view(
     prompt_sets: keep only these (default: all).
     """
     table = load(name)
-    trained_head = trained_head or DEFAULT_TRAINED_HEAD[name]
-    if trained_head not in set(table["head"]) - {"shared"}:
+    trained_head = DEFAULT_TRAINED_HEAD[name] if trained_head is None else trained_head
+    if not isinstance(trained_head, str) or trained_head not in set(table["head"]) - {"shared"}:
         allowed = sorted(set(table["head"]) - {"shared"})
         raise ValueError(
             f"trained_head must be one of {allowed} for {name!r}, got {trained_head!r}"
         )
     if prompt_sets is not None:
+        prompt_sets = check_names("prompt_sets", prompt_sets)
         unknown = sorted(set(prompt_sets) - set(table["prompt_set"]))
         if unknown:
             allowed = sorted(set(table["prompt_set"]))

@@ -24,8 +24,10 @@ import numpy as np
 
 from ppdmodel.costs import check_early_head
 from ppdmodel.passes import check_costs, pass_times
+from ppdmodel.positions import check_m
 from ppdmodel.theorem import _as_result, expected_latency, expected_matches, validate_theorem_args
 from ppdmodel.validation import (
+    check_broadcast,
     check_d_bar,
     check_nonnegative,
     check_positive,
@@ -39,6 +41,9 @@ def _legacy_latency(d, d_bar, ell, p, seconds_per_layer, token_s, handoff_s, per
     seconds_per_layer = check_positive("seconds_per_layer", seconds_per_layer)
     token_s = check_nonnegative("per_token_overhead_s", token_s)
     handoff_s = check_nonnegative("per_handoff_overhead_s", handoff_s)
+    overheads = dict(per_token_overhead_s=token_s, per_handoff_overhead_s=handoff_s)
+    validate_theorem_args(d, d_bar, ell, p, per_position, seconds_per_layer=seconds_per_layer,
+                          **overheads)  # fmt: skip
     layers = expected_latency(d=d, d_bar=d_bar, ell=ell, p=p, per_position=per_position)
     ell, p = check_positive_int("ell", ell), check_probability("p", p)  # float64: no wrap-around
     handoffs = expected_matches(ell=ell, p=p, per_position=per_position)
@@ -89,7 +94,7 @@ def expected_latency_seconds(
             "give either costs= or seconds_per_layer=/per_token_overhead_s=/"
             "per_handoff_overhead_s=, not both"
         )
-    validate_theorem_args(d, d_bar, ell, p)
+    validate_theorem_args(d, d_bar, ell, p, per_position, k=_validated_k(k))
     times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip
     matches = expected_matches(ell=ell, p=p, per_position=per_position)
@@ -105,9 +110,7 @@ def trace_latency_seconds(*, d, d_bar, m, k=1, costs, early_head: str = "main"):
 
     ``m`` may be 2-d (one trace per row); ell = len(m) + 1 (the last axis).
     """
-    m = np.asarray(m)
-    if m.ndim == 0 or (m.size and not np.isin(m, (0, 1)).all()):
-        raise ValueError("m must be a sequence of 0 and 1 (m_t for t = 2..ell)")
+    m = check_m(m)
     ell = m.shape[-1] + 1
     d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
@@ -133,6 +136,8 @@ def greedy_latency_seconds(
     token_s = 0.0 if per_token_overhead_s is None else per_token_overhead_s
     token_s = check_nonnegative("per_token_overhead_s", token_s)
     d, ell = check_positive_int("d", d), check_positive_int("ell", ell)
+    check_broadcast(d=np.shape(d), ell=np.shape(ell), seconds_per_layer=np.shape(seconds_per_layer),
+                    per_token_overhead_s=np.shape(token_s))  # fmt: skip
     with np.errstate(over="ignore"):
         per_token = np.multiply(d, seconds_per_layer) + np.asarray(token_s)
         total = np.multiply(ell, per_token)
@@ -143,8 +148,9 @@ def latency_per_token_seconds(*, d, d_bar, p, k=1, costs, early_head: str = "mai
     """PPD seconds per token as ell -> infinity, i.i.d. p: B - p S."""
     d = check_positive_int("d", d)
     check_d_bar(d, d_bar)
-    check_probability("p", p)
-    times = pass_times(d=d, d_bar=d_bar, k=_validated_k(k), costs=check_costs(costs),
+    p, k = check_probability("p", p), _validated_k(k)
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p), k=np.shape(k))
+    times = pass_times(d=d, d_bar=d_bar, k=k, costs=check_costs(costs),
                        early_head=early_head)  # fmt: skip
     return _as_result(times.miss_only_s - np.multiply(p, times.saving_s))
 
@@ -166,6 +172,7 @@ def _finite_seconds(total):
     """``total``, or ValueError if a huge per-layer time or overhead made it overflow."""
     if not np.all(np.isfinite(total)):
         raise ValueError(
-            "seconds_per_layer and the overheads are too large: the latency overflows float64"
+            "seconds_per_layer, per_token_overhead_s and per_handoff_overhead_s are too large: "
+            "the latency overflows float64"
         )
     return total

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ppdmodel.costs import check_early_head
+
 d, d_bar, ell, k = sp.symbols("d d_bar ell k", positive=True)
 """Layers, early-prediction layer, generated tokens, candidates (paper symbols)."""
 p = sp.Symbol("p", nonnegative=True)
@@ -99,6 +101,7 @@ def pass_schedule(early_head: str) -> dict:
     the batch both compute at rate 1/sigma until o = min(max(W_m - delta, 0), W_c) of each is
     done, then whichever is left finishes alone; E_m and E_c are the ends of their device work.
     """
+    check_early_head(early_head)
     gap = d - d_bar
     main_head = h_e if early_head == "main" else 0
     work_main = gap * L + h_f

@@ -60,12 +60,16 @@ def expected_matches(*, ell, p, per_position: bool | None = None):
     ``ell`` and ``p`` are checked (float64, no integer wrap-around).
     """
     ell, p = check_positive_int("ell", ell), check_probability("p", p)
-    if _is_per_position(ell, p, per_position):
+    per = _is_per_position(ell, p, per_position)
+    check_broadcast(ell=np.shape(ell), p=np.shape(p)[:-1] if per else np.shape(p))
+    if per:
         return np.sum(p, axis=-1)
     return np.multiply(np.subtract(ell, 1), p)
 
 
-def validate_theorem_args(d, d_bar, ell, p, per_position: bool | None = None, as_float=True):
+def validate_theorem_args(
+    d, d_bar, ell, p, per_position: bool | None = None, as_float=True, **others
+):
     """Check d, ell positive integers <= 2^53, d_bar an integer in [d/2, d), p in [0, 1].
 
     Returns (d, d_bar, ell, p) as float64 (Python floats for scalars) so that the formulas
@@ -79,7 +83,8 @@ def validate_theorem_args(d, d_bar, ell, p, per_position: bool | None = None, as
     d_bar = check_d_bar(d, d_bar, as_float=as_float)
     p = check_probability("p", p)
     p_shape = np.shape(p)[:-1] if _is_per_position(ell, p, per_position) else np.shape(p)
-    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), ell=np.shape(ell), p=p_shape)
+    others = {name: np.shape(value) for name, value in others.items()}
+    check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), ell=np.shape(ell), p=p_shape, **others)
     return d, d_bar, ell, p
 
 
@@ -134,7 +139,8 @@ def expected_compute(*, d, d_bar, ell, p, k, per_position: bool | None = None):
     candidates (sub-processes), a positive integer; k + 1 compute units run in parallel.
     """
     k = check_positive_int("k", k, as_float=False)
-    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, as_float=False)
+    d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, as_float=False,
+                                             k=k)  # fmt: skip
     latency = _latency(d, d_bar, ell, p, per_position)
     extra = np.multiply(np.multiply(k, np.subtract(d, d_bar, dtype=F), dtype=F), ell, dtype=F)
     return _as_result(np.add(latency, extra))

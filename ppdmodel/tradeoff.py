@@ -8,11 +8,20 @@ compute per token (Eq. 6 / d). Other layers use the generalised forms in ``ppdmo
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 import pandas as pd
 
 from ppdmodel.asymptotic import compute_per_time, compute_per_token, latency_per_token
-from ppdmodel.validation import check_columns, check_d_bar, check_flag, check_positive_int
+from ppdmodel.validation import (
+    as_int,
+    as_real_array,
+    check_columns,
+    check_d_bar,
+    check_flag,
+    check_probability,
+)
 
 FIGURE_AXES = {
     3: ("compute_per_time", "Average compute resources per time unit"),
@@ -34,8 +43,7 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     latency_per_token (time units), normalized_latency (/ d: greedy = 1), compute_per_time,
     compute_per_token (compute units x time units), normalized_compute_per_token (/ d).
     """
-    check_positive_int("d", d)
-    check_d_bar(d, layer)
+    d, layer = _check_layer(d, layer)
     if table is None:
         from ppdmodel.paper import TABLE2 as table
     check_columns("table", table, TABLE_COLUMNS)
@@ -47,7 +55,8 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     order = {name: i for i, name in enumerate(dict.fromkeys(table["dataset"]))}  # paper order
     rows = rows.sort_values(["dataset", "trained", "k"], key=_order_key(order))
     rows = rows.reset_index(drop=True)
-    p, k = rows["p_correct"].to_numpy(), rows["k"].to_numpy()
+    p = check_probability("table column 'p_correct'", rows["p_correct"].to_numpy())
+    k = rows["k"].to_numpy()
     out = rows[["dataset", "trained", "k", "layer", "p_correct"]].copy()
     out["latency_per_token"] = latency_per_token(d=d, d_bar=layer, p=p)
     out["normalized_latency"] = out["latency_per_token"] / d
@@ -57,12 +66,24 @@ def tradeoff_curves(*, layer: int = 20, d: int = 40, table: pd.DataFrame | None 
     return out
 
 
+def _check_layer(d, layer) -> tuple[int, int]:
+    """(d, layer) as ints with d/2 <= layer < d (``layer`` is the early-prediction layer)."""
+    d, layer = as_int("d", d), as_int("layer", layer)
+    try:
+        check_d_bar(d, layer)
+    except ValueError as err:
+        raise ValueError(f"layer (the early-prediction layer d_bar): {err}") from None
+    return d, layer
+
+
 def _check_table_types(table: pd.DataFrame) -> None:
     """ValueError naming the column unless dataset holds names, trained booleans, k and layer
     numbers (p_correct is checked by the formulas)."""
     for column in ("layer", "k"):
         if not pd.api.types.is_numeric_dtype(table[column]) or table[column].dtype == bool:
             raise ValueError(f"table column {column!r} must hold integers")
+    if not pd.api.types.is_numeric_dtype(table["p_correct"]) or table["p_correct"].dtype == bool:
+        raise ValueError("table column 'p_correct' must hold numbers")
     if table["trained"].dtype != bool:
         raise ValueError("table column 'trained' must hold booleans")
     if not all(isinstance(name, str) for name in table["dataset"]):
@@ -96,7 +117,11 @@ def measured_points(measured: pd.DataFrame, *, layer: int, d: int) -> pd.DataFra
     missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if missing:
         raise ValueError(f"measured must have columns {MEASURED_COLUMNS}; missing {missing}")
-    p, k = measured["p_correct"].to_numpy(dtype=float), measured["k"].to_numpy()
+    d, layer = _check_layer(d, layer)
+    p = check_probability(
+        "measured.p_correct", as_real_array("measured.p_correct", measured["p_correct"].to_numpy())
+    )
+    k = measured["k"].to_numpy()
     d_col = measured["d"].to_numpy() if "d" in measured.columns else d
     layer_col = measured["layer"].to_numpy() if "layer" in measured.columns else layer
     out = measured[list(MEASURED_COLUMNS)].copy()
@@ -115,14 +140,14 @@ def plot_tradeoff(curves: pd.DataFrame | None = None, *, figure: int = 3, measur
     adds measured (p, k) points as crosses. Greedy decoding is the point (1, 1). Nothing is shown
     or saved here: the caller decides (``fig.savefig(path)``); no GUI backend is needed.
     """
-    if isinstance(figure, bool) or figure not in (3, 4):
+    if isinstance(figure, bool) or not isinstance(figure, Real) or figure not in (3, 4):
         raise ValueError(f"figure must be 3 or 4, got {figure!r}")
     curves = tradeoff_curves() if curves is None else curves
     x_col, x_label = FIGURE_AXES[int(figure)]
     check_columns("curves", curves, (*CURVE_COLUMNS, x_col))
     if curves.empty:
         raise ValueError("curves must hold at least one row (one point of a curve)")
-    for column in ("k", "normalized_latency", x_col):  # plotted, and k labels the points
+    for column in ("k", "layer", "normalized_latency", x_col):  # plotted, k and layer label
         values = pd.to_numeric(curves[column], errors="coerce").to_numpy(dtype=float)
         if not np.isfinite(values).all():
             raise ValueError(f"curves column {column!r} must hold finite numbers")

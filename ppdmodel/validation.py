@@ -15,8 +15,10 @@ exactly; products of a few such numbers stay far below float64's overflow (~1.8e
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 
@@ -47,12 +49,44 @@ def is_finite(value) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
+    except TypeError:  # not a real number (a list, a string, an array of several values)
+        raise TypeError(f"value must be a real number, got {_show(value)}") from None
 
 
-def _check_limit_type(limit) -> None:
-    """A check's own ``limit`` argument must be a real number (a caller's mistake otherwise)."""
-    if not _is_number(limit):
-        raise TypeError(f"limit must be a real number, got {_show(limit)}")
+def _check_limit_type(limit, what: str = "limit", *, finite: bool = False) -> None:
+    """A check's own ``limit`` (or ``what``) argument must be a real number, not NaN, and
+    finite where ``finite`` (a caller's mistake otherwise)."""
+    if not _is_number(limit) or limit != limit or (finite and not is_finite(limit)):
+        kind = "a finite real number" if finite else "a real number"
+        raise TypeError(f"{what} must be {kind}, got {_show(limit)}")
+
+
+def _check_option(name: str, value) -> None:
+    """A check's own True/False option (``as_float``, ``half_depth_ok``, ...) must be a bool."""
+    if value is not True and value is not False:
+        raise TypeError(f"{name} must be True or False, got {_show(value)}")
+
+
+def check_name(name) -> None:
+    """A check's ``name`` (the parameter its messages name) must be a non-empty string."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string (the parameter's name), got "
+                        f"{_show(name)}")  # fmt: skip
+
+
+def check_names(name: str, names) -> tuple[str, ...]:
+    """``names`` (a sequence of key, column or field names, not one string) as a tuple of
+    strings; TypeError naming ``name`` otherwise."""
+    check_name(name)
+    try:
+        if isinstance(names, str | bytes):
+            raise TypeError
+        names = tuple(names)  # (a 0-d array is Iterable, but iterating it raises)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of names, got {_show(names)}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{name} must hold strings, got {_show(names)}")
+    return names
 
 
 def _is_number(value) -> bool:
@@ -71,6 +105,24 @@ def _as_array(name: str, value) -> np.ndarray:
     if arr.dtype.kind == "b":
         raise ValueError(f"{name} must be a real number or an array of them, got booleans")
     return arr
+
+
+def as_real_array(name: str, value) -> np.ndarray:
+    """``value`` (a number or a nested sequence of them, not booleans) as a float64 array, else
+    ValueError naming ``name`` (ragged nesting, text and objects included)."""
+    check_name(name)
+    return _as_array(name, value).astype(np.float64, copy=False)
+
+
+def ndim(name: str, value) -> int:
+    """``np.ndim(value)``, or ValueError naming ``name`` for a ragged nesting numpy cannot
+    shape (``np.ndim`` itself raises there)."""
+    check_name(name)
+    try:
+        return np.ndim(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} must be a number or a regular array (not ragged), got "
+                         f"{_show(value)}") from None  # fmt: skip
 
 
 def _describe(arr: np.ndarray) -> str:
@@ -96,7 +148,9 @@ def check_positive_int(
     values above ``limit`` (default 2^53) are not. ``as_float=False`` returns an array
     unconverted (the caller computes in float64 itself, saving a copy).
     """
+    check_name(name)
     _check_limit_type(limit)
+    _check_option("as_float", as_float)
     if _is_number(value):
         if isinstance(value, Integral):
             ok = value >= 1
@@ -124,6 +178,7 @@ def check_positive_int(
 
 def check_probability(name: str, value) -> ArrayLike:
     """Check that ``value`` lies in [0, 1] and is not NaN (scalar or array); return float64."""
+    check_name(name)
     if _is_number(value):
         if not 0.0 <= value <= 1.0:  # False for NaN as well
             raise ValueError(f"{name} must be a probability in [0, 1], got {_show(value)}")
@@ -147,6 +202,8 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True)
     evaluates them there (its default). ``d`` must have been checked already. ``as_float``:
     as for ``check_positive_int``.
     """
+    _check_option("half_depth_ok", half_depth_ok)
+    _check_option("as_float", as_float)
     if _is_number(d_bar) and _is_number(d):
         if d == 1 and not half_depth_ok:
             raise ValueError(f"d_bar: d = 1 has no such layer (d/2 <= d_bar < d), got {d_bar!r}")
@@ -175,10 +232,12 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True)
             )
         return d_bar_f
     d_bar_arr = _as_array("d_bar", d_bar)
-    if d_bar_arr.size == 0:
+    d_arr = _as_array("d", d)
+    check_broadcast(d=d_arr.shape, d_bar=d_bar_arr.shape)
+    if d_bar_arr.size == 0 or d_arr.size == 0:
         return _float(d_bar_arr) if as_float else d_bar_arr
     ratio = np.true_divide(
-        d_bar_arr, d, dtype=np.float64
+        d_bar_arr, d_arr, dtype=np.float64
     )  # d > 0 is checked first; one pass, two reductions
     lo, hi = ratio.min(), ratio.max()
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -208,6 +267,7 @@ def check_d_bar(d, d_bar, *, half_depth_ok: bool = False, as_float: bool = True)
 
 def check_nonnegative(name: str, value) -> ArrayLike:
     """Check that ``value`` is a finite real >= 0 (scalar or array); return float64."""
+    check_name(name)
     if _is_number(value):
         if not (is_finite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {_show(value)}")
@@ -236,6 +296,9 @@ def check_model(d, d_bar, ell=None) -> None:
 
 def check_flag(name: str, value, allow_none: bool = False) -> bool | None:
     """Check that ``value`` is a bool (or None when ``allow_none``); return it."""
+    check_name(name)
+    if not isinstance(allow_none, bool | np.bool_):
+        raise TypeError(f"allow_none must be True or False, got {_show(allow_none)}")
     if value is None and allow_none:
         return None
     if not isinstance(value, bool | np.bool_):
@@ -257,7 +320,10 @@ def check_broadcast(**shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def check_limit(name: str, value, limit, what: str = "") -> None:
     """Refuse a size above ``limit`` (time or memory), naming the parameter and the limit."""
+    check_name(name)
     _check_limit_type(limit)
+    if not isinstance(what, str):
+        raise TypeError(f"what must be a string (why the limit), got {_show(what)}")
     if not _is_number(value):
         raise ValueError(f"{name} must be a number, got {_show(value)}")
     if value > limit:
@@ -267,7 +333,7 @@ def check_limit(name: str, value, limit, what: str = "") -> None:
 
 def d_bar_or_half_depth(d, d_bar):
     """Return ``d_bar``, or d/2 (the paper's Eq. 3, 5, 6 setting) when it is None."""
-    return np.divide(d, 2) if d_bar is None else d_bar
+    return np.divide(check_positive_int("d", d), 2) if d_bar is None else d_bar
 
 
 # -- scalar checks for configuration objects (sim) ------------------------------------------
@@ -282,6 +348,9 @@ def _scalar(value):
 
 def as_int(name: str, value, *, minimum: int = 1, limit: int = MAX_EXACT_INT) -> int:
     """``value`` as a Python int in [minimum, limit] (integer-valued floats accepted)."""
+    check_name(name)
+    _check_limit_type(minimum, "minimum")
+    _check_limit_type(limit)
     value = _scalar(value)
     expected = "a positive integer (>= 1)" if minimum == 1 else f"an integer >= {minimum}"
     if not _is_number(value):
@@ -301,6 +370,12 @@ def as_real(
     name: str, value, *, minimum: float = 0.0, strict: bool = False, maximum: float | None = None
 ) -> float:
     """``value`` as a finite float >= minimum (> minimum if ``strict``), <= maximum if given."""
+    check_name(name)
+    _check_limit_type(minimum, "minimum", finite=True)
+    if maximum is not None:
+        _check_limit_type(maximum, "maximum", finite=True)
+    if not isinstance(strict, bool | np.bool_):
+        raise TypeError(f"strict must be True or False, got {_show(strict)}")
     value = _scalar(value)
     low = f"> {minimum:g}" if strict else f">= {minimum:g}"
     high = f" and <= {maximum:g}" if maximum is not None else ""
@@ -320,7 +395,14 @@ def as_real(
 
 def check_instance(name: str, value, types, hint: str = ""):
     """Check ``isinstance(value, types)``; ValueError naming the field and the expected types."""
-    if not isinstance(value, types):
+    check_name(name)
+    if not isinstance(hint, str):
+        raise TypeError(f"hint must be a string, got {_show(hint)}")
+    try:
+        ok = isinstance(value, types)
+    except TypeError:  # types is not a type, a tuple of types or a union
+        raise TypeError(f"types must be a type or a tuple of types, got {_show(types)}") from None
+    if not ok:
         types = types if isinstance(types, tuple) else getattr(types, "__args__", (types,))
         expected = " or ".join(t.__name__ for t in types)
         extra = f" ({hint})" if hint else ""
@@ -332,6 +414,8 @@ def check_instance(name: str, value, types, hint: str = ""):
 
 def check_keys(name: str, mapping, keys: Iterable[str]) -> dict:
     """Check that ``mapping`` is a dict holding ``keys``; return it."""
+    check_name(name)
+    keys = check_names("keys", keys)
     if not isinstance(mapping, dict):
         raise ValueError(f"{name} must be a dict, got {type(mapping).__name__}")
     missing = [key for key in keys if key not in mapping]
@@ -344,6 +428,8 @@ def check_columns(name: str, frame, columns: Iterable[str]):
     """Check that ``frame`` is a pandas DataFrame holding ``columns``; return it."""
     import pandas as pd  # pandas is imported only where frames are checked
 
+    check_name(name)
+    columns = check_names("columns", columns)
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}")
     missing = [c for c in columns if c not in frame.columns]
@@ -352,3 +438,64 @@ def check_columns(name: str, frame, columns: Iterable[str]):
             f"{name} is missing columns {missing} (has {[str(c) for c in frame.columns][:20]})"
         )
     return frame
+
+
+def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
+    """Check that ``value`` is one of the strings ``choices``; return it (no array compares
+    element-wise here: anything but a string is refused first)."""
+    check_name(name)
+    choices = check_names("choices", choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {_show(value)}")
+    return value
+
+
+def check_seed(name: str, seed, *, generator_ok: bool = True):
+    """Check a seed numpy takes: None, an integer >= 0 or a sequence of them, a
+    ``SeedSequence``, or (``generator_ok``) a ``Generator``; return it unchanged."""
+    check_name(name)
+    _check_option("generator_ok", generator_ok)
+    if seed is None or isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        if generator_ok:
+            return seed
+        raise ValueError(f"{name} must be None, an integer >= 0 or a SeedSequence, got a "
+                         "Generator")  # fmt: skip
+    try:
+        if isinstance(seed, bool | np.bool_) or np.asarray(seed).dtype.kind not in "iuO":
+            raise TypeError("not integers")
+        np.random.SeedSequence(seed)
+    except (TypeError, ValueError, OverflowError):
+        allowed = "an integer >= 0 or a sequence of them" + (", a SeedSequence or a Generator"
+                                                             if generator_ok else
+                                                             " or a SeedSequence")  # fmt: skip
+        raise ValueError(f"{name} must be None, {allowed}, got {_show(seed)}") from None
+    return seed
+
+
+def as_path(name: str, value) -> Path:
+    """``value`` (a non-empty ``str`` or ``os.PathLike``) as a Path, else ValueError naming
+    ``name`` (``""`` would name the working directory)."""
+    check_name(name)
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a file path, got {_show(value)}")
+    return Path(value)
+
+
+def check_path(name: str, path) -> Path:
+    """A path to write: ``as_path``, and not an existing folder; return it as a Path."""
+    path = as_path(name, path)
+    if path.is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
+    return path
+
+
+def check_input_file(name: str, path) -> Path:
+    """A path to read: ``check_path``, and an existing file; return it as a Path."""
+    path = check_path(name, path)
+    if not path.is_file():
+        raise ValueError(f"{name} {str(path)!r}: no such file")
+    return path

@@ -31,7 +31,12 @@ import numpy as np
 
 from ppdmodel.passes import check_costs, device_work, sharing_losses
 from ppdmodel.theorem import _as_result, expected_matches, validate_theorem_args
-from ppdmodel.validation import check_d_bar, check_positive_int, check_probability
+from ppdmodel.validation import (
+    check_broadcast,
+    check_d_bar,
+    check_positive_int,
+    check_probability,
+)
 
 
 @dataclass(frozen=True)
@@ -84,15 +89,16 @@ def latency_waterfall(
     ell None: ell -> infinity with i.i.d. ``p``. Given ell: the mean over ell tokens,
     E[T] / ell, with ``p`` i.i.d. or per-position (t = 2..ell) as in ``expected_latency``.
     """
+    k = check_positive_int("k", k)
     if ell is None:
         d = check_positive_int("d", d)
-        check_d_bar(d, d_bar)
-        check_probability("p", p)
+        d_bar = check_d_bar(d, d_bar)
+        p = check_probability("p", p)
+        check_broadcast(d=np.shape(d), d_bar=np.shape(d_bar), p=np.shape(p), k=np.shape(k))
         rate = np.asarray(p, dtype=float)
     else:
-        validate_theorem_args(d, d_bar, ell, p)
+        d, d_bar, ell, p = validate_theorem_args(d, d_bar, ell, p, per_position, k=k)
         rate = np.divide(expected_matches(ell=ell, p=p, per_position=per_position), ell)
-    k = check_positive_int("k", k)
     costs = check_costs(costs)
     work_main, work_cand, delta, main_head = device_work(
         d=d, d_bar=d_bar, k=k, costs=costs, early_head=early_head

@@ -109,7 +109,8 @@ class SimConfig:
         self.per_layer_events = check_flag("per_layer_events", self.per_layer_events)
         if 2 * self.d_bar < self.d and not self.allow_below_half:
             raise ValueError(
-                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} is outside Algorithm 2 and Theorem 4.1"
+                f"d_bar = {self.d_bar} < d/2 = {self.d / 2} (d = {self.d}) is outside Algorithm 2 "
+                "and Theorem 4.1"
                 "; "
                 "pass allow_below_half=True to simulate it as an extension"
             )
@@ -207,16 +208,16 @@ class SimConfig:
     def from_dict(cls, data: dict) -> SimConfig:
         check_instance("data", data, dict)
         data = dict(data)
-        if "matches" in data:
-            data["matches"] = match_source_from_dict(data["matches"])
-        if "cost" in data:
-            data["cost"] = _cost_from_dict(data["cost"])
-        if data.get("link") is not None:
-            data["link"] = Link(**data["link"])
-        if data.get("shape") is not None:
-            data["shape"] = ModelShape(**data["shape"])
-        if data.get("costs") is not None:
-            data["costs"] = DecodeCosts.from_dict(data["costs"])
+        parsers = {"matches": match_source_from_dict, "cost": _cost_from_dict,
+                   "link": lambda d: Link(**check_instance("link", d, dict)),
+                   "shape": lambda d: ModelShape(**check_instance("shape", d, dict)),
+                   "costs": DecodeCosts.from_dict}  # fmt: skip
+        for key, parse in parsers.items():
+            if data.get(key) is not None or key in ("matches", "cost") and key in data:
+                try:
+                    data[key] = parse(data[key])
+                except (TypeError, ValueError) as err:  # named by the key it came from
+                    raise ValueError(f"data[{key!r}]: {err}") from None
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 

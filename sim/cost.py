@@ -31,7 +31,10 @@ MAX_LAYERS = 10**6
 def _check_block(layer_start: int, layer_end: int, batch: int) -> tuple[int, int, int]:
     """The block's arguments as Python ints (no numpy wrap-around), or ValueError naming one."""
     layer_start = as_int("layer_start", layer_start, limit=MAX_LAYERS)
-    layer_end = as_int("layer_end", layer_end, minimum=layer_start - 1, limit=MAX_LAYERS)
+    layer_end = as_int("layer_end", layer_end, minimum=0, limit=MAX_LAYERS)
+    if layer_end < layer_start - 1:  # an empty block ends at layer_start - 1
+        raise ValueError(f"layer_end must be >= layer_start - 1 = {layer_start - 1}, got "
+                         f"{layer_end}")  # fmt: skip
     return layer_start, layer_end, _check_batch(batch)
 
 
@@ -163,8 +166,8 @@ class MeasuredCost:
     """
 
     def __init__(self, df: pd.DataFrame) -> None:
-        check_columns("MeasuredCost", df, LAYER_TIMES_COLUMNS)
-        df = validate_layer_times(df.copy(), source="MeasuredCost")
+        check_columns("MeasuredCost df", df, LAYER_TIMES_COLUMNS)
+        df = validate_layer_times(df.copy(), source="MeasuredCost df")
         layers = df[df["component"] == "layer"]
         if layers.empty:
             raise ValueError("MeasuredCost: the table has no 'layer' rows")

@@ -34,10 +34,20 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import as_int, check_instance
+from ppdmodel.validation import as_int, check_broadcast, check_instance, check_nonnegative
 from sim.cost import RooflineCost
 from sim.hardware import Engine, GPUSpec, Link
-from sim.hardware_costs import _check_gap, _table, dispatch_bytes, one_factor
+from sim.hardware_costs import (
+    _check_gap,
+    _table,
+    check_hardware,
+    check_shared,
+    check_tp,
+    dispatch_bytes,
+    message_seconds,
+    one_factor,
+    tp_pairs,
+)
 from sim.shape import ModelShape
 
 HEAD_KERNELS = 8
@@ -91,7 +101,7 @@ class EngineHardware:
         check_instance("link", self.link, Link)
         check_instance("engine", self.engine, Engine)
         object.__setattr__(self, "max_tp", as_int("max_tp", self.max_tp, limit=1024))
-        if not self.name:
+        if not check_instance("name", self.name, str):
             object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}/{self.engine.name}")
 
     @property
@@ -110,8 +120,7 @@ class EngineHardware:
                      if 2**i <= self.max_tp and heads % 2**i == 0)  # fmt: skip
 
     def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
-        tps = [t for t in self.tp_degrees() if t <= max_devices]
-        return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
+        return tp_pairs(self.tp_degrees(), max_devices)
 
     @cache  # noqa: B019 (frozen, hashable instances; a handful of degrees)
     def _roofline(self, tp: int) -> RooflineCost:
@@ -120,7 +129,9 @@ class EngineHardware:
 
     def allreduce_seconds(self, tp, nbytes):
         """One all-reduce of ``nbytes`` over ``tp`` devices (0 on one), seconds."""
-        tp = np.asarray(tp, dtype=float)
+        tp = np.asarray(check_tp(tp), dtype=float)
+        nbytes = check_nonnegative("nbytes", nbytes)
+        check_broadcast(tp=np.shape(tp), nbytes=np.shape(nbytes))
         e = self.engine
         fixed = e.allreduce_s + e.allreduce_per_device_s * np.maximum(tp - 2, 0)
         volume = 2 * (tp - 1) / tp * np.asarray(nbytes) / self.link.bandwidth_bytes_per_s
@@ -129,6 +140,7 @@ class EngineHardware:
     def _host(self, tp, layer: bool, kernels: int = 0):
         """Host time of a layer (with two all-reduce launches under tensor parallelism) or of
         ``kernels`` launches; 0 under CUDA graphs."""
+        tp = check_tp(tp)
         if not self.engine.eager:
             return np.zeros(np.shape(tp))
         allreduce_launches = np.where(np.asarray(tp) > 1, 2, 0) if layer else 0
@@ -139,7 +151,8 @@ class EngineHardware:
         """One decoder layer on the device: a shard's roofline plus two all-reduces."""
         row = self.shape.hidden_size * self.shape.dtype_bytes
         shard = _table(lambda n, b: self._roofline(n).block_seconds(1, 1, b), tp, batch)
-        return shard + 2.0 * self.allreduce_seconds(tp, np.multiply(batch, row))
+        rows = np.multiply(np.asarray(batch, dtype=float), row)  # float64: no int8 wrap-around
+        return shard + 2.0 * self.allreduce_seconds(tp, rows)
 
     def host_layer_seconds(self, tp):
         """Host time to issue one decoder layer on ``tp`` devices (0 under CUDA graphs)."""
@@ -172,6 +185,7 @@ class EngineHardware:
     def device_slowdown(self, shared):
         """Where ``shared``: (both sides' host and device time together) / one side's, at
         tensor parallelism 1; the host part doubles only from one host thread."""
+        shared = check_shared(shared)
         host = float(self.host_layer_seconds(1))
         device = float(self.device_layer_seconds(1, 1))
         both_host = host * (2 if self.engine.shared_host else 1)
@@ -184,11 +198,10 @@ class EngineHardware:
 
     def serial_device(self, shared):
         """Never serial: the shared-host slowdown above prices the streams' overlap."""
-        return np.zeros(np.shape(shared), dtype=bool)
+        return np.zeros(np.shape(check_shared(shared)), dtype=bool)
 
     def _message(self, tp, nbytes, shared):
-        seconds = self.engine.message_s + np.divide(nbytes, tp) / self.link.bandwidth_bytes_per_s
-        return np.where(shared, 0.0, seconds)
+        return message_seconds(self.engine.message_s, self.link, tp, nbytes, shared)
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
         return self._message(tp, dispatch_bytes(self.shape, k, gap, early_head), shared)
@@ -199,6 +212,7 @@ class EngineHardware:
     def greedy_token_seconds(self, tp: int = 1) -> float:
         """Greedy decoding's seconds per token on ``tp`` devices (embedding, d layers, head,
         step), as ``sim.hardware_costs.greedy_costs`` prices it."""
+        tp = as_int("tp", tp, limit=1024)
         d = self.shape.num_layers
         layers = d * self.layer_seconds(tp, 1)
         total = self.embedding_seconds(tp) + layers + self.final_head_seconds(tp) + self.host_s
@@ -239,6 +253,7 @@ class EngineHardware:
 def regime_table(hardware: list) -> pd.DataFrame:
     """Per ``EngineHardware`` in ``hardware`` and tensor-parallel degree: greedy ms per token,
     the host and device time of one layer, the regime and why (other hardware: no rows)."""
+    hardware = check_hardware(hardware)
     rows = [
         {"hardware_name": hw.name, "tp": r.tp, "greedy_ms": r.token_s * 1e3,
          "host_ms_per_layer": r.host_layer_s * 1e3, "device_ms_per_layer": r.device_layer_s * 1e3,

@@ -61,7 +61,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import MAX_EXACT_INT, as_int, check_columns
+from ppdmodel.validation import (
+    MAX_EXACT_INT,
+    as_int,
+    check_columns,
+    check_flag,
+    check_input_file,
+    check_instance,
+    check_path,
+    ndim,
+)
 
 _EXACT_FLOATS = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
 """read_csv options that read floats back exactly as written (pandas 3 does by default)."""
@@ -91,6 +100,8 @@ def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.Da
     ``n_samples`` must hold integers (cast to int), ``seconds`` and ``std_seconds`` finite
     numbers >= 0; ``layer`` is >= 0 on ``layer`` rows and -1 on the others.
     """
+    _check_source(source)
+    check_instance("df", df, pd.DataFrame)
     check_columns(source, df, LAYER_TIMES_COLUMNS)
     bad = sorted({str(c) for c in df["component"]} - set(COMPONENTS))
     if bad:
@@ -115,6 +126,12 @@ def validate_layer_times(df: pd.DataFrame, source: str = "layer times") -> pd.Da
     return df
 
 
+def _check_source(source) -> None:
+    """A table's ``source`` (what its messages name it by) must be a non-empty string."""
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"source must be a non-empty label, got {source!r:.60}")
+
+
 def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
     """A column as a float64 array (NaN for empty cells); ValueError naming it if it holds
     text, None or booleans."""
@@ -124,28 +141,9 @@ def _numbers(df: pd.DataFrame, column: str, source: str) -> np.ndarray:
     return series.to_numpy(dtype=float)
 
 
-def check_input_file(name: str, path) -> None:
-    """Refuse anything but the path of an existing file, naming ``name`` and the path."""
-    if not isinstance(path, str | Path) or not str(path).strip():
-        raise ValueError(f"{name} must be a file path, got {path!r:.80}")
-    if Path(path).is_dir():
-        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
-    if not Path(path).is_file():
-        raise ValueError(f"{name}: no such file {str(path)!r}")
-
-
-def check_path(name: str, path) -> None:
-    """Refuse anything but a non-empty file path (``""`` would name the working directory)."""
-    if not isinstance(path, str | Path) or not str(path).strip():
-        raise ValueError(f"{name} must be a file path, got {path!r:.80}")
-    if Path(path).is_dir():
-        raise ValueError(f"{name} {str(path)!r} is a folder, not a file")
-
-
 def write_layer_times(path: str | Path, df: pd.DataFrame) -> Path:
     """Validate and write a per-layer times table (columns ``LAYER_TIMES_COLUMNS``)."""
-    check_path("path", path)
-    path = Path(path)
+    path = check_path("path", path)
     check_columns("df", df, LAYER_TIMES_COLUMNS)
     df = validate_layer_times(df[list(LAYER_TIMES_COLUMNS)].copy(), source=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,6 +166,8 @@ def read_free_table(path: str | Path) -> pd.DataFrame:
 def validate_free_table(df: pd.DataFrame, source: str = "FREE table") -> pd.DataFrame:
     """A checked copy of a FREE table: the schema's columns (optional ones filled), numbers in
     range; ValueError naming the column otherwise."""
+    _check_source(source)
+    check_instance("df", df, pd.DataFrame)
     check_columns(source, df, FREE_TABLE_COLUMNS)
     if not len(df):
         raise ValueError(f"{source}: no rows")
@@ -197,7 +197,7 @@ def validate_free_table(df: pd.DataFrame, source: str = "FREE table") -> pd.Data
 
 def write_free_table(path: str | Path, df: pd.DataFrame) -> Path:
     """Validate and write a FREE table (``FREE_TABLE_COLUMNS`` + ``FREE_TABLE_OPTIONAL``)."""
-    path = Path(path)
+    path = check_path("path", path)
     df = validate_free_table(df, source=f"FREE table {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
@@ -244,7 +244,7 @@ class MatchTrace:
                 raise ValueError(f"trace {self.sequence!r}: {exc}") from None
         if not 1 <= self.d_bar < self.d:
             raise ValueError(f"trace {self.sequence!r}: d_bar must be in [1, d), got {self.d_bar}")
-        if not isinstance(self.m, list | tuple | np.ndarray) or np.ndim(self.m) != 1:
+        if not isinstance(self.m, list | tuple | np.ndarray) or ndim("m", self.m) != 1:
             raise ValueError(f"trace {self.sequence!r}: m must be a list of 0 and 1")
         if any(
             not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in self.m
@@ -277,6 +277,7 @@ class MatchTrace:
 def write_traces(path: str | Path, traces: Iterable[MatchTrace], append: bool = False) -> Path:
     """Write traces as JSON Lines; with ``append`` add to an existing file (for resumable runs)."""
     check_path("path", path)
+    check_flag("append", append)
     traces = list(traces) if isinstance(traces, list | tuple) else traces
     if not isinstance(traces, list):
         raise ValueError(f"traces must be a list of MatchTrace, got {type(traces).__name__}")

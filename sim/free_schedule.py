@@ -26,7 +26,7 @@ from ppdmodel.free import (
     free_rows_layer_seconds,
 )
 from ppdmodel.passes import check_costs
-from ppdmodel.validation import as_int, check_instance, check_probability
+from ppdmodel.validation import as_int, check_instance, check_probability, check_seed, ndim
 from sim.hardware_costs import MAX_ROWS, HardwareModel
 
 FREE_EVENT_COLUMNS = ("token", "layer_start", "layer_end", "rows", "start", "end", "kind")
@@ -110,16 +110,16 @@ def simulate_free(
     check_costs(costs)
     if exits is not None:
         if q is not None or ell is not None:
-            raise ValueError("pass exits, or q with ell, not both")
+            raise ValueError("give exits, or q and ell, not both")
         x = check_exits(exits)
     else:
         if q is None or ell is None:
             raise ValueError("pass exits (a recorded sequence), or q and ell (i.i.d. exits)")
-        if np.ndim(q) != 0:
+        if ndim("q", q) != 0:
             raise ValueError(f"q must be a scalar probability, got {q!r:.80}")
         q = check_probability("q", q)
         ell = as_int("ell", ell, limit=MAX_ELL)
-        x = np.random.default_rng(seed).random(ell) < q
+        x = np.random.default_rng(check_seed("seed", seed)).random(ell) < q
     return FreeSchedule(d, exit_layer, costs, x, record_events=bool(record_events)).run()
 
 
@@ -130,7 +130,7 @@ def monte_carlo_free(*, d, exit_layer, costs, ell, q, n_runs, seed=None) -> pd.D
     ell = as_int("ell", ell, limit=MAX_ELL)
     if n_runs * ell > MAX_TOKENS:
         raise ValueError(f"n_runs * ell must be <= {MAX_TOKENS}, got {n_runs} * {ell}")
-    seeds = np.random.SeedSequence(seed).spawn(n_runs)
+    seeds = np.random.SeedSequence(check_seed("seed", seed, generator_ok=False)).spawn(n_runs)
     rows = []
     for s in seeds:
         r = simulate_free(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ppdmodel.costs import link_seconds
-from ppdmodel.validation import as_real, check_instance
+from ppdmodel.validation import as_real, check_choice, check_instance
 
 
 @dataclass(frozen=True)
@@ -157,8 +157,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         check_instance("Engine.name", self.name, str)
-        if self.launch not in LAUNCH_MODES:
-            raise ValueError(f"Engine.launch must be one of {LAUNCH_MODES}, got {self.launch!r}")
+        check_choice("Engine.launch", self.launch, LAUNCH_MODES)
         for name in ("host_per_layer_s", "launch_s", "host_per_step_s", "allreduce_s",
                      "allreduce_per_device_s", "message_s"):  # fmt: skip
             as_real(f"Engine.{name}", getattr(self, name), maximum=10.0)

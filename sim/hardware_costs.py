@@ -41,7 +41,15 @@ from ppdmodel.cost_profile import (
     read_profile_data,
 )
 from ppdmodel.costs import DecodeCosts, check_early_head
-from ppdmodel.validation import as_int, check_instance, check_nonnegative, check_positive_int
+from ppdmodel.validation import (
+    as_int,
+    as_real,
+    check_broadcast,
+    check_choice,
+    check_instance,
+    check_nonnegative,
+    check_positive_int,
+)
 from sim.cost import RooflineCost
 from sim.hardware import GPUSpec, Link
 from sim.shape import SHAPE_PRESETS, TOKEN_ID_BYTES, ModelShape
@@ -124,7 +132,7 @@ class RooflineHardware:
         check_instance("shape", self.shape, ModelShape)
         check_instance("gpu", self.gpu, GPUSpec)
         check_instance("link", self.link, Link)
-        if not self.name:
+        if not check_instance("name", self.name, str):
             object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}")
         if isinstance(self.max_tp, bool) or not isinstance(self.max_tp, int) or self.max_tp < 1:
             raise ValueError(f"max_tp must be a positive integer, got {self.max_tp!r}")
@@ -134,14 +142,13 @@ class RooflineHardware:
         return tuple(2**i for i in range(self.max_tp.bit_length()) if 2**i <= self.max_tp)
 
     def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
-        tps = [t for t in self.tp_degrees() if t <= max_devices]
-        return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
+        return tp_pairs(self.tp_degrees(), max_devices)
 
     def device_slowdowns(self, shared, k):
-        return one_factor(np.where(shared, self.shared_device_slowdown, 1.0), k)
+        return one_factor(np.where(check_shared(shared), self.shared_device_slowdown, 1.0), k)
 
     def serial_device(self, shared):
-        return np.zeros(np.shape(shared), dtype=bool)  # two streams on a GPU overlap
+        return np.zeros(np.shape(check_shared(shared)), dtype=bool)  # two streams overlap
 
     @cache  # noqa: B019 (frozen, hashable instances; a handful of degrees)
     def _roofline(self, tp: int) -> RooflineCost:
@@ -176,9 +183,7 @@ class RooflineHardware:
     early_head_seconds = final_head_seconds
 
     def _message(self, tp, nbytes, shared):
-        tp = check_positive_int("tp", tp, limit=MAX_ROWS)
-        seconds = self.link.latency_s + np.divide(nbytes, tp) / self.link.bandwidth_bytes_per_s
-        return np.where(shared, 0.0, seconds)
+        return message_seconds(self.link.latency_s, self.link, tp, nbytes, shared)
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
         return self._message(tp, dispatch_bytes(self.shape, k, gap, early_head), shared)
@@ -201,6 +206,7 @@ def dispatch_bytes(shape: ModelShape, k, gap, early_head: str):
     layers the candidate side lacks."""
     check_instance("shape", shape, ModelShape)
     k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
+    check_broadcast(k=np.shape(k), gap=np.shape(gap))
     kv = np.multiply(gap, shape.kv_bytes_per_token_layer())
     if check_early_head(early_head) == "main":
         return np.multiply(k, TOKEN_ID_BYTES) + kv
@@ -243,8 +249,8 @@ class ProfileHardware:
         check_instance("per_candidate_layer_s", self.per_candidate_layer_s, Mapping)
         if self.entry is not None:
             check_instance("entry", self.entry, BackendCosts)
-        if self.layout not in PROFILE_LAYOUTS:
-            raise ValueError(f"layout must be one of {PROFILE_LAYOUTS}, got {self.layout!r}")
+        check_choice("layout", self.layout, PROFILE_LAYOUTS)
+        check_instance("name", self.name, str)
         object.__setattr__(self, "per_candidate_layer_s", dict(self.per_candidate_layer_s))
 
     def __hash__(self) -> int:
@@ -262,6 +268,7 @@ class ProfileHardware:
         return (1,)
 
     def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
+        max_devices = as_int("max_devices", max_devices, limit=MAX_ROWS)
         if self.layout == "shared":
             return [(1, 0)]
         return [(1, 1)] if max_devices >= 2 else []
@@ -271,7 +278,7 @@ class ProfileHardware:
         has one layout), or, for the k of a row, the factors ``entry.sharing(k)`` gives (the
         profile's pair factors at k or the nearest measured k, as ``ppd validate`` applies)."""
         k = check_positive_int("k", k, limit=MAX_ROWS)
-        shape = np.broadcast_shapes(np.shape(shared), np.shape(k))
+        shape = np.broadcast_shapes(np.shape(check_shared(shared)), np.shape(k))
         main = np.full(shape, self.base.shared_device_slowdown)
         cand = np.full(shape, self.base.candidate_slowdown)
         if self.entry is None or not self.entry.pair_slowdowns:
@@ -283,13 +290,10 @@ class ProfileHardware:
         return main, cand
 
     def serial_device(self, shared):
-        shared = np.asarray(shared)
-        if shared.dtype.kind not in "biuf":
-            raise ValueError(f"shared must be booleans, got {shared!r:.60}")
-        return np.logical_and(shared, self.base.serial_device)  # the single backend
+        return np.logical_and(check_shared(shared), self.base.serial_device)  # single backend
 
     def _check_tp(self, tp) -> None:
-        if np.any(np.asarray(tp) != 1):
+        if np.any(np.asarray(check_tp(tp)) != 1):
             raise ValueError("a measured profile models tensor parallelism 1 only (tp=1)")
 
     def layer_seconds(self, tp, batch):
@@ -322,16 +326,76 @@ class ProfileHardware:
         return getattr(self.base, name) + np.multiply(gap, self.per_candidate_layer_s.get(name, 0))
 
     def dispatch_seconds(self, tp, k, gap, early_head: str, shared):
+        self._check_tp(tp)
         k, gap = check_positive_int("k", k, limit=MAX_ROWS), _check_gap(gap)
         name = "candidate_dispatch_s" if check_early_head(early_head) == "main" else (
             "hidden_dispatch_s")  # fmt: skip
-        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(k), np.shape(shared)))
+        shared = check_shared(shared)
+        zeros = np.zeros(check_broadcast(tp=np.shape(tp), k=np.shape(k), gap=np.shape(gap),
+                                         shared=np.shape(shared)))  # fmt: skip
         return zeros + self._grown(name, gap)
 
     def handoff_seconds(self, tp, gap, shared):
-        gap = _check_gap(gap)
-        zeros = np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(shared)))
+        self._check_tp(tp)
+        gap, shared = _check_gap(gap), check_shared(shared)
+        zeros = np.zeros(check_broadcast(tp=np.shape(tp), gap=np.shape(gap),
+                                         shared=np.shape(shared)))  # fmt: skip
         return zeros + self._grown("handoff_s", gap)
+
+
+def check_hardware(hardware) -> list:
+    """``hardware``: a non-empty list (or tuple) of ``HardwareModel``s, as a list."""
+    if isinstance(hardware, str | bytes) or not isinstance(hardware, list | tuple):
+        raise ValueError(f"hardware must be a list of hardware models, got "
+                         f"{type(hardware).__name__}")  # fmt: skip
+    if not hardware:
+        raise ValueError("hardware must name at least one hardware model, got an empty list")
+    for i, hw in enumerate(hardware):
+        check_instance(f"hardware[{i}]", hw, HardwareModel,
+                       "RooflineHardware or ProfileHardware")  # fmt: skip
+    return list(hardware)
+
+
+def check_tp(tp):
+    """Tensor-parallel degrees: a positive integer <= ``MAX_ROWS`` or an array of them."""
+    return check_positive_int("tp", tp, limit=MAX_ROWS, as_float=False)
+
+
+def check_shared(shared):
+    """``shared`` flags (candidates on main's device): booleans or 0/1, or an array of them,
+    as booleans."""
+    try:
+        flags = np.asarray(shared)
+    except (ValueError, TypeError):  # ragged nesting
+        flags = np.asarray(None)
+    ok = flags.dtype.kind == "b" or (
+        flags.dtype.kind in "iuf" and bool(np.all((flags == 0) | (flags == 1))))  # fmt: skip
+    if not ok:
+        raise ValueError(f"shared must be booleans (or 0/1), got {shared!r:.60}")
+    return flags.astype(bool)
+
+
+def tp_pairs(degrees: tuple[int, ...], max_devices) -> list[tuple[int, int]]:
+    """PPD layouts (tp_main, tp_candidates) of the tensor-parallel ``degrees`` on at most
+    ``max_devices`` devices (0 candidates' devices: on main's)."""
+    max_devices = as_int("max_devices", max_devices, limit=MAX_ROWS)
+    if not isinstance(degrees, tuple | list):
+        raise ValueError(f"degrees must be a tuple of tensor-parallel degrees, got {degrees!r:.60}")
+    tps = [as_int(f"degrees[{i}]", t, limit=MAX_ROWS) for i, t in enumerate(degrees)]
+    tps = [t for t in tps if t <= max_devices]
+    return [(m, c) for m in tps for c in (0, *tps) if m + c <= max_devices]
+
+
+def message_seconds(fixed_s: float, link: Link, tp, nbytes, shared):
+    """One message between the sides: ``fixed_s`` + nbytes / tp over ``link`` (the bytes
+    split over ``tp`` devices), 0 where ``shared`` (one device: nothing travels)."""
+    fixed_s = as_real("fixed_s", fixed_s)
+    check_instance("link", link, Link)
+    tp, shared = check_tp(tp), check_shared(shared)
+    nbytes = check_nonnegative("nbytes", nbytes)
+    check_broadcast(tp=np.shape(tp), nbytes=np.shape(nbytes), shared=np.shape(shared))
+    seconds = fixed_s + np.divide(nbytes, tp) / link.bandwidth_bytes_per_s
+    return np.where(shared, 0.0, seconds)
 
 
 def _check_gap(gap):
@@ -347,6 +411,7 @@ def _table(fn, *args):
     (tensor-parallel degrees and batch rows: positive integers, checked)."""
     args = [check_positive_int("tp" if i == 0 else "batch", a, limit=MAX_ROWS, as_float=False)
             for i, a in enumerate(args)]  # fmt: skip
+    check_broadcast(**{"tp" if i == 0 else "batch": np.shape(a) for i, a in enumerate(args)})
     arrays = np.broadcast_arrays(*(np.asarray(a).astype(np.int64) for a in args))
     keys = np.stack([a.ravel() for a in arrays], axis=1)
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -384,6 +449,8 @@ def decode_costs(
     """The DecodeCosts of one PPD configuration: main on ``tp_main`` devices, the candidate
     batch on ``tp_candidates`` more (None: on main's devices, slowed by sharing them)."""
     check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    check_early_head(early_head)
+    check_instance("head", head, str)
     d_bar = as_int("d_bar", d_bar, limit=hw.shape.num_layers - 1)
     k, tp_main = as_int("k", k, limit=MAX_ROWS), as_int("tp_main", tp_main, limit=MAX_ROWS)
     if tp_candidates is not None:
@@ -461,6 +528,7 @@ def load_profile(path: str | Path, shape: ModelShape) -> list[ProfileHardware]:
     be ``shape``'s), or a bare ``DecodeCosts.to_dict()`` object (also under ``"decode_costs"``
     or ``"costs"``), taken as one shared device.
     """
+    check_instance("shape", shape, ModelShape)
     data = read_profile_data(path)
     if data.get("format") == PROFILE_FORMAT:
         profile = parse_cost_profile(data, d=shape.num_layers)

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppdmodel.validation import as_int, check_instance, check_keys, check_probability
+from ppdmodel.validation import (
+    as_int,
+    check_choice,
+    check_instance,
+    check_keys,
+    check_probability,
+    ndim,
+)
 from sim.formats import MatchTrace
 
 MAX_ELL = 10**7
@@ -36,12 +43,12 @@ class Bernoulli:
     """Match probability p_correct, in [0, 1]."""
 
     def __post_init__(self) -> None:
-        if np.ndim(self.p) != 0:
-            raise ValueError(f"p must be in [0, 1] (a scalar), got {self.p!r:.80}")
         try:
             p = check_probability("p", self.p)
         except ValueError:
             raise ValueError(f"p must be in [0, 1], got {self.p!r:.80}") from None
+        if np.ndim(p) != 0:
+            raise ValueError(f"p must be in [0, 1] (a scalar), got {self.p!r:.80}")
         object.__setattr__(self, "p", p)
 
     def draw(self, ell: int, rng: np.random.Generator) -> np.ndarray:
@@ -62,7 +69,7 @@ class PerPosition:
     """p_t for t = 2, 3, ...; at least ell - 1 values are needed for a sequence of ell tokens."""
 
     def __init__(self, p_t: Sequence[float]) -> None:
-        if isinstance(p_t, str | bytes) or np.ndim(p_t) > 1:
+        if isinstance(p_t, str | bytes) or ndim("p_t", p_t) > 1:
             raise ValueError(
                 f"p_t must be a one-dimensional sequence of probabilities, got {p_t!r:.80}"
             )
@@ -98,7 +105,7 @@ class Replay:
     """m_t for t = 2..ell, each 0 or 1."""
 
     def __init__(self, m: Sequence[int]) -> None:
-        if isinstance(m, str | bytes) or np.ndim(m) != 1:
+        if isinstance(m, str | bytes) or ndim("m", m) != 1:
             raise ValueError(f"m must be a one-dimensional sequence of 0 and 1, got {m!r:.80}")
         if any(not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in m):
             raise ValueError("m must hold only 0 and 1")
@@ -134,24 +141,23 @@ def match_source_to_dict(source: MatchSource) -> dict:
         return {"type": "per_position", "p_t": list(source.p_t)}
     if isinstance(source, Replay):
         return {"type": "replay", "m": list(source.m)}
-    raise ValueError(f"matches must be Bernoulli, PerPosition or Replay, got {type(source)}")
+    raise ValueError(f"source must be a Bernoulli, PerPosition or Replay, got {type(source)}")
 
 
 def match_source_from_dict(data: dict) -> MatchSource:
     """Inverse of ``match_source_to_dict``."""
-    kind = check_keys("matches", data, ("type",))["type"]
+    kind = check_keys("matches data", data, ("type",))["type"]
+    check_choice("matches type", kind, ("bernoulli", "per_position", "replay"))
     if kind == "bernoulli":
-        return Bernoulli(check_keys("matches", data, ("p",))["p"])
+        return Bernoulli(check_keys("matches data", data, ("p",))["p"])
     if kind == "per_position":
-        return PerPosition(check_keys("matches", data, ("p_t",))["p_t"])
-    if kind == "replay":
-        return Replay(check_keys("matches", data, ("m",))["m"])
-    raise ValueError(f"matches type must be bernoulli, per_position or replay, got {kind!r}")
+        return PerPosition(check_keys("matches data", data, ("p_t",))["p_t"])
+    return Replay(check_keys("matches data", data, ("m",))["m"])
 
 
 def check_trace_m(m) -> list[int]:
     """``m`` (m_t for t = 2..ell) as a list of ints 0 and 1; ValueError naming ``m`` otherwise."""
-    if isinstance(m, str | bytes) or np.ndim(m) != 1:
+    if isinstance(m, str | bytes) or ndim("m", m) != 1:
         raise ValueError(f"m must be a sequence of values 0 and 1, got {m!r:.80}")
     if any(not isinstance(x, int | float | np.number | np.bool_) or x not in (0, 1) for x in m):
         raise ValueError(f"m must hold only 0 and 1 (m_t for t = 2..ell), got {list(m)!r:.200}")

@@ -39,7 +39,7 @@ from ppdmodel.alternatives import (
     sample_speculative_steps,
 )
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_real, check_instance, check_nonnegative
+from ppdmodel.validation import as_int, as_real, check_flag, check_instance, check_nonnegative
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
@@ -47,8 +47,10 @@ from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
 from sim.plan_intervals import PLAN_DRAWS, Verdict, against_greedy, judge, rival_of
 from sim.plan_limits import (
+    MAX_CONFIRM_N,
     check_cell,
     check_confirm_work,
+    check_min_quality,
     check_plan_args,
     check_points,
     check_row,
@@ -174,6 +176,7 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
 
 def _allowed(rows: pd.DataFrame, min_quality: float) -> np.ndarray:
     """Rows of quality >= ``min_quality`` (every row where no quality is given)."""
+    min_quality = check_min_quality(min_quality)
     if "quality" not in rows:
         return np.ones(len(rows), dtype=bool)
     return (rows.quality >= min_quality).to_numpy()
@@ -232,6 +235,8 @@ def plan(
     """
     space = PlanSpace() if space is None else space
     check_min_quality(min_quality)
+    check_flag("keep_screened", keep_screened)
+    seed = as_int("seed", seed, minimum=0)  # the confirmation's and the intervals' draws
     if max_compute is not None:  # a finite multiple of greedy's compute
         max_compute = as_real("max_compute", max_compute, minimum=1)
     d, confirm_n = check_plan_args(hardware, ptable, space, d, confirm_n)  # and work limits
@@ -271,15 +276,6 @@ def plan(
         min_quality=min_quality,
         label=label,
     )
-
-
-def check_min_quality(min_quality) -> float:
-    """``min_quality`` as a float in [0, 1]; ValueError naming it otherwise."""
-    ok = isinstance(min_quality, int | float | np.number) and not isinstance(min_quality, bool)
-    if not (ok and np.isfinite(min_quality) and 0 <= min_quality <= 1):
-        raise ValueError(f"min_quality must be a number in [0, 1] (quality against greedy's "
-                         f"output; 1: exact methods only), got {min_quality!r}")  # fmt: skip
-    return float(min_quality)
 
 
 def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute,
@@ -412,6 +408,7 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     t ~ 4.6 for m = 100, n = 64); deterministic points (s.e. 0) to 1e-9 relative.
     """
     check_screened("front", front)
+    n = as_int("n", n, minimum=0, limit=MAX_CONFIRM_N)
     d, n = check_plan_args(hardware, PTable.paper(), space, d, n, check_size=False)
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
     small = check_confirm_work(cells, n) < POOL_MIN_WORK  # less than starting workers takes

@@ -52,6 +52,7 @@ def free_rows(hw, hw_index: int, table: pd.DataFrame, workloads, d: int, *, max_
     FREE table, ``workloads`` the plan's (a row with a workload applies to that one only)."""
     check_instance("hw", hw, HardwareModel)
     hw_index = as_int("hw_index", hw_index, minimum=0)
+    check_instance("table", table, pd.DataFrame)
     table = validate_free_table(table)
     check_instance("workloads", workloads, (list, tuple))
     for workload in workloads:

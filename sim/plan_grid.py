@@ -34,9 +34,9 @@ from ppdmodel.alternatives import (
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_int, as_real, check_instance
+from ppdmodel.validation import as_int, as_real, check_instance, check_names
 from sim.formats import validate_free_table
-from sim.hardware_costs import HardwareModel, early_head_cost
+from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost
 from sim.plan_free import free_rows
 from sim.ptable import PTable
 
@@ -54,13 +54,9 @@ class DraftModel:
     """A draft token's device time as a fraction of one greedy token of the target (>= 0)."""
 
     def __post_init__(self) -> None:
-        as_real("acceptance", self.acceptance, maximum=1.0)
-        as_real("cost_ratio", self.cost_ratio)
-        if not 0 <= self.acceptance <= 1:
-            raise ValueError(f"draft acceptance must be in [0, 1], got {self.acceptance!r}")
-        if not (np.isfinite(self.cost_ratio) and self.cost_ratio >= 0):
-            raise ValueError(f"draft cost_ratio must be a finite number >= 0, got "
-                             f"{self.cost_ratio!r}")  # fmt: skip
+        object.__setattr__(self, "acceptance", as_real("acceptance", self.acceptance,
+                                                       maximum=1.0))  # fmt: skip
+        object.__setattr__(self, "cost_ratio", as_real("cost_ratio", self.cost_ratio))
 
 
 @dataclass(frozen=True)
@@ -115,7 +111,9 @@ class PlanSpace:
                                  f"got {values!r:.60}")  # fmt: skip
         for name in ("heads", "workloads", "early_heads"):
             values = getattr(self, name)
-            if values is not None and (
+            if values is None and name != "early_heads":
+                continue  # None: every one the p-table has
+            if (
                 isinstance(values, str)
                 or not isinstance(values, tuple | list)
                 or not values
@@ -141,7 +139,9 @@ class PlanSpace:
                     f"early_heads must be in {EARLY_HEAD_PLACEMENTS}, got {placement!r}"
                 )
         if self.free_table is not None:
-            object.__setattr__(self, "free_table", validate_free_table(self.free_table))
+            check_instance("free_table", self.free_table, pd.DataFrame)
+            table = validate_free_table(self.free_table, source="free_table")
+            object.__setattr__(self, "free_table", table)
 
 
 _NOT_NEEDED = object()
@@ -153,17 +153,19 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     check_instance("space", space, PlanSpace)
     d = as_int("d", d, limit=10**5)
     layers_given = set(layers)
-    names = layers.pop("heads", ("shared",))
-    if isinstance(names, str) or not isinstance(names, tuple | list | np.ndarray) or not len(
-            names) or not all(isinstance(n, str) for n in names):  # fmt: skip
-        raise ValueError(f"heads must be a non-empty sequence of head names, got {names!r:.60}")
+    names = check_names("heads", layers.pop("heads", ("shared",)))
+    if not names:
+        raise ValueError("heads must be a non-empty sequence of head names, got none")
     if pgrid is not _NOT_NEEDED:
         if not (isinstance(pgrid, np.ndarray) and pgrid.ndim == 4 and pgrid.shape[2] == d + 1):
             raise ValueError(f"pgrid must be PTable.grid(d)'s array, got {type(pgrid).__name__}")
         if "heads" in layers_given and len(names) != pgrid.shape[1]:
             raise ValueError(f"heads must name pgrid's {pgrid.shape[1]} heads, got {names!r:.60}")
         for name, values in layers.items():
-            arr = np.asarray(values)
+            try:
+                arr = np.asarray(values)
+            except (ValueError, TypeError):  # ragged nesting
+                arr = np.asarray(None)
             top = pgrid.shape[3] if name == "ks" else pgrid.shape[2]
             if arr.ndim != 1 or arr.dtype.kind not in "iu" or not ((arr >= 1) & (arr < top)).all():
                 raise ValueError(f"{name} must be integers in [1, {top}), got {values!r:.60}")
@@ -187,7 +189,10 @@ def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
 
 def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
+    if np.any(np.asarray(d_bars) * 2 < d):  # (_check_inputs: each < d)
+        raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d}), got {d_bars!r:.60}")
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     if not len(pairs):
         return pd.DataFrame()
@@ -248,6 +253,7 @@ def _take(value, rows):
 
 def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     """Greedy decoding, tensor parallel over each degree within the device budget."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices],
@@ -272,6 +278,7 @@ def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
 
 def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1], heads=heads)
     exits = space.exit_layers or tuple(range(1, d))
@@ -305,6 +312,7 @@ def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
 
 def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     """Speculative decoding with a separate draft (``space.draft_model``) on main's devices."""
+    hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
     if space.draft_model is None:
@@ -332,10 +340,7 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     space's workloads and heads; the lower bound of p is then left out).
     """
     check_instance("ptable", ptable, PTable)
-    if not isinstance(hardware, list | tuple) or not hardware:
-        raise ValueError(f"hardware must be a non-empty list of hardware models, got "
-                         f"{hardware!r:.60}")  # fmt: skip
-    for hw in hardware:
+    for hw in check_hardware(hardware):
         d = _check_inputs(hw, space, d)
     workloads = space.workloads or ptable.workloads
     heads = space.heads or ptable.heads
@@ -344,8 +349,9 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     if given:
         shape = (len(workloads), len(heads), d + 1, ptable.max_k + 1)
         if not isinstance(pgrid, np.ndarray) or pgrid.shape != shape:
+            got = pgrid.shape if isinstance(pgrid, np.ndarray) else type(pgrid).__name__
             raise ValueError(f"pgrid must be an array of shape {shape} (PTable.grid's), got "
-                             f"{type(pgrid).__name__} {np.shape(pgrid)}")  # fmt: skip
+                             f"{got}")  # fmt: skip
     pgrid = pgrid if given else expected
     d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
     ks = np.asarray(space.ks or range(1, ptable.max_k + 1))

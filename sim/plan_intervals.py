@@ -29,7 +29,7 @@ from ppdmodel.intervals import LEVEL, MAX_DRAWS, Interval, check_level, interval
 from ppdmodel.validation import as_int, as_real, check_columns, check_instance
 from sim.hardware_costs import HardwareModel, ProfileHardware
 from sim.plan_grid import PlanSpace, screen
-from sim.plan_limits import SCREEN_COLUMNS, check_row, check_screened
+from sim.plan_limits import SCREEN_COLUMNS, check_min_quality, check_row, check_screened
 from sim.ptable import N_COLUMN, PTable
 
 PLAN_DRAWS = 100
@@ -65,10 +65,33 @@ def profile_replicates(profile: CostProfile, hardware: Sequence) -> list[list[Pr
     return out
 
 
+def check_replicates(replicates, hardware=None) -> list[list]:
+    """``replicates``: None, or per hardware model a list of replicate hardware models
+    (``profile_replicates``'), one per model of ``hardware`` when given; as lists ([] per
+    model for None)."""
+    n = None if hardware is None else len(check_instance("hardware", hardware, (list, tuple)))
+    if replicates is None:
+        return [[] for _ in range(n or 0)]
+    if (
+        isinstance(replicates, str | bytes)
+        or not isinstance(replicates, list | tuple)
+        or any(isinstance(r, str | bytes) or not isinstance(r, list | tuple) for r in replicates)
+    ):
+        raise ValueError(f"replicates must be None or one list of hardware models per hardware "
+                         f"model (profile_replicates), got {replicates!r:.60}")  # fmt: skip
+    for i, reps in enumerate(replicates):
+        for j, hw in enumerate(reps):
+            check_instance(f"replicates[{i}][{j}]", hw, HardwareModel)
+    if n is not None and replicates and len(replicates) != n:
+        raise ValueError(f"replicates must give one list per model of hardware ({n}), got "
+                         f"{len(replicates)}")  # fmt: skip
+    return [list(r) for r in replicates] or [[] for _ in range(n or 0)]
+
+
 def spread_sources(replicates, ptable: PTable) -> str:
     """What a planner interval covers, in words."""
     check_instance("ptable", ptable, PTable)
-    costs = bool(replicates) and any(len(r) for r in replicates)
+    costs = any(len(r) for r in check_replicates(replicates))
     p = N_COLUMN in ptable.df and pd.to_numeric(ptable.df[N_COLUMN], errors="coerce").gt(0).any()
     if costs and p:
         return "the profile's cost replicates and p's sampling error"
@@ -106,11 +129,7 @@ def draw_intervals(rows: pd.DataFrame, hardware: list, ptable: PTable, space: Pl
     d = as_int("d", d, limit=10**5)
     draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)
     level = check_level(level)
-    check_instance("hardware", hardware, (list, tuple))
-    replicates = [list(r) for r in replicates] if replicates else [[] for _ in hardware]
-    if len(replicates) != len(hardware):
-        raise ValueError(f"replicates must give one list per hardware model "
-                         f"({len(hardware)}), got {len(replicates)}")  # fmt: skip
+    replicates = check_replicates(replicates, hardware)
     out = rows.copy()
     sub = _sub_space(space, rows, d) if draws else space
     workloads, heads = sub.workloads or ptable.workloads, sub.heads or ptable.heads
@@ -180,7 +199,7 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
     rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
         None)  # fmt: skip
     parts = [p for p in (front, asked, rival_rows) if p is not None]
-    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+    seed = as_int("seed", seed, minimum=0)
     done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
                           replicates=replicates, draws=draws, seed=seed)  # fmt: skip
     columns = list(INTERVAL_COLUMNS)
@@ -217,6 +236,7 @@ def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float 
     check_row("best", best, ("compute_ratio",))
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
+    min_quality = check_min_quality(min_quality)
     others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
     others = others[others.devices <= best.devices]
     if "quality" in others:
@@ -300,8 +320,13 @@ def verdict(best, rivals: Sequence, covers: str, label) -> Verdict:
     check_row("best", best, ("speedup",))
     if not callable(label):
         raise TypeError(f"label must be callable, got {type(label).__name__}")
-    mine = _speedup(best)
+    check_instance("covers", covers, str)
+    if isinstance(rivals, str | bytes) or not isinstance(rivals, Sequence):
+        raise ValueError(f"rivals must be a sequence of planner rows, got {rivals!r:.60}")
     rivals = [r for r in rivals if r is not None]
+    for i, rival in enumerate(rivals):
+        check_row(f"rivals[{i}]", rival, ("speedup",))
+    mine = _speedup(best)
     if not rivals:
         return Verdict(str(best.workload), label(best), mine, covers=covers)
     close = [r for r in rivals if _speedup(r).overlaps(mine)]

@@ -15,12 +15,16 @@ from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import (
     as_int,
     check_columns,
+    check_flag,
     check_instance,
     check_keys,
+    check_name,
+    check_names,
     check_nonnegative,
+    is_finite,
 )
 from sim.config import RUN_OVERHEAD, SimConfig, estimated_work
-from sim.hardware_costs import HardwareModel
+from sim.hardware_costs import check_hardware
 from sim.matches import MAX_ELL
 from sim.plan_grid import PlanSpace
 from sim.ptable import PTable
@@ -39,16 +43,10 @@ def check_plan_args(hardware, ptable, space, d, confirm_n, *, check_size: bool =
                     ) -> tuple[int, int]:  # fmt: skip
     """Check the planner's inputs and (``check_size``) the screen's size; return (d, confirm_n)
     as ints."""
+    check_flag("check_size", check_size)
     d = as_int("d", d, limit=MAX_D)
     confirm_n = as_int("confirm_n", confirm_n, minimum=0, limit=MAX_CONFIRM_N)
-    if isinstance(hardware, str | bytes) or not isinstance(hardware, list | tuple):
-        raise ValueError(f"hardware must be a list of hardware models, got "
-                         f"{type(hardware).__name__}")  # fmt: skip
-    if not hardware:
-        raise ValueError("hardware must name at least one hardware model, got an empty list")
-    for i, hw in enumerate(hardware):
-        check_instance(f"hardware[{i}]", hw, HardwareModel,
-                       "RooflineHardware or ProfileHardware")  # fmt: skip
+    hardware = check_hardware(hardware)
     check_instance("space", space, PlanSpace)
     check_instance("ptable", ptable, PTable)
     for i, hw in enumerate(hardware):
@@ -92,9 +90,11 @@ def confirm_work(cells: list[dict]) -> float:
     """Work units of simulating ``cells`` (``sim.plan.confirm``'s tasks)."""
     if not isinstance(cells, list | tuple):
         raise ValueError(f"cells must be a list of confirmation cells, got {type(cells).__name__}")
+    if isinstance(cells, str | bytes) or not isinstance(cells, list | tuple):
+        raise ValueError(f"cells must be a list of confirmation cells, got {cells!r:.60}")
     total = 0.0
-    for cell in cells:
-        check_cell(cell)
+    for i, cell in enumerate(cells):
+        check_cell(cell, f"cells[{i}]")
         if "config" in cell:
             per_sequence = estimated_work(SimConfig.from_dict(cell["config"]))
         elif cell["method"] == "free":  # shallow layers, exit head, deep layers per token
@@ -148,6 +148,8 @@ def check_screened(name: str, frame) -> None:
 
 def check_row(name: str, row, extra: tuple[str, ...] = ()) -> None:
     """Refuse anything but a planner row (a DataFrame row or ``itertuples`` tuple)."""
+    check_name(name)
+    extra = check_names("extra", extra)
     missing = [f for f in (*ROW_FIELDS, *extra) if not hasattr(row, f)]
     if isinstance(row, str | bytes) or missing:
         raise ValueError(f"{name} must be a row of a planner frame; missing {missing}, got "
@@ -158,20 +160,29 @@ def check_row(name: str, row, extra: tuple[str, ...] = ()) -> None:
             raise ValueError(f"{name}.{field} must be a finite number, got {value!r:.40}")
 
 
-def check_cell(cell) -> None:
-    """Refuse anything but a confirmation cell (``sim.plan._cell``'s dict)."""
-    check_keys("cell", cell, CELL_KEYS)
+def check_cell(cell, name: str = "cell") -> None:
+    """Refuse anything but a confirmation cell (``sim.plan._cell``'s dict), naming it ``name``."""
+    check_keys(name, cell, CELL_KEYS)
     for key, kind in CELL_KEYS.items():
         if not isinstance(cell[key], kind) or isinstance(cell[key], bool):
-            raise ValueError(f"cell[{key!r}] must be a {kind.__name__}, got {cell[key]!r:.40}")
-    as_int("cell['n']", cell["n"], limit=MAX_CONFIRM_N)
-    as_int("cell['ell']", cell["ell"], minimum=2, limit=MAX_ELL)
+            raise ValueError(f"{name}[{key!r}] must be a {kind.__name__}, got {cell[key]!r:.40}")
+    as_int(f"{name}['n']", cell["n"], limit=MAX_CONFIRM_N)
+    as_int(f"{name}['ell']", cell["ell"], minimum=2, limit=MAX_ELL)
     if cell["method"] in ("ppd", "greedy"):
-        check_keys("cell", cell, ("config",))
+        check_keys(name, cell, ("config",))
     elif cell["method"] == "free":
-        check_keys("cell", cell, FREE_CELL_KEYS)
+        check_keys(name, cell, FREE_CELL_KEYS)
     else:
-        check_keys("cell", cell, ("a", "g", "step_s", "busy_s"))
+        check_keys(name, cell, ("a", "g", "step_s", "busy_s"))
+
+
+def check_min_quality(min_quality) -> float:
+    """``min_quality`` as a float in [0, 1]; ValueError naming it otherwise."""
+    ok = isinstance(min_quality, int | float | np.number) and not isinstance(min_quality, bool)
+    if not (ok and is_finite(min_quality) and 0 <= min_quality <= 1):
+        raise ValueError(f"min_quality must be a number in [0, 1] (quality against greedy's "
+                         f"output; 1: exact methods only), got {min_quality!r}")  # fmt: skip
+    return float(min_quality)
 
 
 def check_points(latency, compute) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,7 @@ def plot_plan(plan, screened=None, *, title: str = "", max_points: int = 20_000,
     latency interval), the frontier of all methods (black), the screened grid (grey dots, a
     sample) and the recommendation (star), under ``title``. Returns the figure."""
     check_instance("plan", plan, Plan)
+    check_instance("title", title, str)
     if screened is not None:
         check_screened("screened", screened)
     front = plan.frontier

@@ -36,8 +36,8 @@ def useful_workers(requested: int | None, tasks: int) -> int:
     """Workers worth starting: at most ``requested`` (None: the CPU count), the CPU count and
     the number of tasks, and at least 1."""
     cpus = os.cpu_count() or 1
-    requested = cpus if requested is None else as_int("workers", requested, limit=MAX_WORKERS)
-    return max(1, min(requested, cpus, int(tasks)))
+    requested = cpus if requested is None else as_int("requested", requested, limit=MAX_WORKERS)
+    return max(1, min(requested, cpus, as_int("tasks", tasks, minimum=0)))
 
 
 def _tie_worker(parent_pid: int) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,16 @@ import pandas as pd
 
 from ppdmodel import paper
 from ppdmodel.intervals import MAX_DRAWS, p_draws
-from ppdmodel.validation import as_int, check_columns, check_positive_int
+from ppdmodel.validation import (
+    as_int,
+    as_path,
+    as_real_array,
+    check_columns,
+    check_input_file,
+    check_instance,
+    check_names,
+    is_finite,
+)
 from sim.formats import MatchTrace, read_traces
 
 try:  # built-in measured atlases (the SmolLM2 one), shipped with the package once they land
@@ -80,12 +90,14 @@ class PTable:
         missing = [c for c in COLUMNS if c not in self.df.columns]
         if missing:
             raise ValueError(f"p-table: missing columns {missing}; needs {list(COLUMNS)}")
-        if isinstance(self.d, bool) or int(self.d) != self.d or self.d < 2:
-            raise ValueError(f"p-table: d must be an integer >= 2, got {self.d!r}")
-        p = self.df["p_correct"].to_numpy(dtype=float)
+        d = self.d
+        if isinstance(d, bool) or not isinstance(d, Real) or not is_finite(d) or d != int(d) or (
+                d < 2):  # fmt: skip
+            raise ValueError(f"p-table: d must be an integer >= 2, got {self.d!r:.60}")
+        p, layers, ks = (as_real_array(f"p-table column {c}", self.df[c].to_numpy())
+                         for c in ("p_correct", "layer", "k"))  # fmt: skip
         if not np.all((p >= 0) & (p <= 1)):
             raise ValueError("p-table: p_correct must lie in [0, 1] (undefined rates dropped)")
-        layers, ks = self.df["layer"].to_numpy(), self.df["k"].to_numpy()
         if np.any(layers < 1) or np.any(layers > self.d) or np.any(ks < 1):
             raise ValueError(f"p-table: layers must be in [1, d={self.d}] and k >= 1")
 
@@ -98,6 +110,7 @@ class PTable:
     @classmethod
     def builtin(cls, name: str) -> PTable:
         """A built-in table: ``paper`` (Table 2) or a shipped atlas (``ppdmodel.ptables``)."""
+        check_instance("name", name, str)
         if name == "paper":
             return cls.paper()
         if builtin_tables is None:
@@ -112,6 +125,7 @@ class PTable:
         ``trained`` (bool) -> head ``trained``/``shared``, ``p`` -> p_correct; rows with
         undefined p dropped; a single-valued ``model`` column names the model."""
         check_columns("df", df, ())
+        d = as_int("d", d, minimum=2)
         df = df.copy()
         for alias in ("dataset", "category", "prompt_set"):
             if "workload" not in df.columns and alias in df.columns:
@@ -126,15 +140,18 @@ class PTable:
         model = ""
         if "model" in df.columns and df["model"].nunique() == 1:
             model = str(df["model"].iloc[0])
-        return cls(df.reset_index(drop=True), int(d), name, model)
+        return cls(df.reset_index(drop=True), d, name, model)
 
     @classmethod
     def read(cls, path: str | Path, *, d: int | None = None) -> PTable:
         """A CSV or Parquet p-table; ``d`` from the argument or a ``d`` column."""
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"p-table: no such file {str(path)!r}")
-        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        path = check_input_file("p-table path", path)
+        if d is not None:
+            d = as_int("d", d, minimum=2)
+        try:
+            df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        except (ValueError, OSError, ImportError, UnicodeDecodeError) as exc:
+            raise ValueError(f"p-table path {str(path)!r}: not a readable table ({exc})") from None
         if d is None:
             if "d" not in df.columns or df["d"].nunique() != 1:
                 raise ValueError("p-table: give d (the model's layers) or a single-valued d column")
@@ -178,10 +195,10 @@ class PTable:
         """The p-table of a ``ppd measure match-rate`` or ``ppd validate`` output folder (or
         its ``traces.jsonl``): ``from_traces`` of its traces, the workload named after the
         prompts file and the model after the folder's ``RUN_SIDECARS`` ("" if none)."""
-        path = Path(path)
+        path = as_path("path", path)
         traces_path = path / TRACES if path.is_dir() else path
         if not traces_path.is_file():
-            raise ValueError(f"p-table: no {TRACES} in {str(path)!r} (give a ppd measure "
+            raise ValueError(f"p-table path {str(path)!r}: no {TRACES} there (give a ppd measure "
                              "match-rate or ppd validate output folder)")  # fmt: skip
         meta = run_metadata(traces_path.parent)
         prompts = meta.get("prompts") or ""
@@ -196,7 +213,7 @@ class PTable:
         (interpolated as p is, but held beyond the deepest measured layer; Jeffreys' posterior,
         ``p_draws``; a cell without n, or a row without it counted as 0, keeps its p); None
         when the table gives no n."""
-        draws = int(check_positive_int("draws", draws, limit=MAX_DRAWS))
+        draws = as_int("draws", draws, limit=MAX_DRAWS)
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r:.60}")
         if N_COLUMN not in self.df.columns or not pd.to_numeric(
@@ -239,21 +256,16 @@ class PTable:
         unused and NaN), over ``workloads`` x ``heads`` (default: all), by interpolation;
         ``column``: p_correct, or an interval bound such as ``lower_bound_column``."""
         d_model = as_int("d_model", d_model, limit=MAX_D_MODEL)
-        if column not in self.df.columns or isinstance(column, bool):
-            raise ValueError(f"column must name a column of the p-table, got {column!r}")
-        for label, names in (("workloads", workloads), ("heads", heads)):
-            if names is not None and (
-                isinstance(names, str)
-                or not all(isinstance(n, str) for n in np.ravel(np.asarray(names, dtype=object)))
-            ):
-                raise ValueError(f"{label} must be a sequence of names, got {names!r:.80}")
-        workloads = self.workloads if workloads is None else tuple(workloads)
-        heads = self.heads if heads is None else tuple(heads)
-        for label, wanted, known in (("workload", workloads, self.workloads),
-                                     ("head", heads, self.heads)):  # fmt: skip
+        if not isinstance(column, str) or column not in self.df.columns:
+            raise ValueError(f"column must name a column of the p-table, got {column!r:.60}")
+        workloads = self.workloads if workloads is None else check_names("workloads", workloads)
+        heads = self.heads if heads is None else check_names("heads", heads)
+        for label, wanted, known in (("workloads", workloads, self.workloads),
+                                     ("heads", heads, self.heads)):  # fmt: skip
             unknown = sorted(set(wanted) - set(known))
             if unknown:
-                raise ValueError(f"p-table: unknown {label} {unknown}; known {sorted(known)}")
+                raise ValueError(f"{label} holds an unknown {label[:-1]} {unknown}; the p-table "
+                                 f"has {sorted(known)}")  # fmt: skip
         depth = np.arange(d_model + 1) / d_model
         out = np.full((len(workloads), len(heads), d_model + 1, self.max_k + 1), np.nan)
         for i, w in enumerate(workloads):
@@ -290,7 +302,7 @@ class PTable:
 def run_metadata(directory: str | Path) -> dict:
     """What an output folder says about its run: ``model`` and ``prompts`` from its
     ``run.json`` (match-rate, validate) or the model of a ``profile.json`` it holds; {} if none."""
-    directory = Path(directory)
+    directory = as_path("directory", directory)
     for sidecar in RUN_SIDECARS:
         path = directory / sidecar
         if not path.is_file():
@@ -321,5 +333,8 @@ def model_key(name) -> str:
 def same_model(a, b) -> bool:
     """True when two model names (or paths) name the same model (``model_key``), or either
     is unknown ("")."""
+    for label, value in (("a", a), ("b", b)):
+        if not isinstance(value, str | Path):
+            raise ValueError(f"{label} must be a model name or path, got {value!r:.60}")
     key_a, key_b = model_key(a), model_key(b)
     return not key_a or not key_b or key_a == key_b

@@ -24,9 +24,8 @@ from ppdmodel.overheads import TABLE3_D_BAR, table3_rows
 from ppdmodel.paper import TABLE3_TOKENS
 from ppdmodel.seconds import expected_latency_seconds
 from ppdmodel.theorem import expected_latency
-from ppdmodel.validation import check_columns, check_instance
+from ppdmodel.validation import check_columns, check_input_file, check_instance
 from sim.engine import EngineHardware
-from sim.formats import check_input_file
 from sim.hardware import ENGINE_PRESETS, Engine, GPUSpec, Link
 from sim.hardware_costs import decode_costs
 from sim.shape import ModelShape
@@ -44,13 +43,20 @@ ROLES = ("calibrate", "judge", "context")
 def read_published(path: str | Path = PUBLISHED_PATH) -> pd.DataFrame:
     """The published measurements (``PUBLISHED_COLUMNS``); ValueError if malformed."""
     check_input_file("path", path)
-    frame = pd.read_csv(path)
-    check_columns("published table", frame, PUBLISHED_COLUMNS)
-    bad = sorted(set(frame["role"]) - set(ROLES))
+    where = f"published table path {str(path)!r}"
+    try:
+        frame = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"{where}: not a CSV table ({exc})") from None
+    check_columns(where, frame, PUBLISHED_COLUMNS)
+    bad = sorted(set(map(str, frame["role"])) - set(ROLES))
     if bad:
-        raise ValueError(f"published table: role must be one of {ROLES}, got {bad}")
+        raise ValueError(f"{where}: role must be one of {ROLES}, got {bad}")
+    for column in ("tokens_per_s", "tp"):
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            raise ValueError(f"{where}: column {column} must hold numbers")
     if not (frame["tokens_per_s"] > 0).all() or not (frame["tp"] >= 1).all():
-        raise ValueError("published table: tokens_per_s must be > 0 and tp >= 1")
+        raise ValueError(f"{where}: tokens_per_s must be > 0 and tp >= 1")
     return frame
 
 
@@ -82,13 +88,15 @@ def compare_published(frame: pd.DataFrame | None = None, engines: dict | None = 
     measured), the ``regime`` and its ``why``. ``engines``: preset name -> Engine to use
     instead of the preset (a refit, a user's own numbers)."""
     if frame is not None:
-        check_columns("published table", frame, PUBLISHED_COLUMNS)
+        check_columns("published table (frame)", frame, PUBLISHED_COLUMNS)
     frame = read_published() if frame is None else frame.copy()
     check_columns("published table", frame, PUBLISHED_COLUMNS)
     if engines is not None and not isinstance(engines, dict):
         raise ValueError(f"engines must be a dict of preset name -> Engine, got "
                          f"{type(engines).__name__}")  # fmt: skip
     engines = engines or {}
+    for name, engine in engines.items():
+        check_instance(f"engines[{name!r}]", engine, Engine)
     predicted, regime, why = [], [], []
     for _, row in frame.iterrows():
         hw = hardware_for(row, engines.get(row["engine_preset"]))
@@ -106,6 +114,7 @@ def compare_published(frame: pd.DataFrame | None = None, engines: dict | None = 
 def error_summary(compared: pd.DataFrame, role: str = "judge") -> dict:
     """Median and worst |error| (fractions) and the row count of the rows with ``role``."""
     check_columns("compared", compared, ("role", "error"))
+    check_instance("role", role, str)
     errors = np.abs(compared.loc[compared["role"] == role, "error"].to_numpy())
     if not errors.size:
         raise ValueError(f"no rows with role {role!r}")

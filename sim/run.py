@@ -9,7 +9,14 @@ from operator import itemgetter
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import as_int, check_columns, check_flag, check_instance
+from ppdmodel.validation import (
+    as_int,
+    check_columns,
+    check_flag,
+    check_instance,
+    check_seed,
+    ndim,
+)
 from sim.config import MAX_WORK, SimConfig, estimated_work
 from sim.pool import tied_pool, useful_workers
 from sim.schedule import Schedule
@@ -115,8 +122,8 @@ def simulate(config: SimConfig, seed=None, m=None, record_events: bool = True) -
     check_instance("config", config, SimConfig)
     check_flag("record_events", record_events)
     if m is None:
-        m = config.matches.draw(config.ell, np.random.default_rng(seed))
-    elif isinstance(m, str | bytes) or np.ndim(m) != 1:
+        m = config.matches.draw(config.ell, np.random.default_rng(check_seed("seed", seed)))
+    elif isinstance(m, str | bytes) or ndim("m", m) != 1:
         raise ValueError(f"m must be a sequence of ell - 1 = {config.ell - 1} values 0 and 1")
     elif len(m) != config.ell - 1:
         raise ValueError(f"m must hold ell - 1 = {config.ell - 1} values, got {len(m)}")
@@ -194,6 +201,7 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
             f"simulation, above the limit of {MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK): "
             "reduce n"
         )
+    seed = check_seed("seed", seed, generator_ok=False)
     seeds = np.random.SeedSequence(seed).spawn(int(n))  # seeds[i] == sequence_seed(seed, i)
     jobs = [(config, s) for s in seeds]
     if n * estimated_work(config) < POOL_MIN_WORK:  # a pool would take longer to start
@@ -210,10 +218,7 @@ def monte_carlo(config: SimConfig, n: int, seed=None, processes: int = 1) -> Mon
 def sequence_seed(seed, i: int) -> np.random.SeedSequence:
     """The seed of sequence i of ``monte_carlo(config, n, seed)`` (any n > i)."""
     i = as_int("i", i, minimum=0)
-    try:
-        return np.random.SeedSequence(seed, spawn_key=(i,))
-    except (TypeError, ValueError, OverflowError) as err:
-        raise ValueError(f"seed must be None or an integer >= 0: {err}") from None
+    return np.random.SeedSequence(check_seed("seed", seed, generator_ok=False), spawn_key=(i,))
 
 
 def summarise(samples: pd.DataFrame) -> MonteCarloSummary:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdmodel.validation import as_int, check_nonnegative
+from ppdmodel.validation import as_int, as_path, check_broadcast, check_nonnegative, ndim
 
 MAX_DIMENSION = 2**40
 """Largest model dimension accepted (about 10^12): products of a few stay exact in float64."""
@@ -66,7 +66,8 @@ class ModelShape:
             head_dim = as_int("ModelShape.attention_head_dim", self.attention_head_dim,
                               limit=MAX_DIMENSION)  # fmt: skip
             object.__setattr__(self, "attention_head_dim", head_dim)
-        if self.mlp_matrices not in (2, 3):
+        if isinstance(self.mlp_matrices, bool) or not isinstance(self.mlp_matrices, int) or (
+                self.mlp_matrices not in (2, 3)):  # fmt: skip
             raise ValueError(f"ModelShape.mlp_matrices must be 2 or 3, got {self.mlp_matrices!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("ModelShape.num_key_value_heads must divide num_attention_heads")
@@ -103,6 +104,7 @@ class ModelShape:
         """
         n_missing_tokens = _count("n_missing_tokens", n_missing_tokens)
         n_layers = _count("n_layers", n_layers)
+        check_broadcast(n_missing_tokens=np.shape(n_missing_tokens), n_layers=np.shape(n_layers))
         hidden = self.hidden_size * self.dtype_bytes
         return hidden + n_missing_tokens * n_layers * self.kv_bytes_per_token_layer()
 
@@ -194,11 +196,11 @@ def _read_config(source) -> dict:
     """A config dict from a dict, a config.json path or a directory holding one."""
     if isinstance(source, Mapping):
         return dict(source)
-    path = Path(source)
+    path = as_path("source", source)
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise ValueError(f"config: no config.json at {str(source)!r}")
+        raise ValueError(f"source {str(source)!r}: no config.json there")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -209,13 +211,13 @@ def _first(config: dict, *keys: str) -> int:
     """The first of ``keys`` present in ``config``; ValueError naming them all if none is."""
     for key in keys:
         if config.get(key) is not None:
-            return int(config[key])
+            return as_int(f"config {key}", config[key], limit=MAX_DIMENSION)
     raise ValueError(f"config: none of {list(keys)} found (not a decoder-only model config?)")
 
 
 def _count(name: str, value):
     """A whole number in [0, MAX_DIMENSION]: a Python int, or a float64 array of them."""
-    if np.ndim(value) == 0:
+    if ndim(name, value) == 0:
         return as_int(name, value, minimum=0, limit=MAX_DIMENSION)
     arr = check_nonnegative(name, value)
     if np.any(arr != np.floor(arr)) or np.any(arr > MAX_DIMENSION):

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import as_int, check_instance
+from ppdmodel.validation import as_int, check_instance, check_names, check_seed
 from sim.pool import MAX_WORKERS, tied_pool, useful_workers
 
 MANIFEST = "sweep.json"
@@ -42,11 +42,7 @@ MAX_CELLS = 10**6
 def cell_seeds(n_cells: int, seed) -> list[np.random.SeedSequence]:
     """One SeedSequence per cell, spawned from ``SeedSequence(seed)`` (cell i gets the i-th)."""
     n_cells = as_int("n_cells", n_cells, minimum=0, limit=MAX_CELLS)
-    try:
-        return np.random.SeedSequence(seed).spawn(n_cells)
-    except (TypeError, ValueError, OverflowError) as err:
-        message = f"seed must be None, an integer >= 0 or a sequence of them: {err}"
-        raise ValueError(message) from None
+    return np.random.SeedSequence(check_seed("seed", seed, generator_ok=False)).spawn(n_cells)
 
 
 def _run_chunk(fn: Callable, cells: list[dict], seeds: list, first: int) -> list[dict]:
@@ -54,7 +50,11 @@ def _run_chunk(fn: Callable, cells: list[dict], seeds: list, first: int) -> list
     rows = []
     for offset, (cell, seed) in enumerate(zip(cells, seeds, strict=True)):
         out = fn(cell, seed)
-        for row in [out] if isinstance(out, dict) else out:
+        out = [out] if isinstance(out, dict) else out
+        if not isinstance(out, list | tuple) or not all(isinstance(r, dict) for r in out):
+            raise TypeError(f"fn must return a dict or a list of dicts (rows), got "
+                            f"{type(out).__name__}")  # fmt: skip
+        for row in out:
             rows.append({"cell": first + offset, **row})
     return rows
 
@@ -140,6 +140,13 @@ def _executor_or_pool(executor: Executor | None, tasks: int) -> Iterator[Executo
 
 def sweep_id(cells: Sequence[dict], seed, chunk_size: int) -> str:
     """A hash naming a sweep: its cells (as JSON), seed and chunking."""
+    if isinstance(cells, str | bytes) or not isinstance(cells, Sequence):
+        raise ValueError(f"cells must be a sequence of dicts, got {cells!r:.60}")
+    for i, cell in enumerate(cells):
+        check_instance(f"cells[{i}]", cell, dict)
+        check_names(f"cells[{i}] keys", cell)
+    check_seed("seed", seed, generator_ok=False)
+    chunk_size = as_int("chunk_size", chunk_size)
     text = json.dumps({"cells": list(cells), "seed": seed, "chunk": chunk_size}, sort_keys=True,
                       default=str)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -624,3 +624,92 @@ def test_spawned_ranks_load_without_bars(model_dirs, capfd):
     for module in ("measure/decode/launch.py", "measure/profile/ranks.py"):
         text = (ROOT / module).read_text(encoding="utf-8")
         assert text.count("load_causal_lm(") == text.count("bars=False") > 0, module
+
+
+@pytest.fixture
+def weights_unread(monkeypatch):
+    """Reading a model's weights fails the test: what it refuses is refused before."""
+    transformers = pytest.importorskip("transformers")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model's weights were read before the refusal")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+
+
+def _before_loading_cases(model: Path, tmp: Path):
+    """(argv, text of the one-line error) of option refusals that need the model's config.json
+    or tokenizer, not its weights (issue 25: each waited for the model to load)."""
+    from measure.train.heads import TrainedHead
+    from tests.measure.tiny_models import tiny_model
+    from tests.ppdmodel.profiles import minimal_profile
+
+    head = TrainedHead.from_model(tiny_model("llama"), 2).save(tmp / "head")
+    other, wide, profile = tmp / "other.json", tmp / "wide.json", tmp / "profile.json"
+    other.write_text(json.dumps(minimal_profile(d=12)))
+    profile.write_text(json.dumps(minimal_profile(d=4)))
+    data = minimal_profile(d=4)
+    data["wide_prices"] = [{"backend": "single", "figure": "layer_s", "rel_spread": 0.5,
+                            "threshold": 0.2}]  # fmt: skip
+    wide.write_text(json.dumps(data))
+    prompts = str(ROOT / "measure" / "data" / "prompts_sample.jsonl")
+    m, huge = ["--model", str(model)], "100000"
+    run = ["run", *m, "--prompt", "hi", "--max-new-tokens", "2", "--no-assistant"]
+    validate = ["validate", *m, "--prompt", "hi", "--max-new-tokens", "2", "--profile",
+                str(profile)]  # fmt: skip
+    match = ["measure", "match-rate", *m, "--prompts", prompts, "--limit", "1"]
+    atlas = ["measure", "atlas", *m, "--prompts", prompts, "--limit", "1"]
+    timing = ["measure", "timing", *m, "--prompt-text", "x"]
+    train = ["measure", "train-head", *m, "--prompts", prompts, "--limit", "1"]
+    context = "more than the model's context of 512"
+    previous = tmp / "previous"  # a match-rate folder holding a run
+    previous.mkdir()
+    (previous / "records.csv").write_text("prompt\n")
+    return [
+        ([*run, "--d-bar", "4"], "d_bar must be an integer with d/2 <= d_bar < d = 4, got 4"),
+        ([*run, "--k", "129"], "k must be an integer in [1, vocab_size = 128], got 129"),
+        ([*run, "--max-new-tokens", huge], context),
+        ([*run, "--temperature", "0.5"], "--temperature: sampling options need --do-sample"),
+        ([*run, "--profile", str(other)], "model.d = 12 does not match the model's depth d = 4"),
+        ([*run, "--head-dir", str(head), "--d-bar", "3"], "head is trained for layer 2; d_bar"),
+        ([*validate, "--d-bar", "4"], "d_bar must be an integer with d/2 <= d_bar < d = 4"),
+        ([*validate, "--early-exit", "4", "--draft-tokens", "1"], "--early-exit: 4 is not in"),
+        ([*validate, "--free", "4", "--threshold", "0.5"], "--free: 4 is not in [1, d - 1]"),
+        ([*validate, "--k", "2"], "k = 2 was not measured in the profile"),
+        ([*validate[:-1], str(wide)], "cost profile price too wide to predict from"),
+        ([*validate[:-1], str(other)], "model.d = 12 does not match the model's depth d = 4"),
+        ([*validate, "--max-new-tokens", huge], context),
+        ([*match, "--layers", "5"], "layers must hold integers in [1, 4], got 5"),
+        ([*match, "--ks", "129"], "--ks must be between 1 and 128 (the model's vocabulary"),
+        ([*match, "--max-new-tokens", huge], context),
+        ([*match, "--sampling", "top_k=0"], "sampling top_k must be an integer >= 1"),
+        ([*match, "--out", str(previous)], f"out_dir {previous} holds a previous run"),
+        ([*atlas, "--layers", "5"], "layers must hold integers in [1, 4], got 5"),
+        ([*atlas, "--ks", "129"], "--ks must be between 1 and 128 (the model's vocabulary"),
+        ([*atlas, "--max-new-tokens", huge], context),
+        ([*timing, "--n-tokens", huge], f"warmup + n_tokens 100002 = 100003 positions, {context}"),
+        ([*timing, "--batch-sizes", "129"], "--batch-sizes must be between 1 and 128"),
+        (["measure", "profile", *m, "--context-tokens", huge],
+         "--context-tokens must be <= the model's context of 512 positions"),
+        (["measure", "profile", *m, "--ks", "129"], "--ks must be between 1 and 128"),
+        ([*train, "--layer", "4"], "--layer must be in [0, 4) for this 4-layer model"),
+        ([*train, "--layer", "4", "--kind", "translator"], "--layer must be in [1, 4)"),
+        ([*train, "--layer", "1", "--kind", "translator", "--new-tokens", huge], context),
+    ]  # fmt: skip
+
+
+def test_option_refusals_come_before_any_weight_is_read(model_dirs, weights_unread, tmp_path,
+                                                         capsys):  # fmt: skip
+    """Issue 25: every refusal that needs only the model's config.json or tokenizer (its
+    depth, vocabulary, context) is made before the weights load (seconds to minutes), in one
+    line with exit 2, and nothing is written."""
+    out = tmp_path / "out"
+    for argv, message in _before_loading_cases(model_dirs["good"], tmp_path):
+        prog = "ppd " + (" ".join(argv[:2]) if argv[0] == "measure" else argv[0])
+        target = out / ("p.json" if "profile" in argv[:2] else "t.csv" if "timing" in argv else "o")
+        given = ["--out", str(target)] if "--out" not in argv else []
+        code, output = run_cli([*argv, *given], capsys)
+        assert_user_error(code, output, prog)
+        assert message in output, (argv, output)
+        assert len(output.strip().splitlines()) == 1, output
+        assert not out.exists(), argv

@@ -9,13 +9,29 @@ must be finite and >= 0 unless the target is exempt (``NON_FINITE_OK``, ``NON_NE
 Each target starts from valid keyword arguments and replaces one or more of them with
 malformed values: wrong types, None, strings, NaN, infinities, negatives, zero, huge
 integers, booleans, empty or mis-shaped arrays, small integer dtypes and malformed
-DataFrames. Whatever the input, a call must return or raise ValueError or TypeError, and end
-within ``CALL_TIME_BOUND_S``. Outcomes are counted and printed at the end of the module.
+DataFrames. Whatever the input, a call must return or raise ValueError or TypeError naming
+an offending parameter, and end within ``CALL_TIME_BOUND_S``.
+
+Naming (``names_a_parameter``, ``offending_names``): the message must name a parameter the
+call replaced with a malformed value (or one the target has no valid value for), or a column,
+key or field of its valid value (a DataFrame's columns, a dict's keys, a dataclass's fields),
+or the name a checker was told to report under (its ``name`` argument): quoted, or as a whole
+word followed by what marks a name (``NAMING``: "d_bar must", "cell['n']", "rows:", "gpu
+name", "d, exit_layer and q must", "hw_index 3"). Python's own errors for a call ("missing 1
+required positional argument: 'x'") quote the name and count; "The truth value of an array",
+"unhashable type: 'list'" or "could not convert string to float" name nothing and do not. An
+error that names none counts as ``unnamed`` and fails the test.
+
+Outcomes are counted (ok, ValueError, TypeError, unnamed, other, over 5 s) and printed at the
+end of the module with the unnamed calls. The strategies draw in a fixed order (lists, not
+sets, sorted names) and the targets are enumerated in module and definition order, so a
+profile's examples and counts do not depend on ``PYTHONHASHSEED``.
 
 Profiles: the CI profile (default) runs ``CI_EXAMPLES`` examples per target, deterministically.
-The slow profile runs ``SLOW_EXAMPLES`` per target (>= 10^4 calls in all) and is selected with
-``PPD_FUZZ=slow python -m pytest tests/test_fuzz_api.py -m slow``. Set ``PPD_FUZZ_REPORT`` to a
-path to also write the counts there as JSON.
+The slow profile runs ``SLOW_EXAMPLES`` random examples per target (>= 10^4 calls in all) and
+then each ``FIXED_BAD`` value in each parameter of each target (``test_fuzz_sweep_slow``); it
+is selected with ``PPD_FUZZ=slow python -m pytest tests/test_fuzz_api.py -m slow``. Set
+``PPD_FUZZ_REPORT`` to a path to also write the counts there as JSON.
 """
 
 from __future__ import annotations
@@ -25,11 +41,12 @@ import inspect
 import json
 import os
 import pkgutil
+import re
 import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from numbers import Number
 from pathlib import Path
 
@@ -41,37 +58,56 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+import simpy  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import ppdmodel  # noqa: E402
 import sim  # noqa: E402
 from ppdmodel import paper, symbolic  # noqa: E402
+from ppdmodel.compute_seconds import compute_terms  # noqa: E402
+from ppdmodel.cost_profile import WidePrice, parse_cost_profile  # noqa: E402
 from ppdmodel.distribution import poisson_binomial_pmf  # noqa: E402
+from ppdmodel.overheads import PaidOverheads, table3_rows  # noqa: E402
+from sim.device import SharedDevice  # noqa: E402
+from sim.engine import EngineHardware  # noqa: E402
 from sim.formats import (  # noqa: E402
     LAYER_TIMES_COLUMNS,
     MatchTrace,
     validate_layer_times,
     write_layer_times,
 )
+from sim.hardware import Engine  # noqa: E402
 from sim.hardware_costs import RooflineHardware  # noqa: E402
+from sim.plan import label as plan_label  # noqa: E402
 from sim.plan import plan  # noqa: E402
 from sim.plan_grid import DraftModel, PlanSpace, screen  # noqa: E402
+from sim.plan_intervals import profile_replicates  # noqa: E402
 from sim.ptable import PTable  # noqa: E402
+from sim.published import compare_published, read_published  # noqa: E402
 from sim.run import summarise  # noqa: E402
+from tests.ppdmodel.profiles import minimal_profile  # noqa: E402
 
 CI_EXAMPLES = 200
-"""Examples per explicit target in the CI profile (74 targets; with the ~200 automatic ones
-~21,000 calls, ~1 min of CPU)."""
+"""Examples per explicit target in the CI profile (85 targets; with the ~280 automatic ones
+~26,000 calls)."""
 SLOW_EXAMPLES = 1000
-"""Examples per explicit target in the slow profile (~130,000 calls with the automatic ones)."""
+"""Examples per explicit target in the slow profile (~150,000 calls with the automatic ones)."""
 AUTO_CI_EXAMPLES = 40
 """Examples per automatically built target (every other public function) in the CI profile."""
 AUTO_SLOW_EXAMPLES = 300
 """Examples per automatically built target in the slow profile."""
 CALL_TIME_BOUND_S = 5.0
 """No single call may take longer (the size and work limits keep valid calls short)."""
+FUZZ_WORK_LIMITS = {"sim.config.MAX_WORK": 10**6, "sim.run.MAX_WORK": 10**6,
+                    "sim.plan_limits.MAX_CONFIRM_WORK": 10**6}  # fmt: skip
+"""The simulator's and the planner's work caps while fuzzing: about a second of simulation
+(for users, 5 s a sequence and an hour a confirmation). A valid but large request (the
+planner confirming 127 sequences per point) is then refused by name, as a larger one is for a
+user, and no valid call outlasts ``CALL_TIME_BOUND_S``."""
 ALLOWED = ("ok", "ValueError", "TypeError")
+"""Outcomes a call may have; a ValueError or TypeError counts only when its message names an
+offending parameter (``names_a_parameter``), else it is ``unnamed``."""
 PACKAGES = (ppdmodel, sim)
 """Every public function and class (and their public methods) of every module of these is
 fuzzed: by an explicit ``Target`` below, or by one built from its signature (``auto_target``)."""
@@ -79,7 +115,10 @@ SKIPPED_MODULES = ("cli", "__main__")
 """Module names (last part, prefix) left to tests/test_cli_errors.py: argparse handlers."""
 
 COUNTS: Counter = Counter()
-"""Outcome of every fuzzed call: ok, ValueError, TypeError or the name of anything else."""
+"""Outcome of every fuzzed call: ok, ValueError, TypeError, unnamed, or ``other`` (a crash, a
+silent non-finite or negative result); ``over 5 s`` counts the calls over the bound."""
+UNNAMED: list[str] = []
+"""The calls whose ValueError or TypeError named no offending parameter (printed at the end)."""
 
 
 # -- malformed values ----------------------------------------------------------------------
@@ -168,6 +207,8 @@ class Target:
     valid: dict
     special: dict = field(default_factory=dict)
     examples: int | None = None
+    unset: tuple = ()
+    """Parameters without a valid value (given None): malformed in every call."""
 
     def strategy(self) -> st.SearchStrategy:
         names = sorted(self.valid)
@@ -176,7 +217,8 @@ class Target:
 
         @st.composite
         def kwargs(draw):
-            chosen = draw(st.sets(st.sampled_from(names), min_size=1, max_size=min(3, len(names))))
+            size = min(3, len(names))  # a list, not a set: the draws' order is the hash seed's
+            chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=size, unique=True))
             out = dict(self.valid)
             for name in chosen:
                 extra = self.special.get(name)
@@ -585,9 +627,22 @@ TARGETS = [
 # -- every other public callable, built from its signature -----------------------------------
 
 WORK_DIR = Path(tempfile.mkdtemp(prefix="ppd-fuzz-"))
-"""Where fuzzed calls run (the module chdirs here: a fuzzed path writes nothing elsewhere)."""
+"""Where the valid input files live (the automatic targets are built here; each target's calls
+run in an empty folder of their own, ``in_work_dir``)."""
 LAYER_TIMES_CSV = WORK_DIR / "layer_times.csv"
 write_layer_times(LAYER_TIMES_CSV, LAYER_TIMES)
+PROFILE_DATA = minimal_profile(d=32)
+PROFILE_DATA["model"]["name"] = "llama2-7b"  # a shape preset: ``profile_model`` finds it
+PROFILE_JSON = WORK_DIR / "profile.json"
+PROFILE_JSON.write_text(json.dumps(PROFILE_DATA))
+PTABLE_CSV = WORK_DIR / "ptable.csv"
+paper.TABLE2.to_csv(PTABLE_CSV, index=False)
+HF_CONFIG = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+             "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100}  # fmt: skip
+FREE_TABLE = pd.DataFrame({
+    "exit_layer": [20, 20, 30], "threshold": [0.5, 0.9, 1.01], "exit_rate": [0.8, 0.4, 0.0],
+    "quality": [0.3, 0.6, 1.0], "quality_metric": "rouge_l_vs_greedy",
+})  # fmt: skip
 HW = RooflineHardware(sim.ModelShape.from_name("vicuna-13b"), sim.GPUSpec.from_name("h100-sxm"),
                       sim.Link.from_name("nvlink4"), max_tp=2, host_s=2e-5)  # fmt: skip
 PTABLE = PTable.paper()
@@ -597,6 +652,11 @@ SPACE = PlanSpace(max_devices=2, d_bars=(20, 30), ks=(1, 3), workloads=("SQuAD",
 SCREENED = screen([HW], PTABLE, SPACE, 40)
 PLAN = plan([HW], PTABLE, SPACE, d=40, confirm_n=0, keep_screened=True)
 FRONT = PLAN.frontier
+FREE_SPACE = PlanSpace(max_devices=1, d_bars=(20,), ks=(1,), workloads=("SQuAD",),
+                       draft_lengths=(1,), exit_layers=(20,), free_table=FREE_TABLE)  # fmt: skip
+FREE_ROW = next(screen([HW], PTABLE, FREE_SPACE, 40).query("method == 'free'").itertuples())
+ENGINE_HW = EngineHardware(SHAPE, GPU, sim.Link.from_name("nvlink4"), Engine.from_name("hf-eager"))
+PROFILE = parse_cost_profile(minimal_profile())
 
 VALID_BY_NAME = {
     "d": 40, "d_bar": 20, "ell": 16, "p": 0.5, "k": 3, "n": 8, "a": 0.6, "g": 4, "c": 0.05,
@@ -620,6 +680,15 @@ VALID_BY_NAME = {
     "frame": LAYER_TIMES, "columns": ["layer"], "cost": sim.UniformCost(), "first_layer": 1,
     "source": "fuzz", "lines": ['{"a": 1}'], "trace": MatchTrace("s", 4, 2, 1, [1, 0]),
     "traces": [MatchTrace("s", 4, 2, 1, [1, 0])], "base": COSTS,
+    "exits": [1, 0, 1], "level": 0.9, "values": [1.0, 2.0, 3.0], "min_quality": 1.0,
+    "work_main": 1e-3, "work_cand": 2e-3, "delta": 1e-4, "slowdown": 1.2, "confirm_n": 0,
+    "draws": 8, "profile": PROFILE, "flags": ["--d-bars", "20"], "engine": ENGINE_HW.engine,
+    "env": simpy.Environment(), "overheads": PaidOverheads(0.1, 0.05, d=40, d_bar=30),
+    "measured": pd.DataFrame({"label": ["a"], "p_correct": [0.5], "k": [3]}),
+    "matches_by_position": [1, 0, 1], "parent_pid": os.getppid(), "b": "smollm2",
+    "replicates": profile_replicates(PROFILE, [HW]), "compared": compare_published(),
+    "directory": WORK_DIR, "other": ppdmodel.Interval(1.5, 3.0, 0.95), "factor": 2.0,
+    "greedy_token_s": 0.03, "rivals": [FRONT.iloc[-1]], "covers": "nothing",
 }  # fmt: skip
 """A valid value per parameter name, for the targets built from a signature."""
 
@@ -635,9 +704,36 @@ VALID_OVERRIDES = {
                                        "step_s": 1e-2, "busy_s": 1e-2},
                               "seed": np.random.SeedSequence(0)},
     "sim.ptable.PTable.builtin": {"name": "paper"},
-    "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR},
+    "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR, "draws": 8},
     "sim.plan.confirm": {"n": 2, "executor": FUZZ_EXECUTOR},
     "sim.sweep.sweep_id": {"cells": [{"x": 1}], "seed": 0, "chunk_size": 1},
+    "sim.hardware.Engine": vars(ENGINE_HW.engine),
+    "ppdmodel.cost_profile.parse_cost_profile": {"data": minimal_profile()},
+    "ppdmodel.cost_profile.read_cost_profile": {"path": PROFILE_JSON},
+    "ppdmodel.cost_profile.read_profile_data": {"path": PROFILE_JSON},
+    "sim.hardware_costs.load_profile": {"path": PROFILE_JSON},
+    "sim.hardware_costs.profile_model": {"path": PROFILE_JSON},
+    "ppdmodel.overheads.infer_overheads": {"rows": table3_rows(), "d_bar": 30, "ell": 128},
+    "ppdmodel.overheads.predict_latency": {"rows": table3_rows(), "ell": 128},
+    "sim.formats.validate_free_table": {"df": FREE_TABLE},
+    "sim.ptable.PTable": {"df": PTABLE.df, "d": 40},
+    "sim.ptable.PTable.from_frame": {"df": paper.TABLE2, "d": 40},
+    "sim.ptable.PTable.read": {"path": PTABLE_CSV, "d": 40},
+    "sim.shape.ModelShape.from_hf_config": {"source": HF_CONFIG},
+    "sim.plan_intervals.draw_intervals": {"rows": FRONT},
+    "sim.plan_intervals.against_greedy": {"rows": FRONT},
+    "sim.plan_intervals.judge": {"result": PLAN, "label": plan_label},
+    "sim.plan_free.free_cell": {"row": FREE_ROW},
+    "sim.published.hardware_for": {"row": read_published().iloc[0]},
+    "sim.ptable.same_model": {"a": "smollm2"},
+    "sim.formats.write_free_table": {"df": FREE_TABLE, "path": WORK_DIR / "free.csv"},
+    "sim.plan_free.free_rows": {"table": FREE_TABLE, "workloads": ("SQuAD",)},
+    "sim.plan_limits.check_cell": {"cell": {"row": 0, "method": "draft-model", "n": 4, "ell": 8,
+                                            "tp_main": 1, "tp_candidates": 0, "a": 0.6, "g": 3,
+                                            "step_s": 1e-2, "busy_s": 1e-2}},
+    "sim.plan_intervals.verdict": {"label": plan_label},
+    "ppdmodel.cost_grid.ppd_grid_per_token": {"costs": ppdmodel.DecodeCostsGrid(
+        layer_s=[1e-3, 2e-3], candidate_layer_s=1.5e-3, early_head_s=5e-3)},
 }  # fmt: skip
 """Valid values for parameters whose meaning differs from ``VALID_BY_NAME``'s."""
 
@@ -666,6 +762,8 @@ def _public_callables():
                 if inspect.isfunction(obj):
                     yield f"{info.name}.{name}", obj, None
                 elif inspect.isclass(obj):
+                    if getattr(obj, "_is_protocol", False):
+                        continue  # an interface: its implementations are fuzzed
                     yield f"{info.name}.{name}", obj, None
                     for attr, value in vars(obj).items():
                         if attr.startswith("_"):
@@ -681,21 +779,26 @@ def _same(func, value) -> bool:
     return getattr(func, "__func__", func) is inner or func is value
 
 
-def _instance(cls):
-    """A valid instance of ``cls`` among the known values, or one built from its signature."""
+def _instance(cls) -> tuple[object, tuple[str, ...]]:
+    """A valid instance of ``cls`` among the known values, or one built from its signature;
+    and the fields it was built without a valid value for (``("self",)`` when no instance)."""
     known = [SHAPE, GPU, ROOFLINE, MEASURED, RESULT, LAW, COSTS, HW, PTABLE, SPACE, PLAN,
              sim.UniformCost(), sim.Bernoulli(0.5), sim.PerPosition([0.5] * 8),
              sim.Replay([1, 0, 1]), sim.Link.from_name("nvlink4"), sim.SimConfig(**SMALL),
              sim.monte_carlo(sim.SimConfig(**SMALL), n=3, seed=0), *VALID_BY_NAME.values(),
              ppdmodel.EarlyExitCosts(d=30, exit_layer=10, costs=COSTS),
-             ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5)]  # fmt: skip
+             ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5), ENGINE_HW, PROFILE,
+             ppdmodel.Interval(1.0, 2.0, 0.95), SharedDevice(simpy.Environment(), 1.5),
+             compute_terms(d=30, d_bar=15, k=3, costs=COSTS, early_head="main"),
+             WidePrice("dist", "candidate_layer_s[3]", 0.273, 0.2)]  # fmt: skip
     for value in known:
         if type(value) is cls:
-            return value
+            return value, ()
+    valid = _valid_kwargs(cls)
     try:
-        return cls(**_valid_kwargs(cls))
-    except Exception:  # noqa: BLE001 - no instance: the methods are fuzzed on None
-        return None
+        return cls(**valid), _unset(cls, valid)
+    except Exception:  # noqa: BLE001 - no instance: the methods are fuzzed without one
+        return None, ("self",)
 
 
 def _valid_kwargs(func) -> dict:
@@ -719,18 +822,37 @@ def _valid_kwargs(func) -> dict:
     return out
 
 
+def _unset(func, valid: dict) -> tuple[str, ...]:
+    """The required parameters of ``func`` that ``valid`` gives no value (None stands in, or
+    positional-only ones, not passed)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    out = []
+    for p in params:
+        if p.default is not p.empty:
+            continue
+        if p.kind is p.POSITIONAL_ONLY:  # never passed (targets are called with keywords)
+            out.append(p.name)
+        elif p.name in valid and p.name not in VALID_BY_NAME and valid[p.name] is None:
+            out.append(p.name)
+    return tuple(out)
+
+
 def auto_target(qualname: str, value, owner) -> Target:
     """A target for ``value`` (a function, class or a method of ``owner``) from its signature."""
-    func = value
+    func, unset = value, ()
     if owner is not None:
         if isinstance(value, classmethod | staticmethod):
             func = getattr(owner, qualname.rpartition(".")[2])
         else:
-            instance = _instance(owner)
+            instance, unset = _instance(owner)
             func = getattr(instance, qualname.rpartition(".")[2]) if instance is not None else (
                 value.__get__(None, owner))  # fmt: skip
     valid = {**_valid_kwargs(func), **VALID_OVERRIDES.get(qualname, {})}
-    return Target(qualname, func, valid, examples=None if valid else 1)  # 1: no arguments
+    examples = None if valid else 1  # 1: no arguments
+    return Target(qualname, func, valid, examples=examples, unset=unset + _unset(func, valid))
 
 
 def _auto_targets() -> list[Target]:
@@ -774,9 +896,55 @@ def _bad_number(result) -> str | None:
     return None
 
 
+NAMING = (
+    r"\s*(?:=|:|\[|\(|<|>|[*/+]|\.(?=[A-Za-z_])|[),;]|$)|\s+[-0-9'\"(\[<{]"
+    r"|\s+(?:must|is|are|has|have|should|cannot|needs?|holds?|was|were|does|do|and|or"
+    r"|name|preset|file|path|folder|column|key|field|entry|type)(?![A-Za-z_])"
+)
+"""What may follow a parameter's name where a message names it: an operator ("n_runs * ell
+must"), a bracket, a field, a verb ("d_bar must", "cell['n'] is"), a list ("d, exit_layer and
+q must"), what it names ("gpu name", "profile path") or the value shown ("hw_index 3")."""
+
+
+def names_a_parameter(message: str, names) -> bool:
+    """True when ``message`` names one of ``names``: quoted ('x', "x", `x`), or as a whole word
+    followed by ``NAMING`` (so "The truth value of an array" names no ``value``, and the
+    article in "must be a number" no ``a``). Python's own call errors quote the name
+    ("missing 1 required positional argument: 'x'") and so count."""
+    for name in names:
+        word = re.escape(name)
+        if re.search(rf"(?<![A-Za-z0-9_]){word}(?={NAMING})|['\"`]{word}['\"`]", message):
+            return True
+    return False
+
+
+def _inner_names(value) -> list[str]:
+    """Names inside a valid value that a message may name instead of the parameter: a
+    DataFrame's columns, a dict's keys, a dataclass's fields."""
+    if isinstance(value, pd.DataFrame):
+        return [str(c) for c in value.columns]
+    if isinstance(value, dict):
+        return [str(k) for k in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return [f.name for f in fields(value)]
+    return []
+
+
+def offending_names(target: Target, kwargs: dict) -> set[str]:
+    """The parameters a call's error may name: those replaced with a malformed value or left
+    unset, the columns, keys and fields of their valid values, and the name a checker was
+    told to report under (a ``name`` argument)."""
+    bad = {k for k, v in kwargs.items() if v is not target.valid.get(k)} | set(target.unset)
+    out = bad | {n for k in bad for n in _inner_names(target.valid.get(k))}
+    if isinstance(kwargs.get("name"), str) and kwargs["name"]:
+        out.add(kwargs["name"])
+    return out
+
+
 def _call(func, kwargs: dict, name: str = "") -> tuple[str, float]:
-    """Call ``func(**kwargs)``; return the outcome name and the seconds it took; a numeric
-    result that is non-finite or negative counts as ``silent <which>`` unless exempt."""
+    """Call ``func(**kwargs)``; return the outcome (``ok``, ``ValueError: <message>``, ...) and
+    the seconds it took; a numeric result that is non-finite or negative counts as
+    ``silent <which>`` unless exempt."""
     start = time.perf_counter()
     try:
         result = func(**kwargs)
@@ -789,6 +957,7 @@ def _call(func, kwargs: dict, name: str = "") -> tuple[str, float]:
             outcome = f"silent negative result {result!r:.100}"
     except (ValueError, TypeError) as exc:
         outcome = "TypeError" if isinstance(exc, TypeError) else "ValueError"
+        outcome += f": {exc}"
     except Exception as exc:  # noqa: BLE001 - anything else is what this test looks for
         outcome = f"{type(exc).__name__}: {exc}"[:300]
     finally:
@@ -808,30 +977,105 @@ def _fuzz(target: Target, examples: int, derandomize: bool) -> None:
     )
     @given(target.strategy())
     def check(kwargs):
-        outcome, seconds = _call(target.func, kwargs, target.name)
-        COUNTS[outcome if outcome in ALLOWED else "other"] += 1
-        shown = {k: v for k, v in kwargs.items() if v is not target.valid.get(k)}
-        assert outcome in ALLOWED, f"{target.name}({shown!r:.500}) raised {outcome}"
-        assert seconds < CALL_TIME_BOUND_S, f"{target.name}({shown!r:.500}) took {seconds:.1f} s"
+        _check_call(target, kwargs)
 
     check()
+
+
+def _check_call(target: Target, kwargs: dict) -> None:
+    """Call ``target`` with ``kwargs``, count the outcome, and fail (AssertionError) on an
+    error naming no offending parameter, another exception, a silent non-finite or negative
+    result, or a call over ``CALL_TIME_BOUND_S``."""
+    outcome, seconds = _call(target.func, kwargs, target.name)
+    kind, _, message = outcome.partition(": ")
+    shown = {k: v for k, v in kwargs.items() if v is not target.valid.get(k)}
+    call = f"{target.name}({shown!r:.500})"
+    if kind in ("ValueError", "TypeError"):
+        named = names_a_parameter(message, offending_names(target, kwargs))
+        if not named:
+            UNNAMED.append(f"{call}: {outcome:.300}")
+        kind = kind if named else "unnamed"
+        outcome = kind
+    COUNTS[kind if kind in (*ALLOWED, "unnamed") else "other"] += 1
+    if seconds >= CALL_TIME_BOUND_S:
+        COUNTS["over 5 s"] += 1
+    assert kind != "unnamed", f"{call} raised {message!r:.300}, naming none of " + (
+        f"{sorted(offending_names(target, kwargs))}")  # fmt: skip
+    assert outcome in (*ALLOWED, "unnamed"), f"{call} raised {outcome}"
+    assert seconds < CALL_TIME_BOUND_S, f"{call} took {seconds:.1f} s"
+
+
+def _sweep(target: Target) -> None:
+    """Each ``FIXED_BAD`` value in each parameter of ``target``, one parameter at a time (the
+    random profiles draw from them; this takes every one): ``_check_call`` on each, every
+    failure reported."""
+    failures = []
+    for name in sorted(target.valid):
+        for value in FIXED_BAD:
+            try:
+                _check_call(target, {**target.valid, name: value})
+            except AssertionError as err:
+                failures.append(str(err).splitlines()[0])
+    assert not failures, f"{len(failures)} failed calls:\n" + "\n".join(failures[:10])
+
+
+REPORTED = ("ok", "ValueError", "TypeError", "unnamed", "other", "over 5 s")
+"""The counts printed and written (``other``: crashes and silent non-finite/negative results)."""
+UNNAMED_SHOWN = 50
+"""Unnamed calls printed at most (the report file lists all)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fuzz_work_limits():
+    """``FUZZ_WORK_LIMITS`` in place while this module's tests run."""
+    with pytest.MonkeyPatch.context() as patch:
+        for where, value in FUZZ_WORK_LIMITS.items():
+            module, _, name = where.rpartition(".")
+            patch.setattr(importlib.import_module(module), name, value)
+        yield
 
 
 @pytest.fixture(scope="module", autouse=True)
 def report_counts(request):
     """Print the outcome counts of this module's fuzzing (and write them if asked)."""
     COUNTS.clear()
+    UNNAMED.clear()
     yield
-    calls = sum(COUNTS.values())
-    line = f"fuzz_api: {calls} calls, " + ", ".join(f"{k} {v}" for k, v in sorted(COUNTS.items()))
+    counts = {key: COUNTS[key] for key in REPORTED}
+    calls = sum(v for k, v in COUNTS.items() if k != "over 5 s")
+    line = f"fuzz_api: {calls} calls, " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    shown = UNNAMED[:UNNAMED_SHOWN] + [f"... and {len(UNNAMED) - UNNAMED_SHOWN} more"] * (
+        len(UNNAMED) > UNNAMED_SHOWN)  # fmt: skip
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if capture is not None and calls:
         with capture.global_and_fixture_disabled():  # shown even without -s
-            print(f"\n{line}")
+            print("\n" + "\n".join([line, *(f"unnamed: {u}" for u in shown)]))
     path = os.environ.get("PPD_FUZZ_REPORT")
     if path and calls:
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"calls": calls, **COUNTS}, fh, indent=1)
+            json.dump({"calls": calls, **counts, "unnamed_calls": UNNAMED}, fh, indent=1)
+
+
+@pytest.mark.parametrize(
+    ("message", "names", "named"),
+    [
+        ("d_bar must satisfy d/2 <= d_bar < d, got d_bar=50, d=40", {"d"}, True),
+        ("cell['n'] must be a positive integer (>= 1), got 0", {"cell"}, True),
+        ("gpu name must be one of ['h100', 'h200'], got 'x'", {"gpu"}, True),
+        ("d, exit_layer and q must broadcast together", {"exit_layer"}, True),
+        ("n_runs * ell must be <= 20000, got 65504 * 8", {"n_runs"}, True),
+        ("f() missing 1 required positional argument: 'fn'", {"fn"}, True),
+        ("DecodeCosts.layer_s must be a finite number of seconds > 0", {"layer_s"}, True),
+        ("The truth value of an array with more than one element is ambiguous", {"value"}, False),
+        ("a must be in (0, 1), got 2", {"a"}, True),
+        ("p must be a number, got 'x'", {"a"}, False),  # the article is not the parameter a
+        ("unhashable type: 'list'", {"hashable", "lis"}, False),
+        ("could not convert string to float: 'abc'", {"string"}, False),
+        ("d_bars must be a tuple", {"d_bar"}, False),  # another word
+    ],
+)  # fmt: skip
+def test_the_naming_rule(message, names, named):
+    assert names_a_parameter(message, names) is named
 
 
 def test_every_public_function_is_fuzzed():
@@ -849,9 +1093,14 @@ def test_every_public_function_is_fuzzed():
 
 
 @pytest.fixture(autouse=True)
-def in_work_dir(monkeypatch):
-    """Fuzzed calls run in a scratch directory: a fuzzed path writes nothing elsewhere."""
-    monkeypatch.chdir(WORK_DIR)
+def in_work_dir(monkeypatch, tmp_path):
+    """Each target's calls run in an empty folder of their own: a fuzzed path writes nothing
+    elsewhere, and no file another target wrote there ("abc") is read back. The valid input
+    files in ``WORK_DIR`` are written afresh (a fuzzed writer may have overwritten one)."""
+    monkeypatch.chdir(tmp_path)
+    write_layer_times(LAYER_TIMES_CSV, LAYER_TIMES)
+    PROFILE_JSON.write_text(json.dumps(PROFILE_DATA))
+    paper.TABLE2.to_csv(PTABLE_CSV, index=False)
 
 
 def _examples(target: Target, ci: bool) -> int:
@@ -876,3 +1125,12 @@ def test_fuzz(target):
 def test_fuzz_slow(target):
     """Slow profile: SLOW_EXAMPLES random malformed calls per function (>= 10^4 in all)."""
     _fuzz(target, _examples(target, ci=False), derandomize=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("PPD_FUZZ") != "slow", reason="set PPD_FUZZ=slow to run")
+@pytest.mark.parametrize("target", ALL_TARGETS, ids=[t.name for t in ALL_TARGETS])
+def test_fuzz_sweep_slow(target):
+    """Slow profile, systematic part: every ``FIXED_BAD`` value in every parameter (it found
+    what 1000 random calls per function missed: a 0-d array, a huge int in one place)."""
+    _sweep(target)

@@ -11,6 +11,7 @@ from pathlib import Path
 from measure.cli.common import (
     MODEL_HELP,
     add_prompt_format_args,
+    check_match_rate_options,
     command_line,
     degenerate_warnings,
     honours_no_progress,
@@ -102,7 +103,7 @@ def _measure(args, run_dir: Path) -> Path:
 
     from measure.match.records import run_match_rate
 
-    read_prompts(args)  # a malformed prompts file fails here, before the model loads
+    check_match_rate_options(args, read_prompts(args), run_dir)  # before any weight is read
     if args.threads:
         torch.set_num_threads(args.threads)
     with degenerate_warnings("measure atlas"):

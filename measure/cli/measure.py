@@ -5,18 +5,21 @@ from __future__ import annotations
 import os
 import sys
 
-from measure.chat import encode_prompt
 from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.common import (
     add_model_args,
     add_prompt_format_args,
     check_candidate_rows,
+    check_match_rate_options,
+    check_prompts_fit,
     degenerate_warnings,
     honours_no_progress,
+    model_facts,
     prompt_selection,
     read_prompts,
 )
 from measure.cli.train import register_measure as register_train
+from measure.datasets import Prompt
 from measure.profile.stats import REMEASURE_ROUNDS, WIDE_REL_IQR
 from ppdmodel.cli_args import (
     existing_dir,
@@ -182,13 +185,18 @@ def _add_profile(subparsers) -> None:
 
 
 def _profile(args) -> int:
-    from measure.hf.loading import load_model
+    from measure.hf.loading import load_causal_lm
     from measure.profile.profile import check_profile_path, measure_profile, write_profile
     from measure.profile.report import format_profile, plot_layer_times
 
     check_profile_path(args.out)  # before minutes of measuring
     check_candidate_rows("--ks", args.ks)
-    model, _ = load_model(args.model, dtype=args.dtype, device=args.device)
+    facts = model_facts(args.model)  # config.json: checked before any weight is read
+    check_candidate_rows("--ks", args.ks, facts.vocab_size)
+    if facts.context is not None and args.context_tokens > facts.context:
+        raise ValueError(f"--context-tokens must be <= the model's context of {facts.context} "
+                         f"positions, got {args.context_tokens}")  # fmt: skip
+    model = load_causal_lm(args.model, dtype=args.dtype, device=args.device)
     check_candidate_rows("--ks", args.ks, _vocab_size(model))
     profile = measure_profile(
         model,
@@ -217,7 +225,7 @@ def _match_rate(args) -> int:
     from measure.match.records import read_records, run_match_rate
     from measure.match.tables import format_table2
 
-    read_prompts(args)  # a malformed prompts file fails here, before the model loads
+    check_match_rate_options(args, read_prompts(args), args.out)  # before any weight is read
     created = _init_distributed(args.device)
     try:
         with degenerate_warnings("measure match-rate"):
@@ -261,17 +269,22 @@ def _timing(args) -> int:
     import pandas as pd
     import torch
 
-    from measure.hf.loading import load_model
+    from measure.hf.loading import load_causal_lm
     from measure.profile.timing import time_greedy, time_layers
     from sim.formats import write_layer_times
 
-    text = args.prompt_text if args.prompt_text is not None else read_prompts(args, 1)[0].text
+    if args.prompt_text is not None:
+        prompt = Prompt(id="--prompt-text", text=args.prompt_text)
+    else:
+        prompt = read_prompts(args, 1)[0]
     check_candidate_rows("--batch-sizes", args.batch_sizes)
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
+    facts = model_facts(args.model)  # config.json and tokenizer: checked before any weight
+    check_candidate_rows("--batch-sizes", args.batch_sizes, facts.vocab_size)
+    (ids,) = check_prompts_fit(facts, [prompt], args.warmup + args.n_tokens,
+                               chat_template=not args.no_chat_template,
+                               what="warmup + n_tokens", named=False)  # fmt: skip
+    model = load_causal_lm(args.model, dtype=args.dtype, device=args.device)
     check_candidate_rows("--batch-sizes", args.batch_sizes, _vocab_size(model))
-    if tokenizer is None:
-        raise ValueError(f"--model {args.model} has no tokenizer files; timing needs one")
-    ids = encode_prompt(tokenizer, text, chat_template=not args.no_chat_template)
     input_ids = torch.tensor([ids], device=next(model.parameters()).device)
     layers = time_layers(
         model,

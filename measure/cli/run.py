@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from measure.chat import encode_prompts
 from measure.cli.common import (
     add_model_args,
     add_prompt_format_args,
     honours_no_progress,
+    model_facts,
     read_prompts,
 )
 from measure.decode.settings import DEFAULT_SETTINGS
@@ -245,14 +246,19 @@ def _add_sampling(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _sampling(args, names):
-    """(Decoding, seeds per prompt or None) from the sampling flags; ValueError if misused."""
-    from measure.decode.sampling import Decoding, prompt_seed
-
+def _check_sampling_flags(args) -> None:
+    """Refuse a sampling option without --do-sample (it would be ignored)."""
     given = [f"--{n.replace('_', '-')}" for n in ("temperature", "top_k", "top_p")
              if getattr(args, n) is not None]  # fmt: skip
     if given and not args.do_sample:
         raise ValueError(f"{', '.join(given)}: sampling options need --do-sample")
+
+
+def _sampling(args, names):
+    """(Decoding, seeds per prompt or None) from the sampling flags; ValueError if misused."""
+    from measure.decode.sampling import Decoding, prompt_seed
+
+    _check_sampling_flags(args)
     if not args.do_sample:
         return Decoding(), None
     decoding = Decoding(True, args.temperature, args.top_k, args.top_p)
@@ -293,14 +299,70 @@ def run_settings(args, *, eos_token_id=None, decoding=None):
     )
 
 
-def _load(args):
-    """(model, prompt ids, names, d_bar, eos, head) from the CLI arguments."""
+def _values(value) -> list:
+    """An option's values as a list (``ppd validate`` takes several, ``ppd run`` one)."""
+    return value if isinstance(value, list) else [value]
+
+
+def _d_bars(args, d: int) -> list[int]:
+    """The --d-bar values, or the default one: the --head-dir head's layer, else
+    ``default_d_bar(d)`` (read before any weight is)."""
+    from measure.train.head_io import saved_head_layer
+
+    given = [b for b in _values(args.d_bar) if b is not None]
+    if given:
+        return given
+    return [default_d_bar(d) if args.head_dir is None else saved_head_layer(args.head_dir)]
+
+
+def _check_before_loading(args, facts) -> None:
+    """The checks of ``ppd run`` / ``ppd validate`` options that need the model's config.json
+    or the head's head_config.json but not their weights: d_bar in [d/2, d) and the head's
+    layer (the default d_bar: the head's layer, else ``default_d_bar``), k within the
+    vocabulary, the sampling flags."""
+    from measure.checks import check_ppd_args, check_trained_layer
+    from measure.train.head_io import saved_head_layer
+
+    d_bars = _d_bars(args, facts.d)
+    if args.head_dir is not None:
+        for d_bar in d_bars:
+            check_trained_layer(saved_head_layer(args.head_dir), d_bar)
+    for d_bar in d_bars:
+        for k in _values(args.k):
+            check_ppd_args(facts.d, d_bar, k, facts.vocab_size, args.max_new_tokens)
+    _check_sampling_flags(args)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What ``_load`` returns: the model and what the command needs beside it."""
+
+    model: object
+    ids: list
+    """Token ids of each prompt."""
+    names: list
+    """Each prompt's name (sequence id)."""
+    d_bar: object
+    """--d-bar (the head's layer, or ``default_d_bar(d)``, when not given)."""
+    eos: list
+    """Token ids that end a generation."""
+    head: object
+    """The --head-dir head, or None."""
+    profile: object
+    """The --profile (a CostProfile, its depth checked), or None."""
+
+
+def _load(args, check=None) -> Loaded:
+    """The model and prompts of ``ppd run`` / ``ppd validate``; every option that needs no
+    weight is checked before any is read (``_check_before_loading``, then ``check(args,
+    facts, profile)`` for the command's own)."""
     import torch
 
     check_world_size(args)  # before the model loads
 
     from measure.checks import check_context, eos_token_ids
-    from measure.hf.loading import load_model
+    from measure.hf.loading import load_causal_lm
+    from measure.profile.profile import load_profile
     from measure.train.head_io import load_head
 
     if args.prompt:
@@ -310,22 +372,26 @@ def _load(args):
         texts, names = [p.text for p in loaded], [p.id for p in loaded]
     if not texts:
         raise ValueError("--prompts: no prompts selected")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
-    if tokenizer is None:
-        raise ValueError(f"--model {args.model} has no tokenizer to encode the prompts")
-    ids = encode_prompts(tokenizer, texts, chat_template=not args.no_chat_template)
+    facts = model_facts(args.model)
+    ids = facts.encode(texts, chat_template=not args.no_chat_template)
     if any(len(x) == 0 for x in ids):
         raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
-    check_context(model, [len(x) for x in ids], args.max_new_tokens, names=names)
+    check_context(facts.config, [len(x) for x in ids], args.max_new_tokens, names=names)
+    _check_before_loading(args, facts)
+    profile = None if args.profile is None else load_profile(args.profile, d=facts.d)
+    if check is not None:
+        check(args, facts, profile)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load_causal_lm(args.model, dtype=args.dtype, device=args.device)
+    tokenizer = facts.tokenizer
     head = None if args.head_dir is None else load_head(args.head_dir, model, device=model.device)
     d = model.config.get_text_config().num_hidden_layers
     d_bar = args.d_bar
     if d_bar is None:
         d_bar = default_d_bar(d) if head is None else head.config.layer
     eos = sorted(set(eos_token_ids(model)) | {tokenizer.eos_token_id} - {None})
-    return model, ids, names, d_bar, eos, head
+    return Loaded(model, ids, names, d_bar, eos, head, profile)
 
 
 def _warn_degenerate(command: str, names, greedy, eos) -> None:
@@ -339,7 +405,9 @@ def _run(args) -> int:
     from measure.eval.report import format_table, table3
     from sim.formats import write_traces
 
-    model, ids, names, d_bar, eos, head = _load(args)
+    loaded = _load(args)
+    model, ids, names, d_bar, eos, head = (loaded.model, loaded.ids, loaded.names,
+                                           loaded.d_bar, loaded.eos, loaded.head)  # fmt: skip
     decoding, seeds = _sampling(args, names)
     settings = run_settings(args, eos_token_id=eos, decoding=decoding)
     report = table3(
@@ -373,20 +441,11 @@ def _run(args) -> int:
     )
     print(format_table(report.table))
     print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")
-    for line in report.verdicts(_run_profile(args, model)):
+    for line in report.verdicts(loaded.profile):
         print("verdict: " + line)
     print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")
     inexact = report.table[report.table["exact"] == False]  # noqa: E712 (None = not run)
     return 1 if len(inexact) else 0
-
-
-def _run_profile(args, model):
-    """The --profile of ``ppd run`` (its depth checked against the model), or None."""
-    if args.profile is None:
-        return None
-    from measure.profile.profile import load_profile
-
-    return load_profile(args.profile, model=model)
 
 
 def _early_exit_configs(args) -> list:
@@ -452,35 +511,34 @@ def _validate(args) -> int:
         plot_predicted_vs_measured,
         plot_waterfalls,
     )
-    from measure.eval.repeat import PPDConfig
     from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
-    from measure.eval.validate import validate
+    from measure.eval.validate import check_configs, validate
     from measure.profile.profile import write_profile
     from measure.profile.report import plot_layer_times
     from sim.formats import write_free_table, write_traces
 
-    model, ids, names, d_bar, eos, head = _load(args)
+    def check(args, facts, profile) -> None:  # before any weight is read
+        d = facts.d
+        for option, methods in (("--early-exit", early_exit), ("--free", free)):
+            for m in methods:
+                if not 1 <= m.exit_layer <= d - 1:
+                    raise ValueError(f"{option}: {m.exit_layer} is not in [1, d - 1] = "
+                                     f"[1, {d - 1}]")  # fmt: skip
+        if profile is not None:
+            check_wide_prices(profile, accept=args.accept_wide_prices)
+            check_configs(profile, _ppd_configs(args, _d_bars(args, d)))
+
+    loaded = _load(args, check)
+    model, ids, names, d_bar, eos, head = (loaded.model, loaded.ids, loaded.names,
+                                           loaded.d_bar, loaded.eos, loaded.head)  # fmt: skip
     decoding, seeds = _sampling(args, names)
     settings = run_settings(args, eos_token_id=eos, decoding=decoding)
     d = model.config.get_text_config().num_hidden_layers
-    for e in early_exit:
-        if not 1 <= e.exit_layer <= d - 1:
-            raise ValueError(f"--early-exit: {e.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
-    for f in free:
-        if not 1 <= f.exit_layer <= d - 1:
-            raise ValueError(f"--free: {f.exit_layer} is not in [1, d - 1] = [1, {d - 1}]")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_run_sidecar(out, args, d)
-    profile = _validation_profile(args, model, ids, out)
-    d_bars = d_bar if isinstance(d_bar, list) else [d_bar]
-    configs = [
-        PPDConfig(d_bar=b, k=k, early_head=h, backend=backend)
-        for backend in dict.fromkeys(args.backend)
-        for h in dict.fromkeys(args.early_head)
-        for b in dict.fromkeys(d_bars)
-        for k in dict.fromkeys(args.k)
-    ]
+    profile = _validation_profile(args, loaded.profile, model, ids, out)
+    configs = _ppd_configs(args, _values(d_bar))
     result = validate(
         model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
         max_new_tokens=args.max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
@@ -559,6 +617,19 @@ def _validate(args) -> int:
     return 1 if inexact else 0
 
 
+def _ppd_configs(args, d_bars) -> list:
+    """The PPD configurations of ``ppd validate``: each --backend x --early-head x d_bar x --k."""
+    from measure.eval.repeat import PPDConfig
+
+    return [
+        PPDConfig(d_bar=b, k=k, early_head=h, backend=backend)
+        for backend in dict.fromkeys(args.backend)
+        for h in dict.fromkeys(args.early_head)
+        for b in dict.fromkeys(d_bars)
+        for k in dict.fromkeys(args.k)
+    ]
+
+
 def write_run_sidecar(out: Path, args, d: int) -> Path:
     """``OUT/run.json``: the model and prompts a validation ran on, as ``ppd measure
     match-rate``'s names them (``ppd plan --table OUT`` checks the model against its profile)."""
@@ -587,16 +658,17 @@ def context_warning(profile, context: int) -> str | None:
     )
 
 
-def _validation_profile(args, model, ids, out: Path):
-    """The --profile file (its depth checked), or a profile measured now and saved."""
+def _validation_profile(args, given, model, ids, out: Path):
+    """The --profile (``given``, read and checked before the model loaded), or a profile
+    measured now and saved."""
     import torch
 
-    from measure.profile.profile import load_profile, measure_profile, write_profile
+    from measure.profile.profile import measure_profile, write_profile
     from measure.profile.report import format_profile
 
     context = round(sum(map(len, ids)) / len(ids) + args.max_new_tokens / 2)
-    if args.profile is not None:
-        profile = load_profile(args.profile, model=model)
+    if given is not None:
+        profile = given
         when = profile.provenance.get("date_utc", "an unknown date")
         print(f"profile {args.profile}: {profile.model_name}, measured {when}")
         for warning in profile.warnings:

@@ -6,12 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from measure.chat import encode_prompts
 from measure.cli.common import (
     MODEL_HELP,
     add_prompt_format_args,
+    check_prompts_fit,
     command_line,
     honours_no_progress,
+    model_facts,
     prompt_selection,
     read_prompts,
 )
@@ -228,15 +229,27 @@ def _head_path(out: Path, kinds: list[str], layers: list[int], kind: str, layer:
     return out if len(layers) == 1 else out / f"layer_{layer}"
 
 
+def _check_layers(layers, d: int, *, low: int) -> None:
+    """Refuse a --layer outside [low, d) (layer d is the final layer, read by the model's own
+    head) before any weight is read."""
+    for layer in layers:
+        if not low <= layer < d:
+            raise ValueError(f"--layer must be in [{low}, {d}) for this {d}-layer model (layer "
+                             f"{d} is the final layer, whose head is the model's own), got "
+                             f"{layer}")  # fmt: skip
+
+
 def _train_full_on_text(args, out: Path) -> int:
-    from measure.hf.loading import load_model
+    from measure.hf.loading import load_causal_lm
     from measure.train.heads import HeadConfig, encode_texts, train_head
 
     texts = _training_texts(args)
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
-    if tokenizer is None:
+    facts = model_facts(args.model)  # config.json and tokenizer: checked before any weight
+    _check_layers(args.layer, facts.d, low=0)
+    if facts.tokenizer is None:
         raise ValueError(f"model directory {args.model} has no tokenizer to encode the text")
-    ids = encode_texts(texts, tokenizer)
+    ids = encode_texts(texts, facts.tokenizer)
+    model = load_causal_lm(args.model, dtype=args.dtype, device=args.device)
     for layer in args.layer:
         config = HeadConfig.for_model(model, layer, **_head_overrides(args))
         head = train_head(model, layer, ids, config, progress=not args.no_progress)
@@ -265,26 +278,18 @@ def _distill_config(args, kind: str):
 
 
 def _train_on_greedy(args, kinds: list[str], out: Path) -> int:
-    from measure.checks import check_context
-    from measure.hf.loading import load_model
+    from measure.hf.loading import load_causal_lm
     from measure.train.distill import collect_states, fit_head, new_head
 
     prompts = read_prompts(args)  # a malformed prompts file fails before the model loads
     if not prompts:
         raise ValueError(f"--prompts {args.prompts}: no prompts selected")
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=args.device)
-    if tokenizer is None:
-        raise ValueError(f"model directory {args.model} has no tokenizer to encode the prompts")
-    ids = encode_prompts(
-        tokenizer, [p.text for p in prompts], chat_template=not args.no_chat_template
-    )
-    check_context(
-        model.config,
-        [len(x) for x in ids],
-        args.new_tokens,
-        names=[p.id for p in prompts],
-        what="--new-tokens",
-    )
+    facts = model_facts(args.model)  # config.json and tokenizer: checked before any weight
+    _check_layers(args.layer, facts.d, low=1)
+    template = not args.no_chat_template
+    ids = check_prompts_fit(facts, prompts, args.new_tokens, chat_template=template,
+                            what="--new-tokens")  # fmt: skip
+    model = load_causal_lm(args.model, dtype=args.dtype, device=args.device)
     states = collect_states(
         model,
         ids,

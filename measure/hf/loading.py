@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import transformers
 from safetensors import SafetensorError, safe_open
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
 from measure.hf.weight_files import refuse_pickle_weights
@@ -142,6 +142,17 @@ def load_model(
         root, dtype=dtype, device=device, attn_implementation=attn_implementation
     )
     return model, load_tokenizer(root)
+
+
+def load_config(path):
+    """The model's transformers config, read from its config.json before any weight is (the
+    refusals of ``load_causal_lm`` that need no weight come first: pickle-only weights, a
+    model that is no causal LM, remote code); what a command checks its options against."""
+    root = resolve_model_dir(path)
+    refuse_pickle_weights(root)
+    refuse_non_causal(root)
+    with refusing_remote_code(root):
+        return AutoConfig.from_pretrained(root, local_files_only=True, trust_remote_code=False)
 
 
 def load_causal_lm(

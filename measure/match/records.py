@@ -173,7 +173,7 @@ def run_match_rate(
     inputs = list(prompt_inputs(prompts, tokenizer, lsm.device, chat_template=chat_template))
     check_inputs_context(lsm, inputs, config.max_new_tokens)
     out_dir = Path(out_dir)
-    part = out_dir / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
+    part = part_path(out_dir, rank, world_size)
     meta = sidecar(
         model,
         model_name,
@@ -356,15 +356,26 @@ def _head_names(groups: Mapping[str, Mapping[int, object]]) -> dict[str, str]:
     return {str(layer): "+".join(sorted(names[layer])) for layer in sorted(names)}
 
 
-def _prepare(out_dir: Path, part: Path, meta: dict, resume: bool, records_format: str) -> None:
-    """Check ``out_dir`` against ``resume`` and the previous sidecar; write the sidecar."""
-    path = out_dir / SIDECAR
-    records = out_dir / f"records.{records_format}"
+def part_path(out_dir: Path, rank: int, world_size: int) -> Path:
+    """The part file of shard ``rank`` of ``world_size`` in ``out_dir``."""
+    return Path(out_dir) / "parts" / f"part-{rank:05d}-of-{world_size:05d}.jsonl"
+
+
+def check_out_dir(out_dir, part: Path, resume: bool, records_format: str) -> None:
+    """Refuse an ``out_dir`` holding a previous run (this shard's ``part`` or the merged
+    records) unless ``resume`` (the CLI checks it before the model loads)."""
+    records = Path(out_dir) / f"records.{records_format}"
     if not resume and (part.exists() or records.exists()):
         raise ValueError(
             f"out_dir {out_dir} holds a previous run; pass resume (--resume) "
             "to continue it or choose an empty directory"
         )
+
+
+def _prepare(out_dir: Path, part: Path, meta: dict, resume: bool, records_format: str) -> None:
+    """Check ``out_dir`` against ``resume`` and the previous sidecar; write the sidecar."""
+    path = out_dir / SIDECAR
+    check_out_dir(out_dir, part, resume, records_format)
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
         differ = [key for key in _RESUME_KEYS if old.get(key) != meta[key]]

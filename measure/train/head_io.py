@@ -39,6 +39,17 @@ def head_kind(directory: str | Path) -> str:
     return kind
 
 
+def saved_head_layer(directory: str | Path) -> int:
+    """The layer the head saved in ``directory`` was trained for, from its head_config.json
+    (no weight is read: what a command checks its --d-bar against before loading)."""
+    head_kind(directory)  # a head_config.json of a known kind
+    path = Path(directory) / CONFIG_NAME
+    layer = json.loads(path.read_text()).get("config", {}).get("layer")
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise ValueError(f"{path}: config.layer must be an integer, got {layer!r}")
+    return layer
+
+
 def load_head(directory: str | Path, model=None, *, device="cpu") -> nn.Module:
     """The head saved in ``directory``, in eval mode; a translator is attached to ``model``.
 

@@ -155,7 +155,7 @@ def test_read_cost_profile_reads_what_parse_checks(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, r"cost profile file not found: .*p\.json"),
+        (None, r"cost profile path .*p\.json': no such file"),
         ("{not json", r"cost profile file .*p\.json is not JSON"),
         (b"\xff\xfe{", r"cost profile file .*p\.json is not JSON"),
         ("[1, 2]", r"cost profile file .*p\.json must hold a JSON object, got list"),
@@ -174,10 +174,10 @@ def test_read_cost_profile_names_the_file_or_the_field(tmp_path, content, messag
 
 @pytest.mark.parametrize("path", [None, 3, "", b"p.json"])
 def test_read_cost_profile_refuses_what_is_not_a_path(path):
-    with pytest.raises(ValueError, match="^path must be a profile file path"):
+    with pytest.raises(ValueError, match="^path must be a file path"):
         read_cost_profile(path)
 
 
 def test_a_folder_is_not_a_profile_file(tmp_path):
-    with pytest.raises(ValueError, match="cost profile file not found"):
+    with pytest.raises(ValueError, match="cost profile path .*: no such file"):
         read_profile_data(tmp_path)

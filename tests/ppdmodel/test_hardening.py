@@ -188,7 +188,7 @@ def test_tradeoff_and_paper_helpers_name_what_is_wrong():
     with pytest.raises(ValueError, match=r"layer must be one of the table's layers"):
         ppdmodel.tradeoff_curves(table=paper.TABLE2.iloc[:0])
     text = paper.TABLE2.assign(p_correct="high")
-    with pytest.raises(ValueError, match=r"^p must be a real number"):
+    with pytest.raises(ValueError, match=r"^table column 'p_correct' must hold numbers"):
         ppdmodel.tradeoff_curves(table=text)
     with pytest.raises(ValueError, match=r"curves is missing columns"):
         ppdmodel.plot_tradeoff(pd.DataFrame({"x": [1]}))

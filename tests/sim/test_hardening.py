@@ -135,8 +135,8 @@ def test_layer_times_must_be_finite(tmp_path, column, bad):
         (lambda df: df.assign(component="attention"), r"component must be one of"),
         (lambda df: df.assign(n_samples=0), r"n_samples must be >= 1"),
         (lambda df: df.iloc[:0], r"no 'layer' rows"),
-        (lambda df: df.to_dict(), r"MeasuredCost must be a pandas DataFrame"),
-        (lambda df: 42, r"MeasuredCost must be a pandas DataFrame"),
+        (lambda df: df.to_dict(), r"MeasuredCost df must be a pandas DataFrame"),
+        (lambda df: 42, r"MeasuredCost df must be a pandas DataFrame"),
     ],
 )
 def test_malformed_layer_times_are_refused_naming_the_problem(change, match):

@@ -89,7 +89,7 @@ def test_pool_size_is_bounded_by_cpus_and_tasks():
     assert useful_workers(255, 4) == min(4, cpus)
     assert useful_workers(None, 10**6) == cpus
     assert useful_workers(3, 0) == 1
-    with pytest.raises(ValueError, match="workers"):
+    with pytest.raises(ValueError, match="requested must be <= "):
         useful_workers(10**6, 4)
 
 

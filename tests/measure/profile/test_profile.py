@@ -99,7 +99,7 @@ def test_malformed_profile_files_are_refused_by_field(profile, tmp_path, edit, m
 
 
 def test_unreadable_profile_files(tmp_path):
-    with pytest.raises(ValueError, match="profile file not found: .*none.json"):
+    with pytest.raises(ValueError, match="profile path .*none.json': no such file"):
         load_profile(tmp_path / "none.json")
     (tmp_path / "x.json").write_text("{not json")
     with pytest.raises(ValueError, match="is not JSON"):
