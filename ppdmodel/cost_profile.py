@@ -65,6 +65,8 @@ from ppdmodel.costs import DecodeCosts, check_early_head
 from ppdmodel.validation import (
     as_int,
     as_path,
+    as_real,
+    check_choice,
     check_d_bar,
     check_flag,
     check_positive_int,
@@ -171,6 +173,22 @@ class SharingFactors:
     """The early layer the pair probe measured at (``pair``)."""
     measured: tuple[float, float] | None = None
     """The recorded (main, candidate) factors before those below 1 are taken as 1 (``pair``)."""
+
+    def __post_init__(self) -> None:
+        check_choice("source", self.source, ("pair", "costs", "serial"))
+        for name in ("main", "candidate"):
+            object.__setattr__(self, name, as_real(name, getattr(self, name), minimum=1.0))
+        if self.source != "pair":
+            return
+        for name in ("k", "measured_k", "d_bar"):
+            check_positive_int(name, getattr(self, name))
+        measured = self.measured
+        if not isinstance(measured, tuple | list) or len(measured) != 2:
+            raise ValueError(
+                f"measured must be the (main, candidate) factors, got {measured!r:.60}"
+            )
+        object.__setattr__(self, "measured", tuple(
+            as_real("measured", x, minimum=0.0, strict=True) for x in measured))  # fmt: skip
 
     def applied_to(self, costs: DecodeCosts) -> DecodeCosts:
         """``costs`` with these factors: the pair probe's as ``shared_device_slowdown`` and

@@ -50,6 +50,8 @@ class SharedDevice:
 
     def factor(self, stream=None) -> float:
         """The factor of ``stream`` (a name, or None) while another stream computes."""
+        if stream is not None and not isinstance(stream, str):
+            raise ValueError(f"stream must be a stream name or None, got {stream!r:.60}")
         return self.slowdowns.get(stream, self.slowdown)
 
     def _notify(self) -> None:

@@ -165,8 +165,8 @@ class EngineHardware:
     def layer_seconds(self, tp, batch):
         return self._combine(self.host_layer_seconds(tp), self.device_layer_seconds(tp, batch))
 
-    def candidate_layer_seconds(self, tp, k):
-        return self.layer_seconds(tp, k)
+    def candidate_layer_seconds(self, tp, batch):
+        return self.layer_seconds(tp, batch)
 
     def embedding_seconds(self, tp):
         device = _table(lambda n: self._roofline(n).embed_seconds(1), tp)

@@ -48,6 +48,7 @@ from ppdmodel.validation import (
     check_choice,
     check_instance,
     check_nonnegative,
+    check_positive,
     check_positive_int,
 )
 from sim.cost import RooflineCost
@@ -85,9 +86,9 @@ class HardwareModel(Protocol):
     def layer_seconds(self, tp, batch):
         """One decoder layer for ``batch`` rows on ``tp`` devices, seconds."""
 
-    def candidate_layer_seconds(self, tp, k):
-        """One decoder layer of the k-row candidate batch on ``tp`` devices, seconds (a
-        measured profile prices it apart from main's layer, k = 1 included)."""
+    def candidate_layer_seconds(self, tp, batch):
+        """One decoder layer of the candidate batch (``batch`` = k rows) on ``tp`` devices,
+        seconds (a measured profile prices it apart from main's layer, k = 1 included)."""
 
     def embedding_seconds(self, tp):
         """The token embedding, seconds."""
@@ -170,8 +171,8 @@ class RooflineHardware:
         rows = np.multiply(np.asarray(batch, dtype=float), row)  # float64: no int8 wrap-around
         return shard + 2.0 * np.asarray(self._allreduce(tp, rows))
 
-    def candidate_layer_seconds(self, tp, k):
-        return self.layer_seconds(tp, k)
+    def candidate_layer_seconds(self, tp, batch):
+        return self.layer_seconds(tp, batch)
 
     def embedding_seconds(self, tp):
         return _table(lambda n: self._roofline(n).embed_seconds(1), tp)
@@ -196,6 +197,8 @@ def one_factor(slowdown, k):
     """(s_m, s_c) of hardware with one factor for both sides: ``slowdown`` twice, broadcast
     with the rows' candidate counts ``k``."""
     k = check_positive_int("k", k, limit=MAX_ROWS)
+    slowdown = check_positive("slowdown", slowdown)
+    check_broadcast(slowdown=np.shape(slowdown), k=np.shape(k))
     main = np.zeros(np.broadcast_shapes(np.shape(slowdown), np.shape(k))) + slowdown
     return main, main.copy()
 
@@ -302,12 +305,13 @@ class ProfileHardware:
         batched = np.asarray(self.base.candidate_layer_seconds(np.maximum(batch, 1)))
         return np.where(np.asarray(batch) == 1, self.base.layer_s, batched)
 
-    def candidate_layer_seconds(self, tp, k):
-        """The profile's batch price at k where it measured one (k = 1 too: the candidate
-        side's one-row batch, as ``CostProfile.costs`` prices it), else ``layer_seconds``."""
-        layer = self.layer_seconds(tp, k)
+    def candidate_layer_seconds(self, tp, batch):
+        """The profile's batch price at k = ``batch`` where it measured one (k = 1 too: the
+        candidate side's one-row batch, as ``CostProfile.costs`` prices it), else
+        ``layer_seconds``."""
+        layer = self.layer_seconds(tp, batch)
         one_row = dict(self.base.candidate_layer_s_by_k).get(1)
-        return layer if one_row is None else np.where(np.asarray(k) == 1, one_row, layer)
+        return layer if one_row is None else np.where(np.asarray(batch) == 1, one_row, layer)
 
     def _constant(self, tp, seconds: float):
         self._check_tp(tp)
