@@ -125,7 +125,8 @@ def speculative_speedup(*, a, g, c):
     tokens = np.asarray(speculative_tokens_per_step(a=a, g=g))
     check_broadcast(a=np.shape(a), g=np.shape(g), c=np.shape(c))
     g = check_positive_int("g", g, limit=MAX_DRAFT)
-    return _as_result(tokens / (np.multiply(g, c) + 1.0))
+    with np.errstate(over="ignore"):  # g c beyond float64: the speed-up's limit, 0
+        return _as_result(tokens / (np.multiply(g, c) + 1.0))
 
 
 def early_exit_step_seconds(*, d, exit_layer, g, costs, reuse_draft_layers: bool = False):

@@ -106,12 +106,12 @@ def confirm_work(cells: list[dict]) -> float:
 
 
 def check_confirm_work(cells: list[dict], n: int) -> float:
-    """Refuse a confirmation above ``MAX_CONFIRM_WORK``, naming ``confirm_n`` and the limit;
-    return its work."""
+    """Refuse a confirmation above ``MAX_CONFIRM_WORK``, naming ``confirm_n`` (``plan``'s; ``n``
+    of ``confirm`` and of this check) and the limit; return its work."""
     work = confirm_work(cells)
     if not np.isfinite(work) or work > MAX_CONFIRM_WORK:
         raise ValueError(
-            f"confirm_n = {n} sequences at each of {len(cells)} frontier points is about "
+            f"confirm_n (n) = {n} sequences at each of {len(cells)} frontier points is about "
             f"{work / 1e6:,.0f} s of simulation, above the limit of {MAX_CONFIRM_WORK / 1e6:,.0f}"
             " s (sim.plan_limits.MAX_CONFIRM_WORK): reduce confirm_n"
         )
