@@ -475,12 +475,12 @@ def check_seed(name: str, seed, *, generator_ok: bool = True):
 
 
 def as_path(name: str, value) -> Path:
-    """``value`` (a non-empty ``str`` or ``os.PathLike``) as a Path, else ValueError naming
-    ``name`` (``""`` would name the working directory)."""
+    """``value`` (a non-empty ``str`` or ``os.PathLike``, no NUL byte) as a Path, else
+    ValueError naming ``name`` (``""`` would name the working directory)."""
     check_name(name)
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
         raise ValueError(f"{name} must be a file path, got {_show(value)}")
     return Path(value)
 
