@@ -435,8 +435,12 @@ def _dist_costs(costs, med, shapes, ks, link, device):
     elem = shapes["element_bytes"]
     kv_layer = 2 * shapes["kv_heads"] * shapes["head_dim"] * elem
     link = {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth}
-    header = link_seconds(nbytes=8 * (HEADER_INTS + max(ks)), **link)
-    hidden = link_seconds(nbytes=shapes["hidden_size"] * elem, **link)
+
+    def message(nbytes):  # a fit whose time did not grow with size: the latency alone
+        return latency if math.isinf(bandwidth) else link_seconds(nbytes=nbytes, **link)
+
+    header = message(8 * (HEADER_INTS + max(ks)))
+    hidden = message(shapes["hidden_size"] * elem)
     per_kv_layer = 0.0 if math.isinf(bandwidth) else kv_layer / bandwidth
     warnings = []
     slowdown = 1.0

@@ -203,3 +203,20 @@ def test_suffix_and_batch_time_the_overlapped_pieces_and_keep_the_cache(model):
     assert probe.batch(3, 1) > 0 and probe.batch(1, NUM_LAYERS - 1) > 0
     assert probe.cache.get_seq_length() == cached
     assert set(COST_FIELDS) >= {"layer_s", "handoff_s"}
+
+
+def test_a_link_fit_without_a_slope_prices_messages_at_the_latency(tmp_path, monkeypatch):
+    """Noisy probes whose time does not grow with size fit an infinite bandwidth: each message
+    then costs the latency, not a refusal of the whole profile (CI under load met it)."""
+    from measure.hf.loading import load_model
+    from measure.profile import profile as profiling
+
+    monkeypatch.setattr(profiling, "fit_link", lambda samples: (1e-5, math.inf))
+    model_dir = save_tiny_model_dir(tmp_path / "tiny")
+    model, _ = load_model(model_dir)
+    profile = measure_profile(
+        model, model_dir=model_dir, backends=("dist",), ks=(1,), context_tokens=8,
+        repeats=2, warmup=0, calls=1, rank_repeats=2,
+    )  # fmt: skip
+    dist = profile.costs("dist", d_bar=2)
+    assert dist.candidate_dispatch_s >= 1e-5 and math.isfinite(dist.candidate_dispatch_s)
