@@ -1,48 +1,15 @@
-"""Markdown report of a ``benchmarks/gpu_validate.sh`` output folder: the GPU, the versions, and
-per model every configuration's predicted against measured seconds, error and speed-up."""
+"""Markdown report of a ``benchmarks/gpu_validate.sh`` output folder: the GPU, the versions,
+and per run and model every configuration's predicted seconds with its 95 % interval against
+the measured median, the error, whether the median fell inside, and the speed-ups; with two
+runs or more, how far the errors moved between them (``benchmarks/validate_summary.py``'s
+tables)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-COLUMNS = {
-    "method": "method",
-    "backend": "backend",
-    "d_bar": "d_bar",
-    "k": "k",
-    "early_head": "early head",
-    "p_hat": "p",
-    "predicted_s": "predicted s",
-    "measured_s": "measured s",
-    "measured_q1_s": "q1",
-    "measured_q3_s": "q3",
-    "rel_err": "error",
-    "speedup_measured": "speed-up measured",
-    "speedup_predicted": "speed-up predicted",
-    "exact": "exact",
-}
-
-
-def model_table(csv: Path) -> str:
-    """One Markdown table of a validation.csv (floats rounded, errors in %)."""
-    table = pd.read_csv(csv)[list(COLUMNS)].rename(columns=COLUMNS)
-    table["error"] = (100 * table["error"]).map(lambda e: f"{e:+.1f} %")
-    for column in ("predicted s", "measured s", "q1", "q3"):
-        table[column] = table[column].map(lambda s: f"{s:.3f}")
-    for column in ("p", "speed-up measured", "speed-up predicted"):
-        table[column] = table[column].map(lambda x: "" if pd.isna(x) else f"{x:.3f}")
-    table = table.astype(object).where(table.notna(), "").astype(str)
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + " --- |" * len(table.columns)]
-    lines += ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)]
-    errors = pd.read_csv(csv)["rel_err"].abs() * 100
-    lines.append(
-        f"\nmedian |error| {errors.median():.1f} %, worst {errors.max():.1f} % "
-        f"over {len(errors)} rows"
-    )
-    return "\n".join(lines)
+from validate_summary import read_runs, run_table, run_to_run  # benchmarks/ is sys.path[0]
 
 
 def report(out: Path) -> str:
@@ -52,14 +19,20 @@ def report(out: Path) -> str:
         parts += ["## Device\n", "```", (out / "gpu.csv").read_text().strip(), "```\n"]
     if (out / "doctor.txt").exists():
         parts += ["## ppd doctor\n", "```", (out / "doctor.txt").read_text().strip(), "```\n"]
-    for csv in sorted(out.glob("*/validation.csv")):
-        log = out / f"{csv.parent.name}.log"
-        parts += [f"## {csv.parent.name}\n", model_table(csv), ""]
+    table = read_runs(out)
+    for (run, model), rows in table.groupby(["run", "model"], sort=True):
+        parts += [f"## {run}: {model}\n", rows["load"].iloc[0], "", run_table(rows), ""]
+        log = out / run / f"{model}.log"
         if log.exists():
             tail = [line for line in log.read_text().splitlines() if line.strip()][-3:]
             parts += ["```", *tail, "```\n"]
+    summary = run_to_run(table)
+    if summary:
+        parts += ["## Run to run\n", summary]
     return "\n".join(parts)
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python benchmarks/gpu_report.py OUT")
     print(report(Path(sys.argv[1])))
