@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import signal
@@ -230,6 +231,8 @@ class RankState:
         self.model_dir, self.model = None, None
         self.lsms: dict[str | None, LayerSplitModel] = {}  # per head directory (None: the lens)
         self.link: list[tuple[int, float]] = []
+        self.kept: dict = {}
+        """What functions called on this rank (``RankGroup.call``) keep between calls."""
         if job.model_dir is not None:
             self._load(job.model_dir)
 
@@ -267,12 +270,26 @@ class RankState:
         comm.close()
         return out
 
-    def handle(self, request: dict) -> list | None:
-        """A spawned group's request: one task (``DistTask`` as plain data)."""
+    def handle(self, request: dict):
+        """A spawned group's request: one task (``DistTask`` as plain data), or a call of a
+        function of this package on every rank (``{"call": "measure.x:f", "kwargs": {...}}``,
+        ``f(self, **kwargs)``; ``RankGroup.call``)."""
+        if "call" in request:
+            return call_on_rank(self, request["call"], request.get("kwargs", {}))
         return self.run(DistTask(**request))
 
     def close(self) -> None:
         dist.destroy_process_group()
+
+
+def call_on_rank(state: RankState, target: str, kwargs: dict):
+    """``target(state, **kwargs)``, ``target`` a ``"measure.module:function"`` name (nothing
+    outside this package is called)."""
+    module, _, name = target.partition(":")
+    if not module.startswith("measure.") or not name.isidentifier():
+        raise ValueError(f"call: a 'measure.module:function' name, got {target!r}")
+    with torch.no_grad():
+        return getattr(importlib.import_module(module), name)(state, **kwargs)
 
 
 def run_rank(rank: int, job: DistJob, progress=lambda i: None):

@@ -180,6 +180,15 @@ class RankGroup:
         """
         return self.ranks.request(asdict(task), timeout_s=self.job.timeout_s)[0]
 
+    def call(self, target: str, **kwargs) -> list:
+        """Every rank runs ``target(rank_state, **kwargs)`` (``target``: a
+        ``"measure.module:function"`` name; ``rank_state``: the rank's
+        ``measure.decode.launch.RankState``, its model loaded); each rank's return value, by
+        rank. Watched and failing as ``run_task``. The profiler's pair probe runs this way
+        between a validation's rounds (``measure.profile.ranks.pair_samples_on``)."""
+        request = {"call": target, "kwargs": kwargs}
+        return self.ranks.request(request, timeout_s=self.job.timeout_s)
+
     def close(self) -> None:
         """Stop the ranks (each leaves its process group and exits) and remove the saved model."""
         self._stack.close()

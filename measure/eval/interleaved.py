@@ -8,14 +8,20 @@ machines. ``ppd validate --interleave-probes`` runs, before every judged round, 
 greedy step's pieces, the early head, the k-row candidate batch for each k the configurations
 use, the hand-off) at the profile's context length and at each compared backend's thread
 count. Nothing is taken from
-the judged runs. After the rounds, the samples of every gap replace the compute figures of the
-profile taken beforehand (``measure.profile.profile.reprice``); the figures that need ranks
-(the ``dist`` link, the two-stream slowdown and host time on real ``dist`` runs) are kept
-from it. Each configuration is then predicted from both profiles.
+the judged runs. Where the profile prices ``dist`` with pair factors (a CPU: the two ranks
+share its cores) and the validation runs a rank group, each gap also runs the profile's pair
+probe (``measure.profile.ranks.pair_samples_on``: main's suffix beside the k-row batch, each
+alone and both at once) on the group's first two ranks, for the measured k nearest to each
+judged k: how much the two sides slow each other changes with the machine's load as much as
+the layers do. After the rounds, the samples of every gap replace those figures of the
+profile taken beforehand (``measure.profile.profile.reprice``); the rest (the ``dist`` link,
+the two-stream slowdown, host time on real ``dist`` runs) is kept from it. Each configuration
+is then predicted from both profiles.
 
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
 pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds is a small fraction of a
 judged round, which decodes every prompt's tokens once per method (``share`` reports it).
+The pair probe adds 3 x ``RankProbe.pair_window_s`` per pair k and round.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import torch
 
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import DIST_THREADS, probe_samples, reprice
+from measure.profile.ranks import pair_samples_on
 from measure.profile.stats import spreads
 from ppdmodel.cost_profile import CostProfile
 
@@ -57,6 +64,9 @@ class InterleavedProbes:
         self.device = next(model.parameters()).device
         self.probe = DecodeProbe(model, context_tokens=context)
         self.samples: dict[str, dict[str, list[float]]] = {b: {} for b in self.backends}
+        self.context = context
+        self.pair_ks, self.pair_d_bar = self._pair_plan(profile)
+        self.pair_gaps = 0
         self.gaps = 0
         self.seconds = 0.0
         """Wall seconds spent probing, over every gap."""
@@ -65,8 +75,19 @@ class InterleavedProbes:
         threads = self.before.data["backends"][backend].get("threads")
         return threads if isinstance(threads, int) else (DIST_THREADS if backend == "dist" else 1)
 
-    def __call__(self) -> None:
-        """One gap: ``rounds`` probe rounds per backend, at that backend's threads."""
+    def _pair_plan(self, profile: CostProfile) -> tuple[tuple[int, ...], int | None]:
+        """The pair ks to probe (the profile's measured k nearest to each judged ``dist`` k)
+        and the split layer, or ((), None) where the profile has no pair factors."""
+        entry = profile.backends.get("dist")
+        if "dist" not in self.ks or entry is None or not entry.pair_slowdowns:
+            return (), None
+        measured = [row[0] for row in entry.pair_slowdowns]
+        nearest = {min(measured, key=lambda m: (abs(m - k), m)) for k in self.ks["dist"]}
+        return tuple(sorted(nearest)), entry.pair_d_bar
+
+    def __call__(self, ranks=None) -> None:
+        """One gap: ``rounds`` probe rounds per backend, at that backend's threads, and the
+        pair probe on ``ranks`` (the validation's ``RankGroup``, or None: not probed)."""
         start, previous = time.perf_counter(), torch.get_num_threads()
         try:
             for backend in self.backends:
@@ -74,12 +95,22 @@ class InterleavedProbes:
                 got = probe_samples(
                     self.probe, self.ks[backend], repeats=self.rounds, warmup=int(not self.gaps)
                 )
-                for name, values in got.items():
-                    self.samples[backend].setdefault(name, []).extend(values)
+                self._add(backend, got)
         finally:
             torch.set_num_threads(previous)
+        if ranks is not None and self.pair_ks:
+            got = pair_samples_on(
+                ranks, ks=self.pair_ks, d_bar=self.pair_d_bar, context_tokens=self.context,
+                repeats=self.rounds, warmup=int(not self.pair_gaps),
+            )  # fmt: skip
+            self._add("dist", got)
+            self.pair_gaps += 1
         self.gaps += 1
         self.seconds += time.perf_counter() - start
+
+    def _add(self, backend: str, got: dict[str, list[float]]) -> None:
+        for name, values in got.items():
+            self.samples[backend].setdefault(name, []).extend(values)
 
     def profile(self) -> CostProfile:
         """The profile taken beforehand, its compute figures re-measured between the rounds."""
@@ -91,13 +122,20 @@ class InterleavedProbes:
             shapes=self.probe.shapes(),
             device=self.device,
             note=f"compute figures probed between the judged rounds ({self.gaps} gaps of "
-            f"{self.rounds} rounds)",
+            f"{self.rounds} rounds{self._pair_note()})",
         )
+
+    def _pair_note(self) -> str:
+        if not self.pair_gaps:
+            return ""
+        ks = ", ".join(map(str, self.pair_ks))
+        return f"; the dist pair probe at k {ks} in {self.pair_gaps} of them"
+
 
     def describe(self, judged_s: float) -> str:
         """'interleaved probes: 3 gaps of 2 rounds, 1.2 s (4.1 % of the judged runs' 29 s)'."""
         share = self.seconds / judged_s if judged_s > 0 else float("nan")
         return (
-            f"interleaved probes: {self.gaps} gaps of {self.rounds} rounds, {self.seconds:.3g} s "
-            f"({100 * share:.1f} % of the judged runs' {judged_s:.3g} s)"
+            f"interleaved probes: {self.gaps} gaps of {self.rounds} rounds{self._pair_note()}, "
+            f"{self.seconds:.3g} s ({100 * share:.1f} % of the judged runs' {judged_s:.3g} s)"
         )

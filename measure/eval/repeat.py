@@ -167,8 +167,8 @@ def time_repeated(
     config with a ``label`` and each runner a no-argument callable returning one result per
     prompt (with ``tokens`` and ``wall_s``), timed in the same rounds (FREE,
     ``measure.eval.free_eval``);
-    ``between_rounds``: a no-argument callable run before every round, untimed (the
-    interleaved cost probes of ``measure.eval.interleaved``).
+    ``between_rounds``: called before every round, untimed, with the ``dist`` configurations'
+    ``RankGroup`` (or None) (the interleaved cost probes of ``measure.eval.interleaved``).
     """
     repeats, decoding = settings.repeats, settings.decoding
     if not prompts:
@@ -202,7 +202,7 @@ def time_repeated(
         try:
             for r in range(repeats):
                 if between_rounds is not None:
-                    between_rounds()
+                    between_rounds(ranks)
                 start = r % len(methods)
                 for method in methods[start:] + methods[:start]:
                     label = f"round {r + 1}/{repeats}: {method.label}"

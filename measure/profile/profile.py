@@ -244,7 +244,7 @@ def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progres
 def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: str) -> CostProfile:
     """``profile`` with the figures of each backend in ``figures`` (backend -> name -> Spread)
     replaced and that backend's costs and replicates rebuilt by the profile's own rule; the
-    figures not given (the ``dist`` link, two-stream slowdown and host time) are kept.
+    figures not given (e.g. the ``dist`` link, two-stream slowdown and host time) are kept.
     ``shapes``: ``DecodeProbe.shapes()``; ``note`` is recorded in the provenance."""
     data = copy.deepcopy(profile.data)
     link = data.get("link")

@@ -17,6 +17,11 @@ interleaved rounds (warm-up rounds excluded)
   ``pair_main_alone_s[k]``, ``pair_main_both_s[k]``, ``pair_cand_alone_s[k]``,
   ``pair_cand_both_s[k]`` (seconds per call), and ``rank_layer_s`` (rank 0's greedy layers,
   per layer, in the alone phase: a rank's price of a layer beside the one-process profile's).
+
+``pair_samples_on`` runs the same pair rounds on the first two ranks of a running
+``measure.decode.rank_group.RankGroup`` (``RankGroup.call``; ranks above 1 join the
+barriers), so ``ppd validate --interleave-probes`` re-measures the pair factors between its
+rounds on the ranks that decode, without new processes.
 """
 
 from __future__ import annotations
@@ -149,23 +154,68 @@ def _repeat_for(fn, window_s: float) -> float:
 def _pair_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
     model = load_causal_lm(job.model_dir, dtype=job.dtype, bars=False)
     probe = DecodeProbe(model, context_tokens=job.context_tokens)
+    return pair_rounds(rank, probe, ks=job.pair_ks, d_bar=job.d_bar, repeats=job.repeats,
+                       warmup=job.warmup, window_s=job.pair_window_s)  # fmt: skip
+
+
+def pair_rounds(rank, probe, *, ks, d_bar, repeats, warmup, window_s) -> dict[str, list[float]]:
+    """The pair probe's rounds (module doc) on this rank of the default process group: rank 0
+    runs main's side, rank 1 the candidate batch; a rank above 1 (``probe`` None) only joins
+    the barriers. Its samples by name (empty above rank 1)."""
     side = "main" if rank == 0 else "cand"
     samples: dict[str, list[float]] = {"rank_layer_s": []} if rank == 0 else {}
-    for r in range(job.warmup + job.repeats):
-        for k in _rotated(job.pair_ks, r):
-            call = (lambda: probe.suffix(job.d_bar)) if rank == 0 else (
-                lambda k=k: probe.batch(k, job.d_bar))  # fmt: skip
+    for r in range(warmup + repeats):
+        for k in _rotated(ks, r):
+            call = (lambda: probe.suffix(d_bar)) if rank == 0 else (
+                lambda k=k: probe.batch(k, d_bar))  # fmt: skip
             for phase in _rotated(PHASES, r):
                 dist.barrier()
-                if phase in ("both", f"alone{rank}"):
-                    seconds = _repeat_for(call, job.pair_window_s)
-                    if r >= job.warmup:
+                if probe is not None and phase in ("both", f"alone{rank}"):
+                    seconds = _repeat_for(call, window_s)
+                    if r >= warmup:
                         kind = "both" if phase == "both" else "alone"
                         samples.setdefault(f"pair_{side}_{kind}_s[{k}]", []).append(seconds)
-                if phase == "alone0" and rank == 0 and r >= job.warmup:
+                if phase == "alone0" and rank == 0 and r >= warmup:
                     samples["rank_layer_s"].append(probe.step()["layers_s"] / probe.d)
                 dist.barrier()
     return samples
+
+
+PAIR_ON_GROUP = "measure.profile.ranks:pair_rounds_on_rank"
+"""What ``pair_samples_on`` has every rank of a ``RankGroup`` run."""
+
+
+def pair_rounds_on_rank(state, *, context_tokens, **rounds) -> dict[str, list[float]]:
+    """``pair_rounds`` on a rank of a ``RankGroup`` (``RankGroup.call``), on the model the rank
+    loaded, with a ``DecodeProbe`` kept on the rank between calls (one per context length)."""
+    probe = None
+    if state.rank < 2:
+        if state.model is None:
+            raise ValueError("the pair probe needs a group made with a model")
+        key = ("pair probe", context_tokens)
+        if key not in state.kept:
+            state.kept[key] = DecodeProbe(state.model, context_tokens=context_tokens)
+        probe = state.kept[key]
+    return pair_rounds(state.rank, probe, **rounds)
+
+
+def pair_samples_on(group, *, ks, d_bar, context_tokens, repeats, warmup=0,
+                    window_s=RankProbe.pair_window_s) -> dict[str, list[float]]:  # fmt: skip
+    """The pair probe on the first two ranks of a running ``measure.decode.rank_group.RankGroup``
+    (``ppd validate --interleave-probes`` between its rounds: no new processes, no reload);
+    the samples of both ranks, merged by name, as ``probe_ranks`` names them."""
+    ks = tuple(int(k) for k in ks)
+    if not ks or any(k < 1 for k in ks):
+        raise ValueError(f"ks must be candidate counts >= 1, got {ks}")
+    merged: dict[str, list[float]] = {}
+    answers = group.call(
+        PAIR_ON_GROUP, ks=ks, d_bar=int(d_bar), context_tokens=int(context_tokens),
+        repeats=int(repeats), warmup=int(warmup), window_s=float(window_s),
+    )  # fmt: skip
+    for samples in answers:
+        for name, values in samples.items():
+            merged.setdefault(name, []).extend(values)
+    return merged
 
 
 def probe_ranks(job: RankProbe) -> dict[str, list[float]]:

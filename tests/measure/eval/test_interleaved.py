@@ -126,3 +126,29 @@ def test_cli_probe_rounds_need_the_mode(tmp_path, capsys):
         main([*argv, "--out", str(tmp_path)])
     assert info.value.code == 2
     assert "--probe-rounds needs --interleave-probes" in capsys.readouterr().err
+
+
+def test_dist_pair_factors_are_probed_between_rounds_on_the_group():
+    """A CPU dist profile's pair factors (planted: main x1.2, the batch x1.6) are re-measured
+    on the validation's own ranks in every gap, and the interleaved prediction uses them."""
+    from tests.measure.eval.test_pair_prediction import _profile
+
+    model = tiny_model("llama", seed=3)
+    d = model.config.num_hidden_layers
+    profile = _profile(d=d, context_tokens=8)
+    planted = profile.backends["dist"].pair_slowdowns
+    result = validate(
+        model, PROMPTS, profile=profile, configs=[PPDConfig(d_bar=2, k=1, backend="dist")],
+        max_new_tokens=4, settings=RunSettings(repeats=2), interleave_probes=1,
+    )  # fmt: skip
+    assert result.table["exact"].all()
+    figures = result.interleaved_profile.data["figures"]["dist"]
+    # 2 gaps x 1 round at the measured k nearest to k = 1; k = 3 kept from the profile
+    assert all(figures[f"pair_{s}_s[1]"]["n"] == 2 for s in ("main_alone", "main_both",
+                                                             "cand_alone", "cand_both"))  # fmt: skip
+    assert figures["pair_main_both_s[3]"]["n"] == 15
+    probed = result.interleaved_profile.backends["dist"].pair_slowdowns
+    assert probed[0][0] == 1 and probed[0] != planted[0] and probed[1] == planted[1]
+    assert "the dist pair probe at k 1 in 2 of them" in result.probe_note
+    row = result.table.set_index("method").loc["ppd d_bar=2 k=1 main dist"]
+    assert row["interleaved_predicted_s"] != row["predicted_s"]

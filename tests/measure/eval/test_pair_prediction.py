@@ -46,16 +46,22 @@ def _figures(rng, pairs: bool) -> dict[str, Spread]:
     return fig
 
 
-def _profile(pairs=True, device="cpu"):
+def _profile(pairs=True, device="cpu", d=D, context_tokens=None):
+    """A two-backend profile priced from planted figures (``_figures``), kept in it."""
     rng = np.random.default_rng(7)
-    entries = {}
+    entries, figures = {}, {}
     for backend in ("single", "dist"):
         fig = _figures(rng, pairs)
-        entries[backend] = _priced(backend, fig, D, KS, SHAPES, torch.device(device), LINK)
+        entries[backend] = _priced(backend, fig, d, KS, SHAPES, torch.device(device), LINK)
         entries[backend].pop("warnings")
-    data = {"format": PROFILE_FORMAT, "version": PROFILE_VERSION, "model": {"name": "t", "d": D},
-            "backends": entries, "figures": {}, "provenance": {}, "warnings": []}  # fmt: skip
-    return parse_cost_profile(data, d=D)
+        figures[backend] = {name: s.to_dict() for name, s in fig.items()}
+    model = {"name": "t", "d": d}
+    if context_tokens is not None:
+        model["context_tokens"] = context_tokens
+    data = {"format": PROFILE_FORMAT, "version": PROFILE_VERSION, "model": model,
+            "backends": entries, "figures": figures, "link": dict(LINK), "provenance": {},
+            "warnings": []}  # fmt: skip
+    return parse_cost_profile(data, d=d)
 
 
 RUNS = [SimpleNamespace(m=[1, 0, 1, 1, 0, 0, 1], tokens=list(range(8))),
