@@ -144,8 +144,8 @@ def test_dist_pair_factors_are_probed_between_rounds_on_the_group():
     assert result.table["exact"].all()
     figures = result.interleaved_profile.data["figures"]["dist"]
     # 2 gaps x 1 round at the measured k nearest to k = 1; k = 3 kept from the profile
-    assert all(figures[f"pair_{s}_s[1]"]["n"] == 2 for s in ("main_alone", "main_both",
-                                                             "cand_alone", "cand_both"))  # fmt: skip
+    sides = ("main_alone", "main_both", "cand_alone", "cand_both")
+    assert all(figures[f"pair_{s}_s[1]"]["n"] == 2 for s in sides)
     assert figures["pair_main_both_s[3]"]["n"] == 15
     probed = result.interleaved_profile.backends["dist"].pair_slowdowns
     assert probed[0][0] == 1 and probed[0] != planted[0] and probed[1] == planted[1]
