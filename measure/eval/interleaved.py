@@ -131,7 +131,6 @@ class InterleavedProbes:
         ks = ", ".join(map(str, self.pair_ks))
         return f"; the dist pair probe at k {ks} in {self.pair_gaps} of them"
 
-
     def describe(self, judged_s: float) -> str:
         """'interleaved probes: 3 gaps of 2 rounds, 1.2 s (4.1 % of the judged runs' 29 s)'."""
         share = self.seconds / judged_s if judged_s > 0 else float("nan")
