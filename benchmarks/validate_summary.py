@@ -61,10 +61,14 @@ def run_table(rows: pd.DataFrame) -> str:
         )
     errors = 100 * rows["rel_err"].abs()
     hits = rows["inside"].dropna().astype(bool)
+    ppd = rows[rows["method"] != "greedy"]
+    speedup = 100 * (ppd["speedup_predicted"] / ppd["speedup_measured"] - 1).abs().dropna()
     lines.append(
         f"\nmedian |error| {errors.median():.1f} %, worst {errors.max():.1f} % over {len(rows)} "
         f"rows; measured median inside the 95 % interval in {int(hits.sum())} of {len(hits)}"
-    )
+        + (f"; speed-ups over greedy: median |error| {speedup.median():.1f} %, worst "
+           f"{speedup.max():.1f} %" if len(speedup) else "")
+    )  # fmt: skip
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from numbers import Real
 
 import numpy as np
 
-from ppdmodel.validation import check_choice, check_positive_int, is_finite
+from ppdmodel.validation import check_choice, check_positive_int, is_finite, items_of
 
 EARLY_HEAD_PLACEMENTS = ("main", "candidates")
 """Where the early LM head at layer d_bar runs: on main's critical path, or on the candidate
@@ -206,15 +206,11 @@ def _check_factor(name: str, value) -> None:
 
 def _table(value) -> tuple[tuple[int, float], ...]:
     """Normalise the (k, seconds) table: sorted pairs, k positive ints, seconds finite > 0."""
-    items = value.items() if isinstance(value, Mapping) else value
-    try:
-        if isinstance(items, str | bytes):
-            raise TypeError
-        items = list(items)  # (a 0-d array is Iterable, but iterating it raises)
-    except TypeError:
+    items = items_of(value.items() if isinstance(value, Mapping) else value)
+    if items is None:
         raise ValueError(
             f"DecodeCosts.candidate_layer_s_by_k must hold (k, seconds) pairs, got {value!r:.60}"
-        ) from None
+        )
     pairs = {}
     for item in items:
         if not (isinstance(item, tuple | list) and len(item) == 2):

@@ -34,6 +34,7 @@ from ppdmodel.validation import (
     check_probability,
     check_seed,
     is_finite,
+    items_of,
 )
 
 LEVEL = 0.95
@@ -136,15 +137,13 @@ def prediction_interval(
         raise TypeError(f"predict must be callable, got {type(predict).__name__}")
     if not isinstance(costs, DecodeCosts):
         raise ValueError(f"costs must be a ppdmodel.DecodeCosts, got {type(costs).__name__}")
-    try:
-        if isinstance(replicates, str | bytes):
-            raise TypeError
-        replicates = list(replicates)  # (a 0-d array is Iterable, but iterating it raises)
-    except TypeError:
+    items = items_of(replicates)
+    if items is None:
         raise ValueError(
             f"replicates must be a sequence of ppdmodel.DecodeCosts, got "
             f"{type(replicates).__name__}"
-        ) from None
+        )
+    replicates = items
     if any(not isinstance(r, DecodeCosts) for r in replicates):
         raise ValueError("replicates must hold ppdmodel.DecodeCosts values")
     rates = p_draws(p=p, n=n, draws=draws, seed=seed)

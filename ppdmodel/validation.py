@@ -74,16 +74,25 @@ def check_name(name) -> None:
                         f"{_show(name)}")  # fmt: skip
 
 
+def items_of(value) -> list | None:
+    """The items of an iterable as a list; None for a non-iterable, a string or bytes (one
+    value, not a sequence of them) and a 0-d array (``Iterable``, but iterating it raises)."""
+    if isinstance(value, str | bytes):
+        return None
+    try:
+        return list(value)
+    except TypeError:
+        return None
+
+
 def check_names(name: str, names) -> tuple[str, ...]:
     """``names`` (a sequence of key, column or field names, not one string) as a tuple of
     strings; TypeError naming ``name`` otherwise."""
     check_name(name)
-    try:
-        if isinstance(names, str | bytes):
-            raise TypeError
-        names = tuple(names)  # (a 0-d array is Iterable, but iterating it raises)
-    except TypeError:
-        raise TypeError(f"{name} must be a sequence of names, got {_show(names)}") from None
+    items = items_of(names)
+    if items is None:
+        raise TypeError(f"{name} must be a sequence of names, got {_show(names)}")
+    names = tuple(items)
     if not all(isinstance(n, str) for n in names):
         raise TypeError(f"{name} must hold strings, got {_show(names)}")
     return names

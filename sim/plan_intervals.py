@@ -17,6 +17,7 @@ device; the ``ppd validate`` flags that time just those configurations settle it
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -194,8 +195,13 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
         ppd = screened[screened.method == "ppd"]
         asked = against_greedy(ppd, screened) if len(ppd) else None
     bests = front[front.recommended]
-    rivals = [rival_of(b, screened, max_compute, min_quality) for _, b in bests.iterrows()]
-    rivals = [r for r in rivals if r is not None]
+    rivals = {}  # the fastest other method on at most the best's devices, and on any
+    for _, b in bests.iterrows():
+        for devices in (None, math.inf):
+            r = rival_of(b, screened, max_compute, min_quality, max_devices=devices)
+            if r is not None:
+                rivals.setdefault(r.name, r)
+    rivals = sorted(rivals.values(), key=lambda r: r.latency_s)
     rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
         None)  # fmt: skip
     parts = [p for p in (front, asked, rival_rows) if p is not None]
@@ -230,15 +236,22 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
     return replace(result, frontier=front, verdicts=verdicts, asked=asked, covers=covers)
 
 
-def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float = 1.0):
-    """The fastest configuration of another method than ``best``'s on at most its devices,
-    within the compute budget and of quality >= ``min_quality`` (a screened row), or None."""
+def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float = 1.0, *,
+             max_devices=None):  # fmt: skip
+    """The fastest configuration of another method than ``best``'s on at most ``max_devices``
+    devices (None: ``best``'s own; ``math.inf``: any the plan screened), within the compute
+    budget and of quality >= ``min_quality`` (a screened row), or None. The verdict weighs
+    both: a slower median on more devices may still overlap the recommendation's interval."""
     check_row("best", best, ("compute_ratio",))
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     min_quality = check_min_quality(min_quality)
+    devices = best.devices
+    if max_devices is not None:
+        devices = math.inf if max_devices == math.inf else as_real("max_devices", max_devices,
+                                                                    minimum=1)  # fmt: skip
     others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
-    others = others[others.devices <= best.devices]
+    others = others[others.devices <= devices]
     if "quality" in others:
         others = others[others.quality >= min_quality]
     if max_compute is not None:

@@ -597,6 +597,12 @@ def _validate(args) -> int:
         f"interval for {summary['inside_interval']} of {summary['with_interval']} "
         "configuration(s) with one (profile cost replicates)"
     )
+    if "speedup_median_abs_rel_err" in summary:
+        print(
+            "speed-ups over greedy (a drift of the whole machine leaves them): median |error| "
+            f"{100 * summary['speedup_median_abs_rel_err']:.1f} %, worst "
+            f"{100 * summary['speedup_worst_abs_rel_err']:.1f} %"
+        )
     if result.interleaved_profile is not None:
         print(result.probe_note)
         print(

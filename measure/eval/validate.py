@@ -239,8 +239,23 @@ class ProfileValidation:
                                         r.predicted.interval.contains(r.measured.median))
                                    for r in self.results),
             "with_interval": sum(r.predicted.interval is not None for r in self.results),
+            **self._speedup_summary(),
             **self._interleaved_summary(),
         }  # fmt: skip
+
+    def _speedup_summary(self) -> dict:
+        """Median and worst |error| of the predicted speed-ups over greedy (predicted / measured
+        - 1): a drift of the whole machine between profile and runs moves greedy and PPD alike
+        and leaves them, where it moves every seconds figure (docs/gpu_validation.md)."""
+        table = self.table[self.table["method"] != "greedy"]
+        ratio = table["speedup_predicted"].astype(float) / table["speedup_measured"].astype(float)
+        errors = (ratio - 1).abs().dropna()
+        if errors.empty:
+            return {}
+        return {
+            "speedup_median_abs_rel_err": float(errors.median()),
+            "speedup_worst_abs_rel_err": float(errors.max()),
+        }
 
     def _interleaved_summary(self) -> dict:
         """The same figures from the interleaved probes' profile (empty without it)."""

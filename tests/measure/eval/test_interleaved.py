@@ -73,6 +73,8 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     assert probed_n == [4, 3]  # 2 gaps x 2 rounds for the judged k; k = 2 kept from the profile
     summary = result.summary()
     assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
+    # the slower machine moves greedy as it moves PPD: the speed-up stays predicted
+    assert summary["speedup_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     assert summary["probes"].startswith("interleaved probes: 2 gaps of 2 rounds")
 
 
@@ -101,6 +103,7 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert "| interleaved    error" in captured.out
     assert "interleaved probes: 2 gaps of 2 rounds" in captured.out
     assert "from the interleaved probes: median |error|" in captured.out
+    assert "speed-ups over greedy (a drift of the whole machine leaves them)" in captured.out
     progress = [x for x in captured.err.splitlines() if x.startswith("ppd: ")]
     assert len(progress) == 4 and progress[-1].startswith("ppd: 4/4 done (round 2/2: ")
     assert all("s elapsed, about " in x and x.endswith(" s left") for x in progress)
