@@ -500,6 +500,23 @@ def _probe_rounds(args) -> int:
     return PROBE_ROUNDS if args.probe_rounds is None else args.probe_rounds
 
 
+def _profile_threads(args, profile) -> None:
+    """Greedy and the ``single`` backend run at the thread count the profile timed them at:
+    ``--threads`` defaults to it (a run at another count meets other prices: a loaded 2-core
+    machine read +7 to +28 % from that alone); a different ``--threads`` is run but warned of."""
+    threads = profile.data.get("backends", {}).get("single", {}).get("threads")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        return
+    if args.threads is None:
+        args.threads = threads
+        print(f"ppd validate: {threads} torch thread(s), as the profile timed its single "
+              "backend (--threads to change)", file=sys.stderr)  # fmt: skip
+    elif args.threads != threads:
+        print(f"warning: --threads {args.threads}, but the profile timed its single backend at "
+              f"{threads} thread(s): greedy and single-backend PPD are predicted at {threads}",
+              file=sys.stderr)  # fmt: skip
+
+
 def _validate(args) -> int:
     early_exit = _early_exit_configs(args)
     free = _free_configs(args)
@@ -527,6 +544,7 @@ def _validate(args) -> int:
         if profile is not None:
             check_wide_prices(profile, accept=args.accept_wide_prices)
             check_configs(profile, _ppd_configs(args, _d_bars(args, d)))
+            _profile_threads(args, profile)
 
     loaded = _load(args, check)
     model, ids, names, d_bar, eos, head = (loaded.model, loaded.ids, loaded.names,

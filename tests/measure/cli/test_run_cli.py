@@ -313,3 +313,25 @@ def test_cli_sampling_misuse_exits_2(model_dir, tmp_path, capsys, extra, message
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err
+
+
+def test_validate_runs_at_the_profiles_threads_unless_told(capsys):
+    """A loaded 2-core machine read +7 to +28 % when the profile priced 1 thread and the runs
+    used the default 2: --threads now defaults to the profile's, and another is warned of."""
+    from types import SimpleNamespace
+
+    from measure.cli.run import _profile_threads
+
+    profile = SimpleNamespace(data={"backends": {"single": {"threads": 1}}})
+    args = SimpleNamespace(threads=None)
+    _profile_threads(args, profile)
+    assert args.threads == 1
+    assert "1 torch thread(s), as the profile timed its single backend" in capsys.readouterr().err
+    args = SimpleNamespace(threads=2)
+    _profile_threads(args, profile)
+    assert args.threads == 2
+    err = capsys.readouterr().err
+    assert "warning: --threads 2, but the profile timed its single backend at 1 thread(s)" in err
+    args = SimpleNamespace(threads=None)
+    _profile_threads(args, SimpleNamespace(data={"backends": {"single": {}}}))  # older file
+    assert args.threads is None and capsys.readouterr().err == ""

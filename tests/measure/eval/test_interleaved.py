@@ -118,6 +118,7 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
     captured = capsys.readouterr()
     assert "ppd: " not in captured.err and "interleaved probes" not in captured.out
+    assert "torch thread(s), as the profile timed its single backend" in captured.err
     assert "| interleaved" not in captured.out
     table = pd.read_csv(tmp_path / "plain" / "validation.csv")
     assert table["interleaved_predicted_s"].isna().all()
