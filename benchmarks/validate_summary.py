@@ -63,6 +63,14 @@ def run_table(rows: pd.DataFrame) -> str:
     hits = rows["inside"].dropna().astype(bool)
     ppd = rows[rows["method"] != "greedy"]
     speedup = 100 * (ppd["speedup_predicted"] / ppd["speedup_measured"] - 1).abs().dropna()
+    probed = rows["interleaved_rel_err"].dropna() if "interleaved_rel_err" in rows else []
+    if len(probed):  # --interleave-probes: the prediction from the probes between the rounds
+        hit = rows["interleaved_inside"].dropna().astype(bool)
+        lines.append(
+            f"\nfrom the interleaved probes: median |error| {100 * probed.abs().median():.1f} %, "
+            f"worst {100 * probed.abs().max():.1f} %; inside the interval in {int(hit.sum())} "
+            f"of {len(hit)}"
+        )
     lines.append(
         f"\nmedian |error| {errors.median():.1f} %, worst {errors.max():.1f} % over {len(rows)} "
         f"rows; measured median inside the 95 % interval in {int(hits.sum())} of {len(hits)}"
@@ -83,12 +91,21 @@ def run_to_run(table: pd.DataFrame) -> str:
             index=KEY, columns="run", values="err", aggfunc="first"
         )
         medians = [errors[run].abs().median() for run in runs]
+        probed = ""
+        if "interleaved_rel_err" in rows and rows["interleaved_rel_err"].notna().any():
+            inter = rows.assign(err=100 * rows["interleaved_rel_err"]).pivot_table(
+                index=KEY, columns="run", values="err", aggfunc="first"
+            )
+            probed = "; from the interleaved probes " + ", ".join(
+                f"{run} {inter[run].abs().median():.1f} %" for run in runs if run in inter
+            )
         moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
         lines.append(
             f"- {model}: median |error| "
             + ", ".join(f"{run} {m:.1f} %" for run, m in zip(runs, medians, strict=True))
             + f" (spread {max(medians) - min(medians):.1f} points); largest change of one "
             f"row's error {moved.iloc[0]:.1f} points ({' '.join(map(str, moved.index[0]))})"
+            + probed
         )
     return "\n".join(lines)
 
