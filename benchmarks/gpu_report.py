@@ -21,7 +21,7 @@ def report(out: Path) -> str:
         parts += ["## ppd doctor\n", "```", (out / "doctor.txt").read_text().strip(), "```\n"]
     table = read_runs(out)
     for (run, model), rows in table.groupby(["run", "model"], sort=True):
-        parts += [f"## {run}: {model}\n", rows["load"].iloc[0], "", run_table(rows), ""]
+        parts += [f"## {run}: {model}\n", "```", rows["load"].iloc[0], "```\n", run_table(rows), ""]
         log = out / run / f"{model}.log"
         if log.exists():
             tail = [line for line in log.read_text().splitlines() if line.strip()][-3:]

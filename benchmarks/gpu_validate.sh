@@ -39,7 +39,7 @@ for run in $(seq 1 "$runs"); do
         name=${model##*/}; name=${name%.gguf}; name=${name/random:/random-}
         path=$model
         if [[ $model == random:* ]]; then
-            path="$out/models/$name"
+            path="$out/models/$name-$dtype"
             [[ -d $path ]] || "$py" benchmarks/random_model.py --shape "${model#random:}" \
                 --device cuda --dtype "$dtype" --out "$path" > /dev/null
         fi

@@ -23,7 +23,7 @@ def read_runs(out: Path) -> pd.DataFrame:
     frames = []
     for csv in sorted(out.glob("run*/*/validation.csv")):
         run, model = csv.parent.parent.name, csv.parent.name
-        load = csv.parent.with_suffix(".load")
+        load = csv.parent.parent / f"{model}.load"  # (with_suffix would cut "-1.1b" at the dot)
         frames.append(
             pd.read_csv(csv).assign(
                 run=run, model=model, load=load.read_text().strip() if load.exists() else ""
@@ -61,8 +61,14 @@ def run_table(rows: pd.DataFrame) -> str:
         )
     errors = 100 * rows["rel_err"].abs()
     hits = rows["inside"].dropna().astype(bool)
-    ppd = rows[rows["method"] != "greedy"]
+    ppd = rows[rows["method"].str.startswith("ppd ")]
     speedup = 100 * (ppd["speedup_predicted"] / ppd["speedup_measured"] - 1).abs().dropna()
+    lines.append(
+        f"\nmedian |error| {errors.median():.1f} %, worst {errors.max():.1f} % over {len(rows)} "
+        f"rows; measured median inside the 95 % interval in {int(hits.sum())} of {len(hits)}"
+        + (f"; speed-ups over greedy: median |error| {speedup.median():.1f} %, worst "
+           f"{speedup.max():.1f} %" if len(speedup) else "")
+    )  # fmt: skip
     probed = rows["interleaved_rel_err"].dropna() if "interleaved_rel_err" in rows else []
     if len(probed):  # --interleave-probes: the prediction from the probes between the rounds
         hit = rows["interleaved_inside"].dropna().astype(bool)
@@ -71,12 +77,6 @@ def run_table(rows: pd.DataFrame) -> str:
             f"worst {100 * probed.abs().max():.1f} %; inside the interval in {int(hit.sum())} "
             f"of {len(hit)}"
         )
-    lines.append(
-        f"\nmedian |error| {errors.median():.1f} %, worst {errors.max():.1f} % over {len(rows)} "
-        f"rows; measured median inside the 95 % interval in {int(hits.sum())} of {len(hits)}"
-        + (f"; speed-ups over greedy: median |error| {speedup.median():.1f} %, worst "
-           f"{speedup.max():.1f} %" if len(speedup) else "")
-    )  # fmt: skip
     return "\n".join(lines)
 
 
@@ -114,7 +114,7 @@ def main(out: Path) -> None:
     table = read_runs(out)
     print("# Predict, then measure (benchmarks/cpu_validate.sh)\n")
     for (run, model), rows in table.groupby(["run", "model"], sort=True):
-        print(f"## {run}: {model}\n\n{rows['load'].iloc[0]}\n\n{run_table(rows)}\n")
+        print(f"## {run}: {model}\n\n```\n{rows['load'].iloc[0]}\n```\n\n{run_table(rows)}\n")
     summary = run_to_run(table)
     if summary:
         print(f"## Run to run\n\n{summary}")

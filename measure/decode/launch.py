@@ -35,7 +35,7 @@ from measure.decode.dist import (
     task_ranks,
 )
 from measure.decode.loop import run_main
-from measure.decode.rank_group import RankGroup, check_task, check_world_size
+from measure.decode.rank_group import RankGroup, check_rank_call, check_task, check_world_size
 from measure.decode.results import build_result, handoff_nbytes
 from measure.decode.sampling import GREEDY, Decoding, next_token_rule
 from measure.decode.settings import WARMUP_TOKENS
@@ -238,6 +238,7 @@ class RankState:
 
     def _load(self, model_dir: str) -> None:
         self.model = self.lsms = None  # the previous model goes first
+        self.kept = {}  # (what calls kept was built on it)
         self.model = load_rank_model(model_dir, self.job, self.device)
         self.model_dir, self.lsms = model_dir, {}
 
@@ -283,11 +284,10 @@ class RankState:
 
 
 def call_on_rank(state: RankState, target: str, kwargs: dict):
-    """``target(state, **kwargs)``, ``target`` a ``"measure.module:function"`` name (nothing
-    outside this package is called)."""
+    """``target(state, **kwargs)``, ``target`` one of ``rank_group.RANK_CALLS`` (a
+    ``"measure.module:function"`` name; nothing else is called)."""
+    check_rank_call(target)
     module, _, name = target.partition(":")
-    if not module.startswith("measure.") or not name.isidentifier():
-        raise ValueError(f"call: a 'measure.module:function' name, got {target!r}")
     with torch.no_grad():
         return getattr(importlib.import_module(module), name)(state, **kwargs)
 

@@ -42,6 +42,14 @@ GROUP_ENTRY = "measure.decode.launch:_group_entry"
 """What a spawned rank runs once ``measure.lifeline`` has tied it to this process."""
 WHAT = "PPD dist run"
 """How errors name a group's runs."""
+RANK_CALLS = frozenset({"measure.profile.ranks:pair_rounds_on_rank"})
+"""The functions ``RankGroup.call`` may have its ranks run (by name: nothing else is called)."""
+
+
+def check_rank_call(target) -> None:
+    """ValueError unless ``target`` is one of ``RANK_CALLS``."""
+    if target not in RANK_CALLS:
+        raise ValueError(f"call: one of {sorted(RANK_CALLS)}, got {target!r:.80}")
 
 
 def check_world_size(world_size, k) -> None:
@@ -181,11 +189,13 @@ class RankGroup:
         return self.ranks.request(asdict(task), timeout_s=self.job.timeout_s)[0]
 
     def call(self, target: str, **kwargs) -> list:
-        """Every rank runs ``target(rank_state, **kwargs)`` (``target``: a
-        ``"measure.module:function"`` name; ``rank_state``: the rank's
-        ``measure.decode.launch.RankState``, its model loaded); each rank's return value, by
-        rank. Watched and failing as ``run_task``. The profiler's pair probe runs this way
-        between a validation's rounds (``measure.profile.ranks.pair_samples_on``)."""
+        """Every rank runs ``target(rank_state, **kwargs)`` (``target``: a name in
+        ``RANK_CALLS``, checked here and on the ranks; ``rank_state``: the rank's
+        ``measure.decode.launch.RankState``, with the group's model if it was made with one);
+        each rank's return value, by rank. Watched and failing as ``run_task`` (an error on a
+        rank ends the group). The profiler's pair probe runs this way between a validation's
+        rounds (``measure.profile.ranks.pair_samples_on``)."""
+        check_rank_call(target)
         request = {"call": target, "kwargs": kwargs}
         return self.ranks.request(request, timeout_s=self.job.timeout_s)
 

@@ -21,7 +21,7 @@ is then predicted from both profiles.
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
 pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds is a small fraction of a
 judged round, which decodes every prompt's tokens once per method (``share`` reports it).
-The pair probe adds 3 x ``RankProbe.pair_window_s`` per pair k and round.
+The pair probe adds at least 3 x ``RankProbe.pair_window_s`` per pair k and round.
 """
 
 from __future__ import annotations

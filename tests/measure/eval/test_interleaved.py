@@ -154,5 +154,6 @@ def test_dist_pair_factors_are_probed_between_rounds_on_the_group():
     probed = result.interleaved_profile.backends["dist"].pair_slowdowns
     assert probed[0][0] == 1 and probed[0] != planted[0] and probed[1] == planted[1]
     assert "the dist pair probe at k 1 in 2 of them" in result.probe_note
-    row = result.table.set_index("method").loc["ppd d_bar=2 k=1 main dist"]
-    assert row["interleaved_predicted_s"] != row["predicted_s"]
+    costs = result.interleaved_profile.costs("dist", d_bar=2, k=1)  # what the prediction uses
+    assert costs.shared_device_slowdown == max(probed[0][1], 1.0)
+    assert costs.candidate_device_slowdown == max(probed[0][2], 1.0)

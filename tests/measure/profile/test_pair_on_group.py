@@ -35,9 +35,15 @@ def test_pair_samples_on_a_group_of_three_ranks_between_tasks():
     assert [r.tokens for r in after] == [r.tokens for r in before]  # the cache left as found
 
 
-def test_pair_samples_refuse_bad_ks_and_calls_outside_the_package():
+def test_pair_samples_refuse_bad_ks_a_group_without_model_and_other_calls():
     with pytest.raises(ValueError, match="ks must be candidate counts >= 1"):
         pair_samples_on(None, ks=(0,), d_bar=2, context_tokens=8, repeats=1)
-    for target in ("os:getcwd", "measure.profile.ranks:no such", "measurex.y:f"):
-        with pytest.raises(ValueError, match="'measure.module:function' name"):
+    with pytest.raises(ValueError, match="needs a RankGroup made with a model"):
+        pair_samples_on(None, ks=(1,), d_bar=2, context_tokens=8, repeats=1)
+    # only the listed functions: not a name imported into a measure module, not a private one
+    for target in ("os:getcwd", "measure.profile.ranks:replace", "measure.lifeline:run_tied",
+                   "measure.profile.ranks:_pair_rounds", "measurex.y:f"):  # fmt: skip
+        with pytest.raises(ValueError, match="call: one of"):
             call_on_rank(None, target, {})
+        with pytest.raises(ValueError, match="call: one of"):
+            RankGroup.call(None, target)  # refused before anything is sent
