@@ -27,7 +27,7 @@ from ppdmodel.free import (
 )
 from ppdmodel.passes import check_costs
 from ppdmodel.validation import as_int, check_instance, check_probability, check_seed, ndim
-from sim.hardware_costs import MAX_ROWS, HardwareModel
+from sim.hardware_costs import MAX_ROWS, HardwareModel, one_process_host_s
 
 FREE_EVENT_COLUMNS = ("token", "layer_start", "layer_end", "rows", "start", "end", "kind")
 """One row per event: a layer (``shallow``, ``deep``), a head or the host time."""
@@ -155,5 +155,5 @@ def free_costs(hw, *, rows=(2, 4, 8, 16), tp: int = 1) -> DecodeCosts:
         embedding_s=float(hw.embedding_seconds(tp)),
         early_head_s=float(hw.early_head_seconds(tp)),
         final_head_s=float(hw.final_head_seconds(tp)),
-        host_s=hw.host_s,
+        host_s=one_process_host_s(hw),
     )

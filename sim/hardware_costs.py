@@ -480,6 +480,17 @@ def decode_costs(
     )
 
 
+def one_process_host_s(hw) -> float:
+    """Host time per step of a decode loop in one process (greedy, early exit, FREE, a draft
+    model) on ``hw``: a ``dist`` profile's own greedy figure where it records one (its
+    ``host_s`` is PPD's main rank's, messages and waits included: milliseconds where greedy
+    spends tens of microseconds), else ``hw.host_s``. ``ppd validate`` prices greedy alike
+    (``CostProfile.greedy_costs``)."""
+    entry = getattr(hw, "entry", None)
+    greedy = None if entry is None else entry.greedy_host_s
+    return hw.host_s if greedy is None else float(greedy)
+
+
 def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
     """Greedy decoding's DecodeCosts on ``tp`` devices (batch-1 layers, heads, host time)."""
     check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
@@ -489,7 +500,7 @@ def greedy_costs(hw: HardwareModel, *, tp: int = 1) -> DecodeCosts:
         embedding_s=float(hw.embedding_seconds(tp)),
         final_head_s=float(hw.final_head_seconds(tp)),
         early_head_s=float(hw.early_head_seconds(tp)),
-        host_s=hw.host_s,
+        host_s=one_process_host_s(hw),
     )
 
 

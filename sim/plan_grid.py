@@ -36,7 +36,7 @@ from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.defaults import default_d_bar
 from ppdmodel.validation import as_int, as_real, check_instance, check_names
 from sim.formats import validate_free_table
-from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost
+from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost, one_process_host_s
 from sim.plan_free import free_rows
 from sim.ptable import PTable
 
@@ -260,7 +260,8 @@ def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
               w=np.arange(n_workloads))  # fmt: skip
     device = hw.embedding_seconds(g["tp"]) + d * hw.layer_seconds(g["tp"], 1)
     device = device + hw.final_head_seconds(g["tp"])
-    return _rows("greedy", hw_index, g, latency=device + hw.host_s, compute=g["tp"] * device)
+    host = one_process_host_s(hw)
+    return _rows("greedy", hw_index, g, latency=device + host, compute=g["tp"] * device)
 
 
 def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
@@ -292,7 +293,7 @@ def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
         embedding_s=hw.embedding_seconds(g["tp"]),
         early_head_s=_head_seconds(hw, g["tp"], g["head"], heads),
         final_head_s=hw.final_head_seconds(g["tp"]),
-        host_s=hw.host_s,
+        host_s=one_process_host_s(hw),
     )
     latency, compute = (np.empty(a.size) for _ in range(2))
     for reuse in np.unique(g["reuse"]):
@@ -303,7 +304,7 @@ def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
                                                 reuse_draft_layers=bool(reuse))  # fmt: skip
         tokens = speculative_tokens_per_step(a=a[rows], g=g["g"][rows])
         step = g["g"][rows] * draft + verify
-        busy = step - (g["g"][rows] + 1) * hw.host_s
+        busy = step - (g["g"][rows] + 1) * costs.host_s
         latency[rows], compute[rows] = step / tokens, g["tp"][rows] * busy / tokens
     return _rows("early-exit", hw_index, g, latency=latency, compute=compute, p=a,
                  head_kind=np.asarray(heads)[g["head"]], g=g["g"], exit_layer=g["exit_layer"],
@@ -326,7 +327,7 @@ def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     verify = verify + hw.final_head_seconds(g["tp"])
     tokens = speculative_tokens_per_step(a=draft_model.acceptance, g=g["g"])
     busy = g["g"] * draft_model.cost_ratio * token + verify
-    step = busy + (g["g"] + 1) * hw.host_s
+    step = busy + (g["g"] + 1) * one_process_host_s(hw)
     return _rows("draft-model", hw_index, g, latency=step / tokens,
                  compute=g["tp"] * busy / tokens, p=draft_model.acceptance, g=g["g"],
                  draft_cost_ratio=draft_model.cost_ratio)  # fmt: skip

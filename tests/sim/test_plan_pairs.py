@@ -126,3 +126,32 @@ def test_plan_intervals_draw_each_replicates_pair_factors(tmp_path):
         got = (row.latency_low_s, row.latency_high_s)
         np.testing.assert_allclose(got, (want.low, want.high), rtol=1e-12)
         assert want.low < want.high  # the replicates' pair factors spread it
+
+
+def test_greedy_and_early_exit_on_a_dist_profile_take_greedys_host_time(tmp_path):
+    """A dist entry's host_s is PPD main's (messages, waits: milliseconds); greedy and the
+    other one-process methods are priced with the entry's greedy_host_s, as ppd validate
+    prices greedy (``CostProfile.greedy_costs``), not with PPD's."""
+    data = dist_profile(PAIRS, **BATCH)
+    data["backends"]["dist"]["costs"]["host_s"] = 0.004
+    data["backends"]["dist"]["greedy_host_s"] = 0.00005
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    profile = parse_cost_profile(json.loads(path.read_text()))
+    hardware = load_profile(path, SHAPE)
+    space = PlanSpace(max_devices=2, d_bars=(15,), ks=(1,), ell=64)
+    screened = screen(hardware, _ptable(), space, 30)
+    on_dist = screened[screened.hardware == 1]
+    greedy = on_dist[on_dist.method == "greedy"].iloc[0]
+    want = profile.greedy_costs("dist", d_bar=15).greedy_token_seconds(30)
+    assert greedy.latency_s == pytest.approx(want, rel=1e-12)
+    assert want < profile.costs("dist", d_bar=15).greedy_token_seconds(30) - 0.0039
+    ppd = _dist_rows(on_dist).iloc[0]  # PPD keeps main's own host time
+    assert ppd.latency_s == pytest.approx(_expected(profile, ppd, space.ell), rel=1e-12)
+    # early exit too: each step's host time is greedy's, >= 3.95 ms less per token than PPD's
+    del data["backends"]["dist"]["greedy_host_s"]
+    path.write_text(json.dumps(data))
+    before = screen(load_profile(path, SHAPE), _ptable(), space, 30)
+    early = [s[(s.hardware == 1) & (s.method == "early-exit")].latency_s.to_numpy()
+             for s in (screened, before)]  # fmt: skip
+    assert len(early[0]) and (early[1] - early[0] >= 0.00395 - 1e-12).all()
