@@ -161,12 +161,18 @@ class DecodeProbe:
         return clock.seconds(start, end)
 
     @torch.no_grad()
-    def batch(self, k: int, d_bar: int) -> float:
+    def batch(self, k: int, d_bar: int, *, early_head: bool = False) -> float:
         """Seconds of the candidate rank's k-row batch at d_bar: a fresh row cache sharing the
-        prefix, embedding, layers 0..d-d_bar-1 (as ``LocalCandidates`` and the dist worker)."""
+        prefix, embedding, layers 0..d-d_bar-1 (as ``LocalCandidates`` and the dist worker).
+        With ``early_head`` the timed call first runs the early prediction on one row (LM head
+        and top-k, as ``early_head``), as the candidate rank does with the early head on its
+        side (the ``candidates`` placement)."""
         lsm, clock, gap = self.lsm, self.clock, self.d - d_bar
         ids = torch.arange(k, device=self.device)[:, None]  # [k, 1]
         start = clock.mark()
+        if early_head:
+            top = torch.topk(lsm.early_logits(self.hidden)[:, -1].float(), k, dim=-1)
+            ids = top.indices.reshape(k, 1)  # [k, 1]
         rows = lsm.new_cache()
         pos = torch.full((k, 1), self.position + 1, dtype=torch.long, device=self.device)
         h = lsm.embed(ids, pos)  # [k, 1, H]

@@ -25,7 +25,9 @@ How each backend's DecodeCosts come from the figures (medians):
   ``default_d_bar(d)``, each side's own slowdown where a run overlaps (main's suffix + final
   head beside the k-row batch; ``ranks`` pair probe): a prediction for k applies main's to
   main and the batch's to the batch (``ppdmodel.cost_profile``; ``benchmarks/dist_prices.md``),
-  and the cost replicates redraw them from their samples; messages are
+  and the cost replicates redraw them from their samples; ``by_k_candidates`` holds the same
+  factors with the early head on the candidate side (the batch's rank runs the early head,
+  then the batch), which price the ``candidates`` placement; messages are
   latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
   KV entries of layers [0, e) after a miss), the hidden-state dispatch (``candidates``
   placement) and the hand-off (verdict header, then hidden state and KV entries, packed and
@@ -406,9 +408,10 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
 def _pair_warnings(pairs: dict) -> list[str]:
     """A pair factor below 1 (noise): a prediction takes it as 1."""
     return [
-        f"dist: the {side} side measured x{factor:.3f} beside the other at k={k} (< 1, "
+        f"dist: the {side} side measured x{factor:.3f} beside the other at k={k}{where} (< 1, "
         "noise); predictions take it as 1"
-        for k, sides in pairs["by_k"].items()
+        for field, where in (("by_k", ""), ("by_k_candidates", ", early head on the candidates"))
+        for k, sides in pairs.get(field, {}).items()
         for side, factor in sides.items()
         if factor < 1
     ]
@@ -418,15 +421,27 @@ def pair_slowdowns(med, ks, d_bar: int) -> dict:
     """Each side's own slowdown where a ``dist`` run overlaps (``measure.profile.ranks`` pair
     probe at ``d_bar``): main's suffix + final head beside the k-row batch and the batch beside
     them, median both / median alone, per k. A prediction for k applies them in place of
-    ``shared_device_slowdown`` (the two-greedy-streams figure, one factor for both sides)."""
-    by_k = {
-        str(k): {
-            side: med[f"pair_{key}_both_s[{k}]"] / med[f"pair_{key}_alone_s[{k}]"]
-            for side, key in (("main", "main"), ("candidate", "cand"))
+    ``shared_device_slowdown`` (the two-greedy-streams figure, one factor for both sides).
+    Where the probe also timed the ``candidates`` placement for every k (the candidate side's
+    early head, then the batch, beside main: ``pair_..._s[k,candidates]``), its factors are
+    ``by_k_candidates``, same shape, which price that placement."""
+
+    def factors(suffix: str) -> dict:
+        return {
+            str(k): {
+                side: med[f"pair_{key}_both_s[{k}{suffix}]"]
+                / med[f"pair_{key}_alone_s[{k}{suffix}]"]
+                for side, key in (("main", "main"), ("candidate", "cand"))
+            }
+            for k in ks
         }
-        for k in ks
-    }
-    return {"d_bar": d_bar, "by_k": by_k}
+
+    out = {"d_bar": d_bar, "by_k": factors("")}
+    names = [f"pair_{key}_{kind}_s[{k},candidates]" for k in ks for key in ("main", "cand")
+             for kind in ("both", "alone")]  # fmt: skip
+    if all(name in med for name in names):
+        out["by_k_candidates"] = factors(",candidates")
+    return out
 
 
 def _dist_costs(costs, med, shapes, ks, link, device):

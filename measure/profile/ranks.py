@@ -16,7 +16,12 @@ interleaved rounds (warm-up rounds excluded)
   ``pair_window_s`` so both sides compute throughout (the rates of fluid sharing): the samples
   ``pair_main_alone_s[k]``, ``pair_main_both_s[k]``, ``pair_cand_alone_s[k]``,
   ``pair_cand_both_s[k]`` (seconds per call), and ``rank_layer_s`` (rank 0's greedy layers,
-  per layer, in the alone phase: a rank's price of a layer beside the one-process profile's).
+  per layer, in the alone phase: a rank's price of a layer beside the one-process profile's);
+  with the early head on the candidate side (``pair_placements`` holding ``"candidates"``,
+  the default) the candidate rank's call runs the early head (LM head on one row, top-k) and
+  then the batch, as such a run does, beside the same main side: the samples
+  ``pair_main_alone_s[k,candidates]``, ``pair_main_both_s[k,candidates]``,
+  ``pair_cand_alone_s[k,candidates]``, ``pair_cand_both_s[k,candidates]``.
 
 ``pair_samples_on`` runs the same pair rounds on the first two ranks of a running
 ``measure.decode.rank_group.RankGroup`` (``RankGroup.call``; ranks above 1 join the
@@ -67,6 +72,8 @@ class RankProbe:
     """Main's split layer in the pair probe."""
     pair_window_s: float = 0.25
     """Seconds each side repeats its call per phase and round of the pair probe."""
+    pair_placements: tuple[str, ...] = ("main", "candidates")
+    """The early head's placements the pair probe times (``pair_rounds``)."""
     timeout_s: float = 600.0
     """Seconds before the ranks are killed and a RuntimeError raised."""
     master_port: int = 0
@@ -155,30 +162,50 @@ def _pair_rounds(rank: int, job: RankProbe) -> dict[str, list[float]]:
     model = load_causal_lm(job.model_dir, dtype=job.dtype, bars=False)
     probe = DecodeProbe(model, context_tokens=job.context_tokens)
     return pair_rounds(rank, probe, ks=job.pair_ks, d_bar=job.d_bar, repeats=job.repeats,
-                       warmup=job.warmup, window_s=job.pair_window_s)  # fmt: skip
+                       warmup=job.warmup, window_s=job.pair_window_s,
+                       placements=job.pair_placements)  # fmt: skip
 
 
-def pair_rounds(rank, probe, *, ks, d_bar, repeats, warmup, window_s) -> dict[str, list[float]]:
+def pair_rounds(rank, probe, *, ks, d_bar, repeats, warmup, window_s,
+                placements=("main",)) -> dict[str, list[float]]:  # fmt: skip
     """The pair probe's rounds (module doc) on this rank of the default process group: rank 0
     runs main's side, rank 1 the candidate batch; a rank above 1 (``probe`` None) only joins
-    the barriers. Its samples by name (empty above rank 1)."""
+    the barriers. For each k, each placement of the early head in ``placements`` ("main":
+    the candidate side runs the batch only; "candidates": the early head, then the batch).
+    Its samples by name (empty above rank 1)."""
+    placements = _placements(placements)
     side = "main" if rank == 0 else "cand"
     samples: dict[str, list[float]] = {"rank_layer_s": []} if rank == 0 else {}
     for r in range(warmup + repeats):
         for k in _rotated(ks, r):
-            call = (lambda: probe.suffix(d_bar)) if rank == 0 else (
-                lambda k=k: probe.batch(k, d_bar))  # fmt: skip
-            for phase in _rotated(PHASES, r):
-                dist.barrier()
-                if probe is not None and phase in ("both", f"alone{rank}"):
-                    seconds = _repeat_for(call, window_s)
-                    if r >= warmup:
-                        kind = "both" if phase == "both" else "alone"
-                        samples.setdefault(f"pair_{side}_{kind}_s[{k}]", []).append(seconds)
-                if phase == "alone0" and rank == 0 and r >= warmup:
-                    samples["rank_layer_s"].append(probe.step()["layers_s"] / probe.d)
-                dist.barrier()
+            for placement in placements:
+                early = placement == "candidates"
+                call = (lambda: probe.suffix(d_bar)) if rank == 0 else (
+                    lambda k=k, early=early: probe.batch(k, d_bar, early_head=early))  # fmt: skip
+                key = f"{k}" if placement == "main" else f"{k},{placement}"
+                for phase in _rotated(PHASES, r):
+                    dist.barrier()
+                    if probe is not None and phase in ("both", f"alone{rank}"):
+                        seconds = _repeat_for(call, window_s)
+                        if r >= warmup:
+                            kind = "both" if phase == "both" else "alone"
+                            samples.setdefault(f"pair_{side}_{kind}_s[{key}]", []).append(seconds)
+                    first = placement == placements[0]
+                    if phase == "alone0" and rank == 0 and r >= warmup and first:
+                        samples["rank_layer_s"].append(probe.step()["layers_s"] / probe.d)
+                    dist.barrier()
     return samples
+
+
+PAIR_PLACEMENTS = ("main", "candidates")
+"""The early head's placements the pair probe can time (``PPDConfig.early_head``)."""
+
+
+def _placements(placements) -> tuple[str, ...]:
+    placements = tuple(dict.fromkeys(str(p) for p in placements))
+    if not placements or any(p not in PAIR_PLACEMENTS for p in placements):
+        raise ValueError(f"placements must be some of {PAIR_PLACEMENTS}, got {placements}")
+    return placements
 
 
 PAIR_ON_GROUP = "measure.profile.ranks:pair_rounds_on_rank"
@@ -200,7 +227,8 @@ def pair_rounds_on_rank(state, *, context_tokens, **rounds) -> dict[str, list[fl
 
 
 def pair_samples_on(group, *, ks, d_bar, context_tokens, repeats, warmup=0,
-                    window_s=RankProbe.pair_window_s) -> dict[str, list[float]]:  # fmt: skip
+                    window_s=RankProbe.pair_window_s,
+                    placements=("main",)) -> dict[str, list[float]]:  # fmt: skip
     """The pair probe on the first two ranks of a running ``measure.decode.rank_group.RankGroup``
     (``ppd validate --interleave-probes`` between its rounds: no new processes, no reload);
     the samples of both ranks, merged by name, as ``probe_ranks`` names them."""
@@ -209,10 +237,12 @@ def pair_samples_on(group, *, ks, d_bar, context_tokens, repeats, warmup=0,
         raise ValueError(f"ks must be candidate counts >= 1, got {ks}")
     if getattr(group, "model", None) is None:  # refused here: an error on a rank ends the group
         raise ValueError("group: the pair probe needs a RankGroup made with a model")
+    placements = _placements(placements)
     merged: dict[str, list[float]] = {}
     answers = group.call(
         PAIR_ON_GROUP, ks=ks, d_bar=int(d_bar), context_tokens=int(context_tokens),
         repeats=int(repeats), warmup=int(warmup), window_s=float(window_s),
+        placements=placements,
     )  # fmt: skip
     for samples in answers:
         for name, values in samples.items():
@@ -232,6 +262,8 @@ def probe_ranks(job: RankProbe) -> dict[str, list[float]]:
         raise ValueError(f"sizes must be message sizes in bytes, multiples of 4, got {sizes}")
     if job.pair_ks and (job.d_bar is None or job.model_dir is None):
         raise ValueError("pair_ks needs d_bar and model_dir (the pair probe runs the model)")
+    if job.pair_ks:
+        job = replace(job, pair_placements=_placements(job.pair_placements))
     job = replace(job, sizes=sizes, master_port=job.master_port or free_port())
     merged: dict[str, list[float]] = {}
     for samples in run_ranks(

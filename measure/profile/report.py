@@ -66,6 +66,10 @@ def format_profile(profile: CostProfile) -> str:
                 label = f"where a run overlaps, k={k}"
                 lines.append(f"  {label:34s} main x{sides['main']:.3f}, candidate batch "
                              f"x{sides['candidate']:.3f} (applied at this k)")  # fmt: skip
+            for k, sides in pair.get("by_k_candidates", {}).items():
+                label = f"overlap, early head on cands, k={k}"
+                lines.append(f"  {label:34s} main x{sides['main']:.3f}, early head + batch "
+                             f"x{sides['candidate']:.3f} (the candidates placement)")  # fmt: skip
     load = prov.get("load_average", {})
     if load:
         lines.append(
