@@ -35,8 +35,11 @@ and ``warnings`` are carried along for reports.
 
 A ``dist`` entry may carry ``pair_slowdowns`` (``{"d_bar", "by_k": {k: {"main",
 "candidate"}}}``: each side's own slowdown where a run overlaps, measured by the profiler's
-pair probe at that d_bar; ``cost_replicates`` carry their own, redrawn). Then the costs of a
-configuration with k candidates (``CostProfile.costs(backend, d_bar=, k=)``) take main's
+pair probe at that d_bar; ``cost_replicates`` carry their own, redrawn; optionally
+``"by_k_candidates"``, the same shape, measured with the early head on the candidate side,
+which runs it and then the batch beside main: the factors of the ``candidates`` placement,
+which takes ``by_k`` where it is absent). Then the costs of a configuration with k candidates
+(``CostProfile.costs(backend, d_bar=, k=, early_head=)``) take main's
 factor as ``shared_device_slowdown`` and the batch's as ``candidate_device_slowdown`` from
 the measured k nearest to k (the smaller on a tie); a factor measured below 1 (noise: two
 sides do not speed each other up) is taken as 1, as the profiler does with the stream figure;
@@ -109,28 +112,44 @@ class BackendCosts:
     (sorted by k; empty: none measured)."""
     pair_d_bar: int | None = None
     """The early layer the pair probe split the model at."""
+    pair_slowdowns_candidates: tuple[tuple[int, float, float], ...] = ()
+    """(k, main's factor, the candidate side's factor) per k with the early head on the
+    candidate side (``by_k_candidates``: its early head, then the batch, beside main), as
+    recorded (sorted by k; empty: none measured, the ``candidates`` placement takes
+    ``pair_slowdowns``)."""
 
-    def sharing(self, k: int | None = None) -> SharingFactors:
-        """The factors the costs of a configuration with ``k`` candidates apply (module doc)."""
+    def sharing(self, k: int | None = None, early_head: str | None = None) -> SharingFactors:
+        """The factors the costs of a configuration with ``k`` candidates and the early head
+        at ``early_head`` apply (module doc): the ``candidates`` placement takes
+        ``pair_slowdowns_candidates`` where measured, every other case ``pair_slowdowns``."""
         if k is not None:
             check_positive_int("k", k)
+        if early_head is not None:
+            check_early_head(early_head)
         if self.serial:
             return SharingFactors(1.0, 1.0, "serial")
         if k is None or not self.pair_slowdowns:
             base = self.base
             return SharingFactors(base.shared_device_slowdown, base.candidate_slowdown, "costs")
-        measured, main, cand = min(self.pair_slowdowns, key=lambda row: (abs(row[0] - k), row[0]))
+        rows, placement = self.pair_slowdowns, None
+        if early_head == "candidates" and self.pair_slowdowns_candidates:
+            rows, placement = self.pair_slowdowns_candidates, "candidates"
+        measured, main, cand = min(rows, key=lambda row: (abs(row[0] - k), row[0]))
         return SharingFactors(max(main, 1.0), max(cand, 1.0), "pair", k=k, measured_k=measured,
-                              d_bar=self.pair_d_bar, measured=(main, cand))  # fmt: skip
+                              d_bar=self.pair_d_bar, measured=(main, cand),
+                              placement=placement)  # fmt: skip
 
     def placement(self, early_head: str) -> str:
         """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
         check_early_head(early_head)
         return "main" if self.serial else early_head
 
-    def costs(self, *, d: int, d_bar: int, k: int | None = None) -> DecodeCosts:
+    def costs(
+        self, *, d: int, d_bar: int, k: int | None = None, early_head: str | None = None
+    ) -> DecodeCosts:
         """DecodeCosts of a configuration with early layer ``d_bar`` (e = d - d_bar) and, when
-        given, ``k`` candidates: each side's sharing factor from ``pair_slowdowns`` then."""
+        given, ``k`` candidates: each side's sharing factor from ``pair_slowdowns`` then (from
+        ``pair_slowdowns_candidates`` for ``early_head="candidates"``, where measured)."""
         d, d_bar = as_int("d", d), as_int("d_bar", d_bar)
         check_d_bar(d, d_bar)
         e = d - d_bar
@@ -138,7 +157,7 @@ class BackendCosts:
             name: getattr(self.base, name) + e * self.per_candidate_layer_s.get(name, 0.0)
             for name in PER_LAYER_FIELDS
         }
-        return self.sharing(k).applied_to(replace(self.base, **grown))
+        return self.sharing(k, early_head).applied_to(replace(self.base, **grown))
 
     def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
         """DecodeCosts that price greedy decoding on this backend's measured compute figures
@@ -173,9 +192,14 @@ class SharingFactors:
     """The early layer the pair probe measured at (``pair``)."""
     measured: tuple[float, float] | None = None
     """The recorded (main, candidate) factors before those below 1 are taken as 1 (``pair``)."""
+    placement: str | None = None
+    """``candidates``: the factors were measured with the early head on the candidate side
+    (``pair_slowdowns_candidates``); None: main's placement (the pair probe's batch alone)."""
 
     def __post_init__(self) -> None:
         check_choice("source", self.source, ("pair", "costs", "serial"))
+        if self.placement is not None:
+            check_choice("placement", self.placement, ("candidates",))
         for name in ("main", "candidate"):
             object.__setattr__(self, name, as_real(name, getattr(self, name), minimum=1.0))
         if self.source != "pair":
@@ -216,9 +240,11 @@ class SharingFactors:
         clamped = [f"{side} measured x{raw:.3f}, taken as 1"
                    for side, raw in zip(("main", "candidate"), self.measured, strict=True)
                    if raw < 1]  # fmt: skip
+        side = "candidate batch" if self.placement is None else "early head + batch"
+        where = ", early head on the candidate side" if self.placement == "candidates" else ""
         return (
-            f"sharing x{self.main:.3f} main, x{self.candidate:.3f} candidate batch (pair "
-            f"probe at {at}, d_bar={self.d_bar}" + "".join(f"; {c}" for c in clamped) + ")"
+            f"sharing x{self.main:.3f} main, x{self.candidate:.3f} {side} (pair "
+            f"probe at {at}, d_bar={self.d_bar}{where}" + "".join(f"; {c}" for c in clamped) + ")"
         )
 
 
@@ -236,27 +262,43 @@ class CostProfile:
     """The whole decoded JSON object (figures, provenance, warnings)."""
 
     def cost_replicates(
-        self, backend: str = "single", *, d_bar: int, k: int | None = None, greedy: bool = False
+        self,
+        backend: str = "single",
+        *,
+        d_bar: int,
+        k: int | None = None,
+        greedy: bool = False,
+        early_head: str | None = None,
     ):
-        """The bootstrap replicates of ``costs(backend, d_bar=, k=)`` (or of ``greedy_costs``),
-        a list of DecodeCosts (each with its own redrawn pair factors); empty when the profile
-        kept no timed samples."""
+        """The bootstrap replicates of ``costs(backend, d_bar=, k=, early_head=)`` (or of
+        ``greedy_costs``), a list of DecodeCosts (each with its own redrawn pair factors);
+        empty when the profile kept no timed samples."""
         check_flag("greedy", greedy)
-        self.costs(backend, d_bar=d_bar, k=k)
+        self.costs(backend, d_bar=d_bar, k=k, early_head=early_head)
         reps = self.backends[backend].replicates
         if greedy:
             return [r.greedy_costs(d=self.d, d_bar=d_bar) for r in reps]
-        return [r.costs(d=self.d, d_bar=d_bar, k=k) for r in reps]
+        return [r.costs(d=self.d, d_bar=d_bar, k=k, early_head=early_head) for r in reps]
 
-    def costs(self, backend: str = "single", *, d_bar: int, k: int | None = None) -> DecodeCosts:
+    def costs(
+        self,
+        backend: str = "single",
+        *,
+        d_bar: int,
+        k: int | None = None,
+        early_head: str | None = None,
+    ) -> DecodeCosts:
         """DecodeCosts of ``backend`` at early layer ``d_bar`` and, when given, ``k`` candidates
-        (each side's sharing factor from the pair probe, ``sharing``); ValueError for a backend
-        not in the profile."""
-        return self._backend(backend).costs(d=self.d, d_bar=d_bar, k=k)
+        and the early head's placement (each side's sharing factor from the pair probe,
+        ``sharing``); ValueError for a backend not in the profile."""
+        return self._backend(backend).costs(d=self.d, d_bar=d_bar, k=k, early_head=early_head)
 
-    def sharing(self, backend: str = "single", k: int | None = None) -> SharingFactors:
-        """The shared-device factors ``costs(backend, d_bar=, k=)`` applies, and their source."""
-        return self._backend(backend).sharing(k)
+    def sharing(
+        self, backend: str = "single", k: int | None = None, early_head: str | None = None
+    ) -> SharingFactors:
+        """The shared-device factors ``costs(backend, d_bar=, k=, early_head=)`` applies, and
+        their source."""
+        return self._backend(backend).sharing(k, early_head)
 
     def _backend(self, backend: str) -> BackendCosts:
         if not isinstance(backend, str) or backend not in self.backends:
@@ -437,8 +479,10 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
     greedy_host = entry.get("greedy_host_s")
     if greedy_host is not None:
         greedy_host = _seconds(f"{prefix}.greedy_host_s", greedy_host)
-    pair_d_bar, pair_rows = _pair_slowdowns(f"{prefix}.pair_slowdowns", entry.get("pair_slowdowns"))
-    pair_rows = pair_rows if pairs else ()
+    pair_d_bar, pair_rows, cand_rows = _pair_slowdowns(
+        f"{prefix}.pair_slowdowns", entry.get("pair_slowdowns")
+    )
+    pair_rows, cand_rows = (pair_rows, cand_rows) if pairs else ((), ())
     raw = entry.get("cost_replicates", [])
     if not isinstance(raw, list):
         raise ValueError(f"cost profile: {prefix}.cost_replicates must be a list")
@@ -448,9 +492,13 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         else _backend(name, rep, f"{prefix}.cost_replicates[{i}]", pairs=pairs)
         for i, rep in enumerate(raw)
     )
-    # a replicate written before the pair factors were redrawn keeps the entry's (no spread)
+    # a replicate written before the pair factors were redrawn keeps the entry's (no spread);
+    # one written before the candidates placement was probed keeps the entry's candidates rows
     replicates = tuple(rep if rep.pair_slowdowns else
                        replace(rep, pair_slowdowns=pair_rows, pair_d_bar=pair_d_bar)
+                       for rep in replicates)  # fmt: skip
+    replicates = tuple(rep if rep.pair_slowdowns_candidates else
+                       replace(rep, pair_slowdowns_candidates=cand_rows)
                        for rep in replicates)  # fmt: skip
     return BackendCosts(
         base=DecodeCosts.from_dict({**values, "serial_device": serial}),
@@ -460,6 +508,7 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         replicates=replicates,
         pair_slowdowns=pair_rows,
         pair_d_bar=pair_d_bar,
+        pair_slowdowns_candidates=cand_rows,
     )
 
 
@@ -476,33 +525,46 @@ def _factor(path: str, value, *, low: float = 1.0) -> float:
     return float(value)
 
 
-def _pair_slowdowns(path: str, raw) -> tuple[int | None, tuple[tuple[int, float, float], ...]]:
-    """(d_bar, ((k, main, candidate), ...)) of a ``pair_slowdowns`` entry (None: (None, ()));
-    ValueError naming the bad field. A factor below 1 is kept as recorded (> 0: the
-    profiler writes median ratios, noise included; ``BackendCosts.sharing`` takes it as 1)."""
+def _pair_slowdowns(path: str, raw) -> tuple[int | None, tuple, tuple]:
+    """(d_bar, ((k, main, candidate), ...) of ``by_k``, the same of ``by_k_candidates``) of a
+    ``pair_slowdowns`` entry (None: (None, (), ())); ValueError naming the bad field. A factor
+    below 1 is kept as recorded (> 0: the profiler writes median ratios, noise included;
+    ``BackendCosts.sharing`` takes it as 1)."""
     if raw is None:
-        return None, ()
+        return None, (), ()
     if not isinstance(raw, Mapping) or not isinstance(raw.get("by_k"), Mapping) or not raw["by_k"]:
         raise ValueError(f"cost profile: {path} must be an object with by_k mapping k to "
                          f"{{'main', 'candidate'}} factors, got {raw!r:.80}")  # fmt: skip
     d_bar = raw.get("d_bar")
     if d_bar is not None and (isinstance(d_bar, bool) or not isinstance(d_bar, int) or d_bar < 1):
         raise ValueError(f"cost profile: {path}.d_bar must be a positive integer, got {d_bar!r}")
+    rows = _pair_rows(f"{path}.by_k", raw["by_k"])
+    cands = raw.get("by_k_candidates")
+    if cands is None:
+        return d_bar, rows, ()
+    if not isinstance(cands, Mapping) or not cands:
+        raise ValueError(f"cost profile: {path}.by_k_candidates must map k to "
+                         f"{{'main', 'candidate'}} factors, got {cands!r:.80}")  # fmt: skip
+    return d_bar, rows, _pair_rows(f"{path}.by_k_candidates", cands)
+
+
+def _pair_rows(path: str, by_k: Mapping) -> tuple[tuple[int, float, float], ...]:
+    """((k, main, candidate), ...) sorted by k of one ``by_k`` mapping at field ``path``."""
     rows = {}
-    for key, sides in raw["by_k"].items():
+    for key, sides in by_k.items():
         k = int(key) if isinstance(key, str) and key.strip().isdigit() else key
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"cost profile: {path}.by_k key must be a candidate count k >= 1, "
+            raise ValueError(f"cost profile: {path} key must be a candidate count k >= 1, "
                              f"got {key!r}")  # fmt: skip
         if not isinstance(sides, Mapping):
-            raise ValueError(f"cost profile: {path}.by_k[{k}] must be an object with 'main' "
+            raise ValueError(f"cost profile: {path}[{k}] must be an object with 'main' "
                              f"and 'candidate', got {sides!r:.60}")  # fmt: skip
         for side in ("main", "candidate"):
             if side not in sides:
-                raise ValueError(f"cost profile: field {path}.by_k[{k}].{side} is missing")
-        rows[k] = tuple(_factor(f"{path}.by_k[{k}].{side}", sides[side], low=0.0)
+                raise ValueError(f"cost profile: field {path}[{k}].{side} is missing")
+        rows[k] = tuple(_factor(f"{path}[{k}].{side}", sides[side], low=0.0)
                         for side in ("main", "candidate"))  # fmt: skip
-    return d_bar, tuple((k, *rows[k]) for k in sorted(rows))
+    return tuple((k, *rows[k]) for k in sorted(rows))
 
 
 def parse_cost_profile(data: Mapping, *, d: int | None = None) -> CostProfile:

@@ -145,6 +145,94 @@ def test_replicates_carry_their_own_pair_factors_or_the_entrys():
         parse_cost_profile(dist_profile(replicates=[bad]))
 
 
+CANDIDATES = {"1": {"main": 1.15, "candidate": 1.3}, "3": {"main": 1.25, "candidate": 1.8}}
+"""``by_k_candidates``: the factors with the early head on the candidate side."""
+
+
+def test_the_candidates_placement_takes_its_own_pair_factors():
+    profile = parse_cost_profile(dist_profile({**PAIRS, "by_k_candidates": CANDIDATES}))
+    cand = profile.costs("dist", d_bar=15, k=3, early_head="candidates")
+    assert (cand.shared_device_slowdown, cand.candidate_device_slowdown) == (1.25, 1.8)
+    sharing = profile.sharing("dist", 3, early_head="candidates")
+    assert sharing.placement == "candidates"
+    assert "early head on the candidate side" in sharing.describe()
+    assert "x1.800 early head + batch" in sharing.describe()
+    # the nearest measured k, as for main's rows
+    assert profile.sharing("dist", 2, early_head="candidates").measured == (1.15, 1.3)
+    # main's placement (and no placement given) keeps by_k
+    for early_head in ("main", None):
+        main = profile.costs("dist", d_bar=15, k=3, early_head=early_head)
+        assert (main.shared_device_slowdown, main.candidate_device_slowdown) == (1.2, 1.6)
+        sharing = profile.sharing("dist", 3, early_head=early_head)
+        assert sharing.placement is None and "early head" not in sharing.describe()
+    # without k: the entry's one factor whatever the placement
+    assert profile.costs("dist", d_bar=15, early_head="candidates").shared_device_slowdown == STREAM
+    with pytest.raises(ValueError, match="early_head"):
+        profile.sharing("dist", 3, early_head="both")
+
+
+def test_the_candidates_placement_falls_back_to_the_main_rows():
+    profile = parse_cost_profile(dist_profile())
+    cand = profile.costs("dist", d_bar=15, k=3, early_head="candidates")
+    assert (cand.shared_device_slowdown, cand.candidate_device_slowdown) == (1.2, 1.6)
+    sharing = profile.sharing("dist", 3, early_head="candidates")
+    assert sharing.placement is None and "early head" not in sharing.describe()
+
+
+def test_candidates_pair_factors_of_a_gpu_profile_are_not_applied():
+    data = dist_profile({**PAIRS, "by_k_candidates": CANDIDATES})
+    data["provenance"] = {"device": "cuda"}
+    profile = parse_cost_profile(data)
+    assert profile.sharing("dist", 3, early_head="candidates").source == "costs"
+
+
+@pytest.mark.parametrize(
+    "cands,match",
+    [({}, r"pair_slowdowns\.by_k_candidates must map k"),
+     ([1.2], r"pair_slowdowns\.by_k_candidates must map k"),
+     ({"0": {"main": 1.0, "candidate": 1.0}}, r"by_k_candidates key must be a candidate count"),
+     ({"1": {"main": 1.0}}, r"field backends\.dist\.pair_slowdowns\.by_k_candidates\[1\]"
+                            r"\.candidate is missing"),
+     ({"1": {"candidate": 1.0}}, r"by_k_candidates\[1\]\.main is missing"),
+     ({"1": 1.2}, r"by_k_candidates\[1\] must be an object"),
+     ({"1": {"main": float("nan"), "candidate": 1.0}},
+      r"by_k_candidates\[1\]\.main must be a finite factor")],
+)  # fmt: skip
+def test_malformed_candidates_pair_entries_are_refused(cands, match):
+    with pytest.raises(ValueError, match=match):
+        parse_cost_profile(dist_profile({**PAIRS, "by_k_candidates": cands}))
+
+
+def test_replicates_carry_their_own_candidates_factors_or_the_entrys():
+    rep = {"costs": {**copy.deepcopy(COSTS), "shared_device_slowdown": 1.3},
+           "per_candidate_layer_s": {"handoff_s": 0.0001}}  # fmt: skip
+    own = {
+        **rep,
+        "pair_slowdowns": {
+            "d_bar": 15,
+            "by_k": {"3": {"main": 1.7, "candidate": 1.9}},
+            "by_k_candidates": {"3": {"main": 1.4, "candidate": 2.1}},
+        },
+    }
+    main_only = {
+        **rep,
+        "pair_slowdowns": {"d_bar": 15, "by_k": {"3": {"main": 1.7, "candidate": 1.9}}},
+    }
+    pairs = {**PAIRS, "by_k_candidates": CANDIDATES}
+    profile = parse_cost_profile(dist_profile(pairs, replicates=[own, main_only, rep]))
+    got = [
+        (c.shared_device_slowdown, c.candidate_device_slowdown)
+        for c in profile.cost_replicates("dist", d_bar=15, k=3, early_head="candidates")
+    ]
+    # its own; the entry's candidates rows beside its own main rows; the entry's both
+    assert got == [(1.4, 2.1), (1.25, 1.8), (1.25, 1.8)]
+    main = [
+        (c.shared_device_slowdown, c.candidate_device_slowdown)
+        for c in profile.cost_replicates("dist", d_bar=15, k=3, early_head="main")
+    ]
+    assert main == [(1.7, 1.9), (1.7, 1.9), (1.2, 1.6)]  # fmt: skip
+
+
 def test_latency_rows_priced_at_their_k_say_which_factors(tmp_path, capsys):
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(dist_profile()))
