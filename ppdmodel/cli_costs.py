@@ -152,12 +152,14 @@ class CostTerms:
             return early_head
         return self.profile.backends[self.backend].placement(early_head)
 
-    def costs(self, d_bar: int, k: int | None = None) -> DecodeCosts:
-        """DecodeCosts at early layer d_bar and k candidates (the profile's, with the flags on
-        top: --shared-device-slowdown alone sets one factor for both sides)."""
+    def costs(self, d_bar: int, k: int | None = None, early_head: str | None = None) -> DecodeCosts:
+        """DecodeCosts at early layer d_bar, k candidates and the early head's placement (the
+        profile's, with the flags on top: --shared-device-slowdown alone sets one factor for
+        both sides)."""
         if self.profile is None:
             return DecodeCosts(**self.overrides)
-        return self._on_top(self.profile.costs(self.backend, d_bar=d_bar, k=k))
+        costs = self.profile.costs(self.backend, d_bar=d_bar, k=k, early_head=early_head)
+        return self._on_top(costs)
 
     def _on_top(self, costs: DecodeCosts) -> DecodeCosts:
         """``costs`` with the flags' terms."""
@@ -166,13 +168,14 @@ class CostTerms:
             overrides.setdefault("candidate_device_slowdown", None)
         return dataclasses.replace(costs, **overrides)
 
-    def sharing(self, d_bar: int, k: int) -> str:
-        """Which sharing factors a profile row at ``d_bar`` and ``k`` applies, and whence."""
+    def sharing(self, d_bar: int, k: int, early_head: str | None = None) -> str:
+        """Which sharing factors a profile row at ``d_bar``, ``k`` and ``early_head`` applies,
+        and whence."""
         if any(name in self.overrides for name in SLOWDOWN_FLAGS):
-            costs = self.costs(d_bar, k)
+            costs = self.costs(d_bar, k, early_head)
             return (f"sharing x{costs.shared_device_slowdown:.3f} main, "
                     f"x{costs.candidate_slowdown:.3f} candidate batch (flags)")  # fmt: skip
-        return self.profile.sharing(self.backend, k).describe()
+        return self.profile.sharing(self.backend, k, early_head).describe()
 
     def greedy_costs(self, d_bar: int) -> DecodeCosts:
         """Greedy's costs on the same backend (``CostProfile.greedy_costs``), flags on top."""
@@ -180,13 +183,15 @@ class CostTerms:
             return self.costs(d_bar)
         return self._on_top(self.profile.greedy_costs(self.backend, d_bar=d_bar))
 
-    def replicates(self, d_bar: int, k: int | None = None) -> list[tuple[DecodeCosts, DecodeCosts]]:
-        """(PPD, greedy) cost replicates of the profile at k (flags on top); [] without
-        samples."""
+    def replicates(
+        self, d_bar: int, k: int | None = None, early_head: str | None = None
+    ) -> list[tuple[DecodeCosts, DecodeCosts]]:
+        """(PPD, greedy) cost replicates of the profile at k and the early head's placement
+        (flags on top); [] without samples."""
         if self.profile is None:
             return []
         pairs = zip(
-            self.profile.cost_replicates(self.backend, d_bar=d_bar, k=k),
+            self.profile.cost_replicates(self.backend, d_bar=d_bar, k=k, early_head=early_head),
             self.profile.cost_replicates(self.backend, d_bar=d_bar, greedy=True),
             strict=True,
         )
@@ -198,10 +203,12 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
     speed-up and the break-even p (and the waterfall's terms when asked for)."""
     d, d_bar, ell, p = params["d"], params["d_bar"], params["ell"], params["p"]
     k = params.get("k") or 1
-    costs, greedy_costs = terms.costs(d_bar, k), terms.greedy_costs(d_bar)
-    replicates = terms.replicates(d_bar, k)
+    greedy_costs = terms.greedy_costs(d_bar)
     out = []
     for early_head in terms.placements:
+        # each placement its own sharing factors (the pair probe's by_k_candidates)
+        costs = terms.costs(d_bar, k, early_head)
+        replicates = terms.replicates(d_bar, k, early_head)
         schedule = terms.schedule(early_head)
         shape = dict(d=d, d_bar=d_bar, k=k, costs=costs, early_head=schedule)
         ppd = expected_latency_seconds(ell=ell, p=p, **shape) / ell
@@ -214,11 +221,13 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
             "break_even_p": break_even_p(**shape),
         }
         if (replicates or terms.p_tokens) and np.ndim(p) == 0:
-            extra.update(_interval_columns(d, d_bar, k, ell, p, schedule, terms, replicates))
+            extra.update(
+                _interval_columns(d, d_bar, k, ell, p, early_head, schedule, terms, replicates)
+            )
         if terms.profile is not None:
             extra["backend"] = terms.backend
             extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
-            extra["sharing"] = terms.sharing(d_bar, k)
+            extra["sharing"] = terms.sharing(d_bar, k, early_head)
             if terms.wide:
                 extra["wide_prices"] = "; ".join(terms.wide)
         if "k" not in row:
@@ -230,10 +239,10 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
     return out
 
 
-def _interval_columns(d, d_bar, k, ell, p, schedule, terms, replicates) -> dict:
+def _interval_columns(d, d_bar, k, ell, p, early_head, schedule, terms, replicates) -> dict:
     """95 % intervals of PPD's seconds per token and of the speed-up (``ppdmodel.intervals``):
     the profile's cost replicates and, with --p-tokens, p's sampling error."""
-    pairs = replicates or [(terms.costs(d_bar, k), terms.greedy_costs(d_bar))]
+    pairs = replicates or [(terms.costs(d_bar, k, early_head), terms.greedy_costs(d_bar))]
     by_id = {id(c): g for c, g in pairs}
 
     def ppd(c, q):

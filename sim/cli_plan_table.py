@@ -108,7 +108,8 @@ def coverage_note(ptable, screened, d: int) -> str:
 def sharing_note(hardware, screened) -> str:
     """The sharing factors that priced each screened k of a profile backend with pair factors
     (``ProfileHardware.device_slowdowns``: main's and the batch's at k or the nearest measured
-    k), as ``ppd validate`` applies them; "" where no backend has them."""
+    k; with the early head on the candidate side, that placement's own where the profile
+    measured them), as ``ppd validate`` applies them; "" where no backend has them."""
     from sim.hardware_costs import ProfileHardware
 
     parts = []
@@ -116,15 +117,29 @@ def sharing_note(hardware, screened) -> str:
         if not isinstance(hw, ProfileHardware) or hw.entry is None:
             continue
         rows = (screened.method == "ppd") & (screened.hardware == i) & (screened.tp_candidates > 0)
-        factors = {int(k): hw.entry.sharing(int(k)) for k in sorted(set(screened.k[rows]))}
-        each = [f"k={k}: x{s.main:.3f} main / x{s.candidate:.3f} batch"
-                + ("" if s.measured_k == k else f" (k={s.measured_k}'s, the nearest measured)")
-                for k, s in factors.items() if s.source == "pair"]  # fmt: skip
+        each = _factors_note(hw, sorted(set(screened.k[rows])), None, "batch")
         if each:
             probe = f"pair probe at d_bar={hw.entry.pair_d_bar}"
-            parts.append(f"{hw.name} shares the machine with the profile's pair factors "
-                         f"({probe}), as ppd validate: {', '.join(each)}")  # fmt: skip
+            note = (f"{hw.name} shares the machine with the profile's pair factors "
+                    f"({probe}), as ppd validate: {each}")  # fmt: skip
+            cand = rows & (screened.early_head == "candidates")
+            if hw.entry.pair_slowdowns_candidates and cand.any():
+                ks = sorted(set(screened.k[cand]))
+                note += (" (early head on main); early head on the candidate side: "
+                         + _factors_note(hw, ks, "candidates", "early head + batch"))  # fmt: skip
+            parts.append(note)
     return "; ".join(parts)
+
+
+def _factors_note(hw, ks, early_head, side: str) -> str:
+    """``k=..: x.. main / x.. <side>`` for each k of ``ks`` priced by pair factors."""
+    factors = {int(k): hw.entry.sharing(int(k), early_head) for k in ks}
+    return ", ".join(
+        f"k={k}: x{s.main:.3f} main / x{s.candidate:.3f} {side}"
+        + ("" if s.measured_k == k else f" (k={s.measured_k}'s, the nearest measured)")
+        for k, s in factors.items()
+        if s.source == "pair"
+    )
 
 
 def other_model_note(args, ptable, model_name: str) -> str:

@@ -192,8 +192,8 @@ class EngineHardware:
         sigma = max(both_host, 2 * device) / max(host, device)
         return np.where(shared, sigma, 1.0)
 
-    def device_slowdowns(self, shared, k):
-        """``device_slowdown`` for both sides (one factor)."""
+    def device_slowdowns(self, shared, k, early_head=None):
+        """``device_slowdown`` for both sides (one factor; the same for every ``early_head``)."""
         return one_factor(self.device_slowdown(shared), k)
 
     def serial_device(self, shared):

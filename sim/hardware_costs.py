@@ -76,9 +76,11 @@ class HardwareModel(Protocol):
     def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
         """PPD layouts (tp_main, tp_candidates), 0 candidates' devices meaning main's shared."""
 
-    def device_slowdowns(self, shared, k):
+    def device_slowdowns(self, shared, k, early_head=None):
         """(s_m, s_c): the slowdown of main and of the k-row candidate batch while both
-        compute (1 where they do not contend), arrays of the broadcast shape."""
+        compute (1 where they do not contend), arrays of the broadcast shape; ``early_head``
+        (None, a placement or an array of them, broadcast like k): the early head's placement,
+        which a profile's pair factors may depend on."""
 
     def serial_device(self, shared):
         """True where main and candidates run one after the other (``serial_device``)."""
@@ -145,7 +147,7 @@ class RooflineHardware:
     def tp_pairs(self, max_devices: int) -> list[tuple[int, int]]:
         return tp_pairs(self.tp_degrees(), max_devices)
 
-    def device_slowdowns(self, shared, k):
+    def device_slowdowns(self, shared, k, early_head=None):
         return one_factor(np.where(check_shared(shared), self.shared_device_slowdown, 1.0), k)
 
     def serial_device(self, shared):
@@ -276,20 +278,27 @@ class ProfileHardware:
             return [(1, 0)]
         return [(1, 1)] if max_devices >= 2 else []
 
-    def device_slowdowns(self, shared, k):
+    def device_slowdowns(self, shared, k, early_head=None):
         """The base costs' factors (the same with or without ``shared``: a profiled backend
-        has one layout), or, for the k of a row, the factors ``entry.sharing(k)`` gives (the
-        profile's pair factors at k or the nearest measured k, as ``ppd validate`` applies)."""
+        has one layout), or, for the k and early-head placement of a row, the factors
+        ``entry.sharing(k, early_head)`` gives (the profile's pair factors at k or the nearest
+        measured k, the candidates placement's own where measured, as ``ppd validate``
+        applies). ``early_head``: None (main's placement's factors), a placement or an array
+        of them broadcast like k."""
         k = check_positive_int("k", k, limit=MAX_ROWS)
-        shape = np.broadcast_shapes(np.shape(check_shared(shared)), np.shape(k))
+        heads = np.asarray("main" if early_head is None else early_head).astype(str)
+        for value in np.unique(heads):
+            check_early_head(str(value))
+        shape = np.broadcast_shapes(np.shape(check_shared(shared)), np.shape(k), heads.shape)
         main = np.full(shape, self.base.shared_device_slowdown)
         cand = np.full(shape, self.base.candidate_slowdown)
         if self.entry is None or not self.entry.pair_slowdowns:
             return main, cand
         for value in np.unique(k):
-            costs = self.entry.sharing(int(value)).applied_to(self.base)
-            rows = np.broadcast_to(np.asarray(k) == value, shape)
-            main[rows], cand[rows] = costs.shared_device_slowdown, costs.candidate_slowdown
+            for head in np.unique(heads):
+                costs = self.entry.sharing(int(value), str(head)).applied_to(self.base)
+                rows = np.broadcast_to((np.asarray(k) == value) & (heads == head), shape)
+                main[rows], cand[rows] = costs.shared_device_slowdown, costs.candidate_slowdown
         return main, cand
 
     def serial_device(self, shared):
@@ -463,7 +472,7 @@ def decode_costs(
     tp_c = tp_main if shared else tp_candidates
     gap = hw.shape.num_layers - d_bar
     head_tp = tp_main if early_head == "main" else tp_c
-    s_main, s_cand = hw.device_slowdowns(shared, k)
+    s_main, s_cand = hw.device_slowdowns(shared, k, early_head)
     return DecodeCosts(
         layer_s=float(hw.layer_seconds(tp_main, 1)),
         candidate_layer_s_by_k={k: float(hw.candidate_layer_seconds(tp_c, k))},

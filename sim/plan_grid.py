@@ -204,7 +204,8 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     tp_side = np.where(shared, tp_main, tp_cand)
     on_main = placements[g["eh"]] == "main"
     gap = d - g["d_bar"]
-    s_main, s_cand = hw.device_slowdowns(shared, g["k"])  # a dist profile's pair factors at k
+    # a dist profile's pair factors at k, for the row's early-head placement
+    s_main, s_cand = hw.device_slowdowns(shared, g["k"], placements[g["eh"]])
     costs = DecodeCostsGrid(
         layer_s=hw.layer_seconds(tp_main, 1),
         candidate_layer_s=hw.candidate_layer_seconds(tp_side, g["k"]),

@@ -116,13 +116,17 @@ def predict_ppd(
     ``max_new_tokens``: the runs' limit; a run of that many tokens gets the last-pass
     correction (module docstring). None: no correction.
     """
-    costs = profile.costs(config.backend, d_bar=config.d_bar, k=config.k)
+    costs = profile.costs(
+        config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
+    )
     d, shared = profile.d, costs.shared_device
     placement = modelled_placement(config, profile)
     end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
     closed = simulated = cuts = 0.0
     tokens = matches = 0
-    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar, k=config.k)
+    replicates = profile.cost_replicates(
+        config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
+    )
     interval = None
     if replicates:
         interval = interval_of([_closed_ppd(c, runs, config, d, placement, max_new_tokens)
@@ -150,7 +154,7 @@ def predict_ppd(
     return Prediction(
         closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
         backend=config.backend, interval=interval,
-        sharing=profile.sharing(config.backend, config.k),
+        sharing=profile.sharing(config.backend, config.k, config.early_head),
     )  # fmt: skip
 
 

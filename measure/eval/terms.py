@@ -75,7 +75,9 @@ def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]
 def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     """One row per block (``TERM_COLUMNS``): measured inside ``runs`` (PPDResult with trace
     events) vs the profile's price for ``config``."""
-    costs = profile.costs(config.backend, d_bar=config.d_bar, k=config.k)
+    costs = profile.costs(
+        config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
+    )
     tokens = sum(len(r.tokens) for r in runs)
     events = [ev for r in runs for ev in r.trace.events]
     rows = []
@@ -84,7 +86,7 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
         rows.append(_row(name, seconds, price, tokens))
     host = [s for r in runs for s in host_seconds(r, config.backend)]
     rows.append(_row("host per token", host, costs.host_s, tokens))
-    sharing = profile.sharing(config.backend, config.k)
+    sharing = profile.sharing(config.backend, config.k, config.early_head)
     factors = dict(sharing_main=sharing.main, sharing_candidates=sharing.candidate)
     return pd.DataFrame([{**r, **factors} for r in rows if r["count"]], columns=list(TERM_COLUMNS))
 
@@ -92,7 +94,9 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
 def block_prices(profile: CostProfile, config: PPDConfig, costs=None) -> dict[str, float]:
     """Each block's price in seconds (the table above) under ``config``, from ``costs``
     (DecodeCosts; default: the profile's own for the configuration's backend)."""
-    costs = costs or profile.costs(config.backend, d_bar=config.d_bar, k=config.k)
+    costs = costs or profile.costs(
+        config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
+    )
     prices = {name: float(price) for name, _, price in _blocks(config, profile.d, costs)}
     prices["host per token"] = float(costs.host_s)
     return prices
@@ -101,7 +105,9 @@ def block_prices(profile: CostProfile, config: PPDConfig, costs=None) -> dict[st
 def price_intervals(profile: CostProfile, config: PPDConfig) -> dict[str, Interval]:
     """Each block's price over the profile's cost replicates (``ppdmodel.intervals``' 95 %
     interval); empty for a profile that kept no timed samples."""
-    replicates = profile.cost_replicates(config.backend, d_bar=config.d_bar, k=config.k)
+    replicates = profile.cost_replicates(
+        config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
+    )
     prices = [block_prices(profile, config, costs) for costs in replicates]
     if not prices:
         return {}

@@ -298,14 +298,17 @@ def test_plan_prices_a_dist_profile_with_its_pair_factors_and_says_so(tmp_path, 
     assert (
         "smollm2:dist shares the machine with the profile's pair factors (pair probe at "
         "d_bar=15), as ppd validate: k=1: x1.300 main / x1.050 batch, k=2: x1.300 main / "
-        "x1.050 batch (k=1's, the nearest measured), k=3: x1.100 main / x1.700 batch"
+        "x1.050 batch (k=1's, the nearest measured), k=3: x1.100 main / x1.700 batch (early "
+        "head on main); early head on the candidate side: k=1: x1.350 main / x1.400 early "
+        "head + batch, k=2: x1.350 main / x1.400 early head + batch (k=1's, the nearest "
+        "measured), k=3: x1.150 main / x2.100 early head + batch"
     ) in out
     profile = parse_cost_profile(data)
     table = pd.read_csv(tmp_path / "out" / "plan.csv")
     dist = table[(table.method == "ppd") & (table.tp_candidates == 1)]
     assert sorted(set(dist.k)) == [1, 2, 3]
     for row in dist.itertuples():
-        costs = profile.costs("dist", d_bar=22, k=int(row.k))
+        costs = profile.costs("dist", d_bar=22, k=int(row.k), early_head=row.early_head)
         want = expected_latency_seconds(d=30, d_bar=22, ell=32, p=0.3, k=int(row.k), costs=costs,
                                         early_head=row.early_head) / 32  # fmt: skip
         assert row.latency_s == pytest.approx(want, rel=1e-9)

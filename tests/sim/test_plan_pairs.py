@@ -24,7 +24,11 @@ from tests.ppdmodel.test_pair_profile import dist_profile
 
 SHAPE = ModelShape.from_name("smollm2-135m").with_context(1024)
 PAIRS = {"d_bar": 15, "by_k": {"1": {"main": 1.3, "candidate": 1.05},
-                               "3": {"main": 1.1, "candidate": 1.7}}}  # fmt: skip
+                               "3": {"main": 1.1, "candidate": 1.7}},
+         "by_k_candidates": {"1": {"main": 1.35, "candidate": 1.4},
+                             "3": {"main": 1.15, "candidate": 2.1}}}  # fmt: skip
+"""``by_k_candidates`` (the early head on the candidate side) differs from ``by_k``: the plan
+prices each placement with its own factors, as ``ppd validate``."""
 KS = (1, 2, 3, 4)
 """k = 2 takes k = 1's factors (the smaller on a tie), k = 4 takes k = 3's."""
 SPACE = PlanSpace(max_devices=2, d_bars=(15, 22), ks=KS, alternatives=False, ell=64)
@@ -48,7 +52,7 @@ def _replicates() -> list[dict]:
     reps = []
     for shift in (-0.05, 0.0, 0.08):
         pairs = copy.deepcopy(PAIRS)
-        for sides in pairs["by_k"].values():
+        for sides in [*pairs["by_k"].values(), *pairs["by_k_candidates"].values()]:
             sides.update(main=sides["main"] + shift, candidate=sides["candidate"] + 2 * shift)
         rep = dist_profile(pairs, **BATCH)["backends"]["dist"]
         rep["costs"]["final_head_s"] *= 1 + shift
@@ -65,7 +69,9 @@ def _write(tmp_path, pairs=PAIRS, replicates=None):
 
 def _expected(profile, row, ell, costs=None) -> float:
     """What ``ppd validate`` / ``ppd latency --costs`` predicts per token for ``row``."""
-    costs = costs or profile.costs("dist", d_bar=int(row.d_bar), k=int(row.k))
+    costs = costs or profile.costs(
+        "dist", d_bar=int(row.d_bar), k=int(row.k), early_head=row.early_head
+    )
     placement = profile.backends["dist"].placement(row.early_head)
     total = expected_latency_seconds(d=30, d_bar=int(row.d_bar), ell=ell, p=float(row.p),
                                      k=int(row.k), costs=costs, early_head=placement)  # fmt: skip
@@ -87,13 +93,23 @@ def test_planned_dist_latency_is_validates_prediction_at_every_k(tmp_path):
     one = profile.costs("dist", d_bar=15)
     row = next(r for r in dist.itertuples() if r.k == 1)
     assert row.latency_s != pytest.approx(_expected(profile, row, SPACE.ell, one), rel=1e-6)
+    # the candidates placement's own factors change it too: main's placement's price it otherwise
+    row = next(r for r in dist.itertuples() if r.k == 3 and r.early_head == "candidates")
+    main = profile.costs("dist", d_bar=int(row.d_bar), k=3, early_head="main")
+    assert row.latency_s != pytest.approx(_expected(profile, row, SPACE.ell, main), rel=1e-6)
     # the simulator's confirmation gets the same factors (nearest measured k for 2 and 4)
-    for k, (s_m, s_c) in zip(KS, [(1.3, 1.05), (1.3, 1.05), (1.1, 1.7), (1.1, 1.7)], strict=True):
-        costs = decode_costs(hardware[1], d_bar=22, k=k, early_head="main", tp_candidates=1)
-        assert (costs.shared_device_slowdown, costs.candidate_device_slowdown) == (s_m, s_c)
-        wanted = profile.costs("dist", d_bar=22, k=k)
-        assert (costs.shared_device_slowdown, costs.candidate_slowdown) == (
-            wanted.shared_device_slowdown, wanted.candidate_slowdown)  # fmt: skip
+    by_placement = {
+        "main": [(1.3, 1.05), (1.3, 1.05), (1.1, 1.7), (1.1, 1.7)],
+        "candidates": [(1.35, 1.4), (1.35, 1.4), (1.15, 2.1), (1.15, 2.1)],
+    }
+    for early_head, factors in by_placement.items():
+        for k, (s_m, s_c) in zip(KS, factors, strict=True):
+            costs = decode_costs(hardware[1], d_bar=22, k=k, early_head=early_head,
+                                 tp_candidates=1)  # fmt: skip
+            assert (costs.shared_device_slowdown, costs.candidate_device_slowdown) == (s_m, s_c)
+            wanted = profile.costs("dist", d_bar=22, k=k, early_head=early_head)
+            assert (costs.shared_device_slowdown, costs.candidate_slowdown) == (
+                wanted.shared_device_slowdown, wanted.candidate_slowdown)  # fmt: skip
 
 
 def test_without_pair_factors_the_dist_plan_keeps_one_factor(tmp_path):
@@ -121,7 +137,8 @@ def test_plan_intervals_draw_each_replicates_pair_factors(tmp_path):
     assert len(asked) == 2 * len(KS) * 2 and asked[list(INTERVAL_COLUMNS)].notna().all().all()
     for row in asked.itertuples():
         assert row.latency_s == pytest.approx(_expected(profile, row, SPACE.ell), rel=1e-12)
-        reps = profile.cost_replicates("dist", d_bar=int(row.d_bar), k=int(row.k))
+        reps = profile.cost_replicates("dist", d_bar=int(row.d_bar), k=int(row.k),
+                                       early_head=row.early_head)  # fmt: skip
         want = interval_of([_expected(profile, row, SPACE.ell, c) for c in reps])
         got = (row.latency_low_s, row.latency_high_s)
         np.testing.assert_allclose(got, (want.low, want.high), rtol=1e-12)
