@@ -12,7 +12,9 @@ the judged runs. Where the profile prices ``dist`` with pair factors (a CPU: the
 share its cores) and the validation runs a rank group, each gap also runs the profile's pair
 probe (``measure.profile.ranks.pair_samples_on``: main's suffix beside the k-row batch, each
 alone and both at once) on the group's first two ranks, for the measured k nearest to each
-judged k: how much the two sides slow each other changes with the machine's load as much as
+judged k and the early-head placements the judged configurations use (``candidates``: the
+candidate side runs the early head, then the batch, where the profile measured that
+placement): how much the two sides slow each other changes with the machine's load as much as
 the layers do. After the rounds, the samples of every gap replace those figures of the
 profile taken beforehand (``measure.profile.profile.reprice``); the rest (the ``dist`` link,
 the two-stream slowdown, host time on real ``dist`` runs) is kept from it. Each configuration
@@ -56,6 +58,7 @@ class InterleavedProbes:
             raise ValueError("the profile records no context_tokens to probe at")
         self.before, self.rounds = profile, rounds
         self.ks: dict[str, list[int]] = {}
+        configs = list(configs)
         for c in configs:
             if c.backend not in profile.backends:
                 raise ValueError(f"configs: the profile has no backend {c.backend!r}")
@@ -66,6 +69,7 @@ class InterleavedProbes:
         self.samples: dict[str, dict[str, list[float]]] = {b: {} for b in self.backends}
         self.context = context
         self.pair_ks, self.pair_d_bar = self._pair_plan(profile)
+        self.pair_placements = self._pair_placements(profile, configs)
         self.pair_gaps = 0
         self.gaps = 0
         self.seconds = 0.0
@@ -85,6 +89,18 @@ class InterleavedProbes:
         nearest = {min(measured, key=lambda m: (abs(m - k), m)) for k in self.ks["dist"]}
         return tuple(sorted(nearest)), entry.pair_d_bar
 
+    @staticmethod
+    def _pair_placements(profile: CostProfile, configs) -> tuple[str, ...]:
+        """The pair probe's placements whose factors price the judged ``dist`` configurations:
+        ``candidates`` for an early head on the candidate side where the profile measured that
+        placement (``pair_slowdowns_candidates``), else ``main`` (main's placement, and the
+        rows a profile without them prices both placements with)."""
+        entry = profile.backends.get("dist")
+        with_cands = entry is not None and bool(entry.pair_slowdowns_candidates)
+        used = {"candidates" if c.early_head == "candidates" and with_cands else "main"
+                for c in configs if c.backend == "dist"}  # fmt: skip
+        return tuple(p for p in ("main", "candidates") if p in used) or ("main",)
+
     def __call__(self, ranks=None) -> None:
         """One gap: ``rounds`` probe rounds per backend, at that backend's threads, and the
         pair probe on ``ranks`` (the validation's ``RankGroup``, or None: not probed)."""
@@ -102,6 +118,7 @@ class InterleavedProbes:
             got = pair_samples_on(
                 ranks, ks=self.pair_ks, d_bar=self.pair_d_bar, context_tokens=self.context,
                 repeats=self.rounds, warmup=int(not self.pair_gaps),
+                placements=self.pair_placements,
             )  # fmt: skip
             self._add("dist", got)
             self.pair_gaps += 1
@@ -129,7 +146,10 @@ class InterleavedProbes:
         if not self.pair_gaps:
             return ""
         ks = ", ".join(map(str, self.pair_ks))
-        return f"; the dist pair probe at k {ks} in {self.pair_gaps} of them"
+        where = ""
+        if self.pair_placements != ("main",):
+            where = f" (early head on {' and '.join(self.pair_placements)})"
+        return f"; the dist pair probe at k {ks}{where} in {self.pair_gaps} of them"
 
     def describe(self, judged_s: float) -> str:
         """'interleaved probes: 3 gaps of 2 rounds, 1.2 s (4.1 % of the judged runs' 29 s)'."""

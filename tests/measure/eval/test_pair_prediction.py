@@ -26,8 +26,9 @@ SHAPES = {"element_bytes": 4, "kv_heads": 2, "head_dim": 8, "hidden_size": 32}
 LINK = {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e9}
 
 
-def _figures(rng, pairs: bool) -> dict[str, Spread]:
-    """Figures of a dist backend (seconds, with samples); pair factors main ~1.2, batch ~1.6."""
+def _figures(rng, pairs: bool, candidates: bool = False) -> dict[str, Spread]:
+    """Figures of a dist backend (seconds, with samples); pair factors main ~1.2, batch ~1.6;
+    with ``candidates``, the candidates placement's too: main ~1.3, early head + batch ~2.2."""
 
     def noisy(center, n=15):
         return Spread.of(list(center * (1 + 0.05 * rng.standard_normal(n))))
@@ -43,15 +44,21 @@ def _figures(rng, pairs: bool) -> dict[str, Spread]:
             fig[f"pair_main_both_s[{k}]"] = noisy(0.012)
             fig[f"pair_cand_alone_s[{k}]"] = noisy(0.01)
             fig[f"pair_cand_both_s[{k}]"] = noisy(0.016)
+    if pairs and candidates:
+        for k in KS:
+            fig[f"pair_main_alone_s[{k},candidates]"] = noisy(0.01)
+            fig[f"pair_main_both_s[{k},candidates]"] = noisy(0.013)
+            fig[f"pair_cand_alone_s[{k},candidates]"] = noisy(0.012)
+            fig[f"pair_cand_both_s[{k},candidates]"] = noisy(0.0264)
     return fig
 
 
-def _profile(pairs=True, device="cpu", d=D, context_tokens=None):
+def _profile(pairs=True, device="cpu", d=D, context_tokens=None, candidates=False):
     """A two-backend profile priced from planted figures (``_figures``), kept in it."""
     rng = np.random.default_rng(7)
     entries, figures = {}, {}
     for backend in ("single", "dist"):
-        fig = _figures(rng, pairs)
+        fig = _figures(rng, pairs, candidates)
         entries[backend] = _priced(backend, fig, d, KS, SHAPES, torch.device(device), LINK)
         entries[backend].pop("warnings")
         figures[backend] = {name: s.to_dict() for name, s in fig.items()}
@@ -116,6 +123,40 @@ def test_dist_prediction_applies_each_sides_factor_and_says_so():
     # the single backend is serial: unchanged, no factor named in the report
     single = predict_ppd(profile, RUNS, PPDConfig(d_bar=5, k=3))
     assert single.costs == profile.costs("single", d_bar=5) and _sharing(single) == ""
+
+
+def test_the_candidates_placement_is_predicted_with_its_own_pair_factors():
+    profile = _profile(candidates=True)
+    pair = profile.data["backends"]["dist"]["pair_slowdowns"]
+    assert set(pair["by_k_candidates"]) == {"1", "3"}
+    assert all(2.0 < sides["candidate"] < 2.4 for sides in pair["by_k_candidates"].values())
+    config = PPDConfig(d_bar=5, k=3, backend="dist", early_head="candidates")
+    pred = predict_ppd(profile, RUNS, config)
+    costs = profile.costs("dist", d_bar=5, k=3, early_head="candidates")
+    assert pred.costs == costs and costs.candidate_device_slowdown > 2.0
+    main = profile.costs("dist", d_bar=5, k=3, early_head="main")
+    assert main.candidate_device_slowdown < 1.8  # main's placement keeps the batch's factor
+    closed = sum(ppdmodel.trace_latency_seconds(d=D, d_bar=5, m=r.m, k=3, costs=costs,
+                                                early_head="candidates") for r in RUNS)  # fmt: skip
+    assert pred.closed_form_s == pytest.approx(closed, rel=1e-12)
+    assert pred.sharing.placement == "candidates"
+    assert "early head on the candidate side" in _sharing(pred)
+    # each replicate its own redrawn candidates factors
+    reps = profile.cost_replicates("dist", d_bar=5, k=3, early_head="candidates")
+    cands = {c.candidate_device_slowdown for c in reps}
+    assert len(cands) > 10 and min(cands) < costs.candidate_device_slowdown < max(cands)
+    assert pred.interval.low < pred.closed_form_s < pred.interval.high
+    # main's placement: the main rows, no placement named
+    on_main = predict_ppd(profile, RUNS, PPDConfig(d_bar=5, k=3, backend="dist"))
+    assert on_main.costs == main and on_main.sharing.placement is None
+    # the term check shows the factors of the configuration's placement
+    events = [dict(process=0, token=1, layer_start=5, layer_end=8, kind="layers", start_s=0.0,
+                   end_s=0.004)]  # fmt: skip
+    run = SimpleNamespace(trace=SimpleNamespace(events=events), tokens=[1], m=[],
+                          token_times_s=[0.005])  # fmt: skip
+    table = term_check(profile, config, [run])
+    assert len(table) and set(table["sharing_candidates"]) == {costs.candidate_device_slowdown}
+    assert set(table["sharing_main"]) == {costs.shared_device_slowdown}
 
 
 def test_one_factor_profile_predicts_as_before():
