@@ -157,3 +157,31 @@ def test_dist_pair_factors_are_probed_between_rounds_on_the_group():
     costs = result.interleaved_profile.costs("dist", d_bar=2, k=1)  # what the prediction uses
     assert costs.shared_device_slowdown == max(probed[0][1], 1.0)
     assert costs.candidate_device_slowdown == max(probed[0][2], 1.0)
+
+
+def test_candidates_pair_factors_are_probed_for_a_candidates_configuration():
+    """A profile with the candidates placement's pair factors and a judged dist configuration
+    with the early head on the candidate side: that placement's factors are re-measured (and
+    main's placement, not judged, kept), and the prediction uses them."""
+    from tests.measure.eval.test_pair_prediction import _profile
+
+    model = tiny_model("llama", seed=3)
+    d = model.config.num_hidden_layers
+    profile = _profile(d=d, context_tokens=8, candidates=True)
+    planted = profile.backends["dist"].pair_slowdowns_candidates
+    config = PPDConfig(d_bar=2, k=1, backend="dist", early_head="candidates")
+    result = validate(
+        model, PROMPTS, profile=profile, configs=[config], max_new_tokens=4,
+        settings=RunSettings(repeats=2), interleave_probes=1,
+    )  # fmt: skip
+    assert result.table["exact"].all()
+    figures = result.interleaved_profile.data["figures"]["dist"]
+    sides = ("main_alone", "main_both", "cand_alone", "cand_both")
+    assert all(figures[f"pair_{s}_s[1,candidates]"]["n"] == 2 for s in sides)
+    assert all(figures[f"pair_{s}_s[1]"]["n"] == 15 for s in sides)  # kept from the profile
+    probed = result.interleaved_profile.backends["dist"].pair_slowdowns_candidates
+    assert probed[0][0] == 1 and probed[0] != planted[0] and probed[1] == planted[1]
+    assert "the dist pair probe at k 1 (early head on candidates) in 2 of them" in (
+        result.probe_note)  # fmt: skip
+    costs = result.interleaved_profile.costs("dist", d_bar=2, k=1, early_head="candidates")
+    assert costs.candidate_device_slowdown == max(probed[0][2], 1.0)
