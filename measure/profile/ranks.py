@@ -235,9 +235,9 @@ def pair_samples_on(group, *, ks, d_bar, context_tokens, repeats, warmup=0,
     ks = tuple(int(k) for k in ks)
     if not ks or any(k < 1 for k in ks):
         raise ValueError(f"ks must be candidate counts >= 1, got {ks}")
+    placements = _placements(placements)
     if getattr(group, "model", None) is None:  # refused here: an error on a rank ends the group
         raise ValueError("group: the pair probe needs a RankGroup made with a model")
-    placements = _placements(placements)
     merged: dict[str, list[float]] = {}
     answers = group.call(
         PAIR_ON_GROUP, ks=ks, d_bar=int(d_bar), context_tokens=int(context_tokens),

@@ -178,6 +178,20 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     assert pair["by_k"]["1"]["main"] == pytest.approx(main_x)
     assert figures["rank_layer_s"]["n"] == 2
     assert "where a run overlaps, k=1" in format_profile(profile)
+    # and with the early head on the candidate side (its early head, then the batch)
+    for name in ("main_alone", "main_both", "cand_alone", "cand_both"):
+        spread = figures[f"pair_{name}_s[1,candidates]"]
+        assert spread["n"] == 2 and spread["median"] > 0
+    assert set(pair["by_k_candidates"]["1"]) == {"main", "candidate"}
+    cand_x = (figures["pair_cand_both_s[1,candidates]"]["median"]
+              / figures["pair_cand_alone_s[1,candidates]"]["median"])  # fmt: skip
+    assert pair["by_k_candidates"]["1"]["candidate"] == pytest.approx(cand_x)
+    assert profile.backends["dist"].pair_slowdowns_candidates[0][0] == 1
+    assert "early head on cands, k=1" in format_profile(profile)
+    assert all(
+        "by_k_candidates" in rep["pair_slowdowns"]
+        for rep in profile.data["backends"]["dist"]["cost_replicates"]
+    )
     # main's host time per pass on real dist runs: both placements x prompts x passes kept
     runs = len(EARLY_HEAD_PLACEMENTS) * HOST_PROBE_PROMPTS
     assert figures["dist_host_s"]["n"] == runs * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)
@@ -193,6 +207,9 @@ def test_probe_ranks_refuses_bad_sizes():
         probe_ranks(RankProbe(sizes=(6,)))
     with pytest.raises(ValueError, match="pair_ks needs d_bar"):
         probe_ranks(RankProbe(sizes=(8,), model_dir="x", pair_ks=(1,)))
+    with pytest.raises(ValueError, match="placements must be some of"):
+        probe_ranks(RankProbe(sizes=(8,), model_dir="x", pair_ks=(1,), d_bar=1,
+                              pair_placements=("early",)))  # fmt: skip
 
 
 def test_suffix_and_batch_time_the_overlapped_pieces_and_keep_the_cache(model):
@@ -220,3 +237,23 @@ def test_a_link_fit_without_a_slope_prices_messages_at_the_latency(tmp_path, mon
     )  # fmt: skip
     dist = profile.costs("dist", d_bar=2)
     assert dist.candidate_dispatch_s >= 1e-5 and math.isfinite(dist.candidate_dispatch_s)
+
+
+def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
+    from measure.profile.profile import _pair_warnings, pair_slowdowns
+
+    med = {}
+    for k in (1, 3):
+        for where, cand in (("", 1.5), (",candidates", 0.9)):
+            med.update({f"pair_main_alone_s[{k}{where}]": 1.0, f"pair_main_both_s[{k}{where}]": 1.2,
+                        f"pair_cand_alone_s[{k}{where}]": 2.0,
+                        f"pair_cand_both_s[{k}{where}]": 2.0 * cand})  # fmt: skip
+    pairs = pair_slowdowns(med, (1, 3), 2)
+    assert pairs["by_k"]["3"] == pytest.approx({"main": 1.2, "candidate": 1.5})
+    assert pairs["by_k_candidates"]["1"] == pytest.approx({"main": 1.2, "candidate": 0.9})
+    warned = _pair_warnings(pairs)
+    assert len(warned) == 2 and all("early head on the candidates" in w for w in warned)
+    # a k without the candidates placement's figures: none recorded (an older profile's)
+    del med["pair_cand_both_s[3,candidates]"]
+    assert "by_k_candidates" not in pair_slowdowns(med, (1, 3), 2)
+    assert not _pair_warnings(pair_slowdowns(med, (1, 3), 2))
