@@ -246,3 +246,25 @@ def test_latency_rows_priced_at_their_k_say_which_factors(tmp_path, capsys):
     (flagged,) = json.loads(capsys.readouterr().out)
     assert flagged["sharing"] == "sharing x1.500 main, x1.500 candidate batch (flags)"
     assert flagged["ppd_s_per_token"] != row["ppd_s_per_token"]
+
+
+def test_latency_rows_price_each_placement_with_its_own_factors(tmp_path, capsys):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(dist_profile({**PAIRS, "by_k_candidates": CANDIDATES})))
+    argv = ["compute", "--costs", str(path), "--backend", "dist", "--p", "0.4", "--k", "3",
+            "--early-head", "main", "candidates", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    rows = {row["early_head"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["main"]["sharing"].startswith("sharing x1.200 main, x1.600 candidate batch")
+    assert rows["candidates"]["sharing"].startswith("sharing x1.250 main, x1.800 early head")
+    assert "early head on the candidate side" in rows["candidates"]["sharing"]
+    # priced with those factors: as CostProfile.costs for the placement
+    from ppdmodel import expected_latency_seconds
+
+    profile = parse_cost_profile(json.loads(path.read_text()))
+    for early_head, row in rows.items():
+        costs = profile.costs("dist", d_bar=row["d_bar"], k=3, early_head=early_head)
+        total = expected_latency_seconds(d=30, d_bar=row["d_bar"], ell=row["ell"], p=0.4, k=3,
+                                         costs=costs, early_head=early_head)  # fmt: skip
+        want = total / row["ell"]
+        assert row["ppd_s_per_token"] == pytest.approx(want, rel=1e-12)
