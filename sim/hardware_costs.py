@@ -495,6 +495,7 @@ def one_process_host_s(hw) -> float:
     ``host_s`` is PPD's main rank's, messages and waits included: milliseconds where greedy
     spends tens of microseconds), else ``hw.host_s``. ``ppd validate`` prices greedy alike
     (``CostProfile.greedy_costs``)."""
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
     entry = getattr(hw, "entry", None)
     greedy = None if entry is None else entry.greedy_host_s
     return hw.host_s if greedy is None else float(greedy)
