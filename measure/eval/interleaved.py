@@ -17,8 +17,10 @@ candidate side runs the early head, then the batch, where the profile measured t
 placement): how much the two sides slow each other changes with the machine's load as much as
 the layers do. After the rounds, the samples of every gap replace those figures of the
 profile taken beforehand (``measure.profile.profile.reprice``); the rest (the ``dist`` link,
-the two-stream slowdown, host time on real ``dist`` runs) is kept from it. Each configuration
-is then predicted from both profiles.
+the two-stream slowdown, host time on real ``dist`` runs) is kept from it. Each gap's greedy
+steps are also a window of the machine's speed (``measure.profile.drift``): their spread over
+the gaps scales the second profile's replicates, as the sentinel's does the first's. Each
+configuration is then predicted from both profiles.
 
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
 pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds is a small fraction of a
@@ -30,8 +32,10 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
+from measure.profile.drift import MachineDrift
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import DIST_THREADS, probe_samples, reprice
 from measure.profile.ranks import pair_samples_on
@@ -72,6 +76,8 @@ class InterleavedProbes:
         self.pair_placements = self._pair_placements(profile, configs)
         self.pair_gaps = 0
         self.gaps = 0
+        self.windows: list[float] = []
+        """Per gap, the median greedy-step layers of the first backend's rounds."""
         self.seconds = 0.0
         """Wall seconds spent probing, over every gap."""
 
@@ -112,6 +118,8 @@ class InterleavedProbes:
                     self.probe, self.ks[backend], repeats=self.rounds, warmup=int(not self.gaps)
                 )
                 self._add(backend, got)
+                if backend == self.backends[0]:  # the gap's window of the machine's speed
+                    self.windows.append(float(np.median(got["layers_s"])))
         finally:
             torch.set_num_threads(previous)
         if ranks is not None and self.pair_ks:
@@ -140,6 +148,7 @@ class InterleavedProbes:
             device=self.device,
             note=f"compute figures probed between the judged rounds ({self.gaps} gaps of "
             f"{self.rounds} rounds{self._pair_note()})",
+            drift=MachineDrift(tuple(self.windows), self._threads(self.backends[0])),
         )
 
     def _pair_note(self) -> str:

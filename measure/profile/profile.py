@@ -5,7 +5,9 @@ interleaved rounds, warm-up excluded, and, for the ``dist`` backend, the link an
 slowdown of two concurrent decode streams on two gloo ranks (``measure.profile.ranks``).
 Each figure is a median with its interquartile range (``measure.profile.stats.Spread``) and
 keeps its timed samples; each backend keeps bootstrap replicates of its costs built from them
-(``measure.profile.replicates``), the spread behind every prediction's interval;
+(``measure.profile.replicates``), the spread behind every prediction's interval, each scaled
+by a draw of the machine's drift between the profile's sentinel windows
+(``measure.profile.drift``, recorded as ``machine``);
 noisy figures and a loaded machine are recorded as warnings. The result is a
 ``ppdmodel.cost_profile.CostProfile`` (the one reader of the file, shared with ``ppd latency
 --costs``); ``write_profile`` / ``load_profile`` store and read it as JSON; ``reprice``
@@ -48,13 +50,14 @@ import numpy as np
 import torch
 
 from measure.decode.backends import ppd_many
+from measure.profile.drift import DriftWatch, MachineDrift, drift_factors
 from measure.profile.host import host_seconds
 from measure.profile.link import fit_link
 from measure.profile.probes import DecodeProbe, context_ids
 from measure.profile.progress import progress_bar
 from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
-from measure.profile.replicates import cost_replicates
+from measure.profile.replicates import PROFILE_REPLICATES, cost_replicates
 from measure.profile.stats import (
     REMEASURE_ROUNDS,
     WIDE_REL_IQR,
@@ -143,6 +146,8 @@ def measure_profile(
     monitor = LoadMonitor(own_threads=max(counts[b] for b in wanted) * (1 + ("dist" in wanted)))
     previous = torch.get_num_threads()
     figures, warnings, entries = {}, [], {}
+    watch = DriftWatch(model, context_tokens=context_tokens, threads=threads)
+    watch.window()
     try:
         for backend in wanted:
             torch.set_num_threads(counts[backend])
@@ -150,6 +155,7 @@ def measure_profile(
             measure = partial(compute_figures, probe, ks, repeats=repeats, warmup=warmup,
                               calls=calls, progress=progress, label=backend)  # fmt: skip
             figures[backend] = remeasure_wide(measure(), measure, max_spread, remeasure_rounds)
+            watch.window()
     finally:
         torch.set_num_threads(previous)
     shapes = probe.shapes()
@@ -162,9 +168,16 @@ def measure_profile(
         figures["dist"] = remeasure_wide(
             figures["dist"], lambda: ranks()["figures"], max_spread, remeasure_rounds
         )
+        watch.window()
         figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
+        watch.window()
+    drift = watch.drift()
+    scale = drift_factors(drift, PROFILE_REPLICATES)
+    if drift.warning():
+        warnings.append(drift.warning())
     for backend in wanted:
-        entries[backend] = _priced(backend, figures[backend], d, ks, shapes, device, link)
+        entries[backend] = _priced(backend, figures[backend], d, ks, shapes, device, link,
+                                   scale)  # fmt: skip
         entries[backend]["threads"] = counts[backend]
         warnings += _figure_warnings(backend, figures[backend])
         warnings += entries[backend].pop("warnings")
@@ -188,6 +201,7 @@ def measure_profile(
         "warnings": warnings,
         "spread_threshold": max_spread,
         "wide_prices": wide,
+        "machine": drift.to_dict(),
     }
     return parse_cost_profile(data, d=d)
 
@@ -243,12 +257,17 @@ def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progres
     return samples
 
 
-def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: str) -> CostProfile:
+def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: str,
+            drift: MachineDrift | None = None) -> CostProfile:  # fmt: skip
     """``profile`` with the figures of each backend in ``figures`` (backend -> name -> Spread)
     replaced and that backend's costs and replicates rebuilt by the profile's own rule; the
     figures not given (e.g. the ``dist`` link, two-stream slowdown and host time) are kept.
-    ``shapes``: ``DecodeProbe.shapes()``; ``note`` is recorded in the provenance."""
+    ``shapes``: ``DecodeProbe.shapes()``; ``note`` is recorded in the provenance; ``drift``:
+    the machine's drift while the new figures were timed (default: the profile's own)."""
     data = copy.deepcopy(profile.data)
+    if drift is not None:
+        data["machine"] = drift.to_dict()
+    scale = drift_factors(MachineDrift.from_dict(data.get("machine")), PROFILE_REPLICATES)
     link = data.get("link")
     if link is not None:
         bandwidth = link["bandwidth_bytes_per_s"]
@@ -261,7 +280,7 @@ def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: 
         old = {name: Spread.from_dict(v) for name, v in data["figures"][backend].items()}
         merged = {**old, **new}
         ks = profile.backends[backend].measured_ks
-        entry = _priced(backend, merged, profile.d, ks, shapes, device, link)
+        entry = _priced(backend, merged, profile.d, ks, shapes, device, link, scale)
         warnings += _figure_warnings(backend, new) + entry.pop("warnings")
         entry["threads"] = data["backends"][backend].get("threads")
         data["backends"][backend] = entry
@@ -271,11 +290,14 @@ def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: 
     return parse_cost_profile(data, d=profile.d)
 
 
-def _priced(backend, figures, d, ks, shapes, device, link) -> dict:
-    """A backend entry with its bootstrap replicates (``measure.profile.replicates``)."""
+def _priced(backend, figures, d, ks, shapes, device, link, scale=None) -> dict:
+    """A backend entry with its bootstrap replicates (``measure.profile.replicates``; replicate
+    i scaled by ``scale[i]``, the machine's drift: ``measure.profile.drift``)."""
     entry = _backend_entry(backend, figures, d, ks, shapes, device, link)
     entry["cost_replicates"] = cost_replicates(
-        figures, lambda fig: _backend_entry(backend, fig, d, ks, shapes, device, link)
+        figures,
+        lambda fig: _backend_entry(backend, fig, d, ks, shapes, device, link),
+        scale=scale,
     )
     return entry
 

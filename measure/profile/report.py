@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
 
@@ -76,6 +77,9 @@ def format_profile(profile: CostProfile) -> str:
             f"load average {load.get('before', 0):.2f} -> {load.get('after', 0):.2f} on "
             f"{load.get('cpus')} CPUs{' (LOADED)' if load.get('loaded') else ''}"
         )
+    drift = MachineDrift.from_dict(profile.data.get("machine"))
+    if drift is not None:
+        lines.append(drift.describe())
     lines += [f"warning: {w}" for w in profile.warnings]
     lines += [f"too wide to predict from: {w.describe()}" for w in profile.wide_prices]
     return "\n".join(lines)

@@ -71,6 +71,8 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     probed_n = [figure(result.interleaved_profile, "single", f"candidate_layer_s[{k}]").n
                 for k in (1, 2)]  # fmt: skip
     assert probed_n == [4, 3]  # 2 gaps x 2 rounds for the judged k; k = 2 kept from the profile
+    windows = result.interleaved_profile.data["machine"]["windows_s"]  # one per gap
+    assert len(windows) == 2 and min(windows) > 0.6 * SLOWER_S * 4  # the slower machine's
     summary = result.summary()
     assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     # the slower machine moves greedy as it moves PPD: the speed-up stays predicted

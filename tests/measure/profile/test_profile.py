@@ -65,6 +65,10 @@ def test_provenance_names_machine_libraries_and_load(profile):
     model = profile.data["model"]
     assert model["d"] == NUM_LAYERS and model["context_tokens"] == 16
     assert model["kv_heads"] == 2 and model["element_bytes"] == 4
+    machine = profile.data["machine"]  # the sentinel: before and after the single backend
+    assert machine["threads"] == 1 and len(machine["windows_s"]) == 2
+    assert all(w > 0 for w in machine["windows_s"]) and machine["log_sd"] >= 0
+    assert format_profile(profile).count("machine: greedy step's layers") == 1
 
 
 def test_write_then_load_round_trips_and_checks_the_depth(profile, model, tmp_path):
@@ -178,6 +182,8 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     assert pair["by_k"]["1"]["main"] == pytest.approx(main_x)
     assert figures["rank_layer_s"]["n"] == 2
     assert "where a run overlaps, k=1" in format_profile(profile)
+    # the sentinel's windows: before, after each backend's compute, after the ranks, at the end
+    assert len(profile.data["machine"]["windows_s"]) == 1 + 2 + 2
     # and with the early head on the candidate side (its early head, then the batch)
     for name in ("main_alone", "main_both", "cand_alone", "cand_both"):
         spread = figures[f"pair_{name}_s[1,candidates]"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from measure.profile.replicates import cost_replicates
+from measure.profile.replicates import block_draw, block_length, cost_replicates
 from measure.profile.stats import Spread
 
 
@@ -35,3 +36,47 @@ def test_spread_keeps_its_samples_through_json():
     assert again == spread and again.samples == spread.samples
     assert spread.scaled(2.0).samples == (6.0, 2.0, 4.0)
     assert "samples" not in Spread(1.0, 1.0, 1.0, 1).to_dict()
+
+
+def test_block_draw_takes_runs_of_consecutive_rounds():
+    rng = np.random.default_rng(0)
+    assert block_length(1) == 1 and block_length(20) == 3 and block_length(27) == 3
+    assert block_length(28) == 4 and block_length(100) == 5
+    assert block_draw(1, rng).tolist() == [0]
+    for n in (2, 7, 20, 64):
+        idx = block_draw(n, rng)
+        assert len(idx) == n and idx.min() >= 0 and idx.max() < n
+        length = block_length(n)
+        for start in range(0, n, length):  # each block steps by one round, wrapping at n
+            block = idx[start : start + length]
+            assert np.all(np.diff(block) % n == 1)
+
+
+def test_figures_of_the_same_rounds_are_redrawn_together():
+    rounds = np.arange(1.0, 21.0)
+    figures = {"layer_s": Spread.of(rounds), "host_s": Spread.of(10 * rounds)}
+    for rep in cost_replicates(figures, _build, replicates=40, seed=1):
+        assert rep["costs"]["host_s"] == pytest.approx(10 * rep["costs"]["layer_s"])
+
+
+def test_block_bootstrap_is_wider_than_iid_on_a_machine_with_slow_spells():
+    """The machine's speed set per spell of 10 rounds (as on the VM): drawing rounds one at a
+    time takes a spell's rounds for independent evidence; blocks keep part of their
+    correlation (the rest is the drift factor's: ``measure.profile.drift``)."""
+    rng = np.random.default_rng(0)
+    samples = np.repeat(rng.normal(60.0, 5.0, size=8), 10) + rng.normal(0, 1.0, size=80)
+    reps = cost_replicates({"layer_s": Spread.of(samples), "host_s": Spread(0.1, 0.1, 0.1, 1)},
+                           _build, replicates=400, seed=4)  # fmt: skip
+    block_sd = np.std([r["costs"]["layer_s"] for r in reps])
+    iid_sd = np.std([np.median(rng.choice(samples, size=80)) for _ in range(400)])
+    assert block_sd > 1.5 * iid_sd
+
+
+def test_scale_multiplies_each_replicate():
+    figures = {"layer_s": Spread.of([2.0, 2.0, 2.0]), "host_s": Spread(0.5, 0.4, 0.6, 9)}
+    reps = cost_replicates(figures, _build, replicates=3, scale=[1.0, 1.5, 0.5])
+    assert [r["costs"]["layer_s"] for r in reps] == [2.0, 3.0, 1.0]
+    assert [r["costs"]["host_s"] for r in reps] == [0.5, 0.75, 0.25]
+    for bad in ([1.0, 1.0], [1.0, 0.0, 1.0], [1.0, float("nan"), 1.0]):
+        with pytest.raises(ValueError, match="scale"):
+            cost_replicates(figures, _build, replicates=3, scale=bad)

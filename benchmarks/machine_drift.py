@@ -1,0 +1,103 @@
+"""How this machine's speed moves over minutes: the profile's sentinel, timed in blocks.
+
+Times ``DecodeProbe.step`` (a greedy step's layers, as ``measure.profile.drift`` does) in
+blocks of ``--block`` steps for ``--seconds`` seconds, and reports each block's median, how far
+the medians of windows of 10-80 s spread, and the lag-1 autocorrelation of the blocks. A
+machine whose windows spread by more than a few percent cannot price a run from a profile
+taken minutes before it to better than that (``ppd validate --interleave-probes`` re-times the
+prices beside the runs instead).
+
+    python benchmarks/machine_drift.py --model smollm2 --seconds 300 --out drift
+    -> drift/blocks.csv, drift/drift.png, the summary on stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+WINDOWS_S = (10, 20, 40, 80)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="a model name or directory")
+    parser.add_argument("--seconds", type=float, default=300.0, help="span to time (> 0)")
+    parser.add_argument("--block", type=int, default=20, help="steps per block (>= 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (>= 1)")
+    parser.add_argument("--context", type=int, default=80, help="cached positions (>= 2)")
+    parser.add_argument("--out", type=Path, default=None, help="folder for blocks.csv, drift.png")
+    args = parser.parse_args(argv)
+    if not args.seconds > 0 or args.block < 1 or args.threads < 1 or args.context < 2:
+        parser.error("--seconds must be > 0, --block and --threads >= 1, --context >= 2")
+
+    from measure.hf.loading import load_model
+    from measure.profile.probes import DecodeProbe
+
+    torch.set_num_threads(args.threads)
+    model, _ = load_model(args.model)
+    probe = DecodeProbe(model, context_tokens=args.context)
+    for _ in range(3):
+        probe.step()
+    rows, start = [], time.perf_counter()
+    while time.perf_counter() - start < args.seconds:
+        steps = [probe.step()["layers_s"] for _ in range(args.block)]
+        rows.append({"t_s": time.perf_counter() - start, "median_s": float(np.median(steps)),
+                     "q1_s": float(np.percentile(steps, 25)),
+                     "q3_s": float(np.percentile(steps, 75))})  # fmt: skip
+    blocks = pd.DataFrame(rows)
+    print(summary(blocks, args))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        blocks.to_csv(args.out / "blocks.csv", index=False)
+        plot(blocks, args, args.out / "drift.png")
+        print(f"wrote {args.out / 'blocks.csv'} and {args.out / 'drift.png'}")
+    return 0
+
+
+def summary(blocks: pd.DataFrame, args) -> str:
+    med = blocks["median_s"].to_numpy() * 1e3
+    lines = [
+        f"{args.model}: {len(med)} blocks of {args.block} greedy steps at {args.threads} "
+        f"thread(s) over {blocks['t_s'].iloc[-1]:.0f} s",
+        f"block medians: min {med.min():.2f} ms, median {np.median(med):.2f} ms, "
+        f"max {med.max():.2f} ms ({100 * (med.max() / med.min() - 1):.0f} % apart)",
+    ]
+    for window in WINDOWS_S:
+        index = (blocks["t_s"] // window).astype(int)
+        full = [g for _, g in blocks.groupby(index) if len(g) >= 2]
+        if len(full) >= 2:
+            w = np.array([np.median(g["median_s"]) for g in full]) * 1e3
+            lines.append(f"{window:3d} s windows: {len(w)}, medians {w.min():.2f}-{w.max():.2f} "
+                         f"ms, sd/mean {100 * w.std(ddof=1) / w.mean():.1f} %")  # fmt: skip
+    if len(med) > 2:
+        x = med - med.mean()
+        lines.append(f"lag-1 autocorrelation of the blocks: {np.corrcoef(x[:-1], x[1:])[0, 1]:.2f}")
+    return "\n".join(lines)
+
+
+def plot(blocks: pd.DataFrame, args, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.4))
+    ax = fig.subplots()
+    t = blocks["t_s"]
+    ax.fill_between(t, blocks["q1_s"] * 1e3, blocks["q3_s"] * 1e3, alpha=0.3, label="block IQR")
+    ax.plot(t, blocks["median_s"] * 1e3, marker=".", lw=1, label="block median")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("greedy step, layers only (ms)")
+    ax.set_title(f"{args.model}: blocks of {args.block} greedy steps at {args.threads} thread(s)",
+                 fontsize=10)  # fmt: skip
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""How much the machine's speed moved while a profile was measured, and what that does to its
+intervals.
+
+A profile's figures are medians of samples taken within a few seconds each, and a bootstrap
+of those samples gives their sampling error only. A shared machine also changes speed over
+tens of seconds: on the 2-vCPU VM of this project a greedy step of SmolLM2 took 53-56 ms for a
+while, then 70-75 ms for a minute or two, then 53-56 ms again (``benchmarks/machine_drift.py``).
+A figure timed in one spell then prices a run made in the other, and no spread within the
+profile shows it.
+
+``DriftWatch`` times the same sentinel (a greedy step's layers, ``SENTINEL_STEPS`` steps at
+fixed threads on its own ``DecodeProbe``) at several points of a profile (``window()``: before,
+between and after the parts it measures); the windows' medians are the machine's speed as the
+profile went along. ``drift_factors`` turns their spread into one multiplicative factor per
+bootstrap replicate (lognormal, centred on 1, the log-spread of the windows), applied to every
+timed figure of that replicate in every backend alike: a prediction's interval in seconds then
+carries the machine's drift, while a speed-up (a ratio taken within one replicate) does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from measure.profile.probes import DecodeProbe
+
+SENTINEL_STEPS = 8
+"""Greedy steps per window; the window's figure is their median."""
+DRIFT_WARN = 0.10
+"""A profile whose windows' max / min - 1 exceeds this warns that the machine moved."""
+
+
+@dataclass(frozen=True)
+class MachineDrift:
+    """The sentinel's window medians (seconds, in the order taken) and what they imply."""
+
+    windows_s: tuple[float, ...]
+    threads: int
+    sentinel: str = "greedy step's layers"
+
+    @property
+    def log_sd(self) -> float:
+        """Sample standard deviation of the windows' log medians (0 for fewer than two)."""
+        if len(self.windows_s) < 2:
+            return 0.0
+        return float(np.std(np.log(self.windows_s), ddof=1))
+
+    @property
+    def rel_range(self) -> float:
+        """max / min - 1 of the window medians (0 for fewer than two)."""
+        if len(self.windows_s) < 2:
+            return 0.0
+        return max(self.windows_s) / min(self.windows_s) - 1.0
+
+    def to_dict(self) -> dict:
+        return {"sentinel": self.sentinel, "threads": self.threads,
+                "windows_s": list(self.windows_s), "log_sd": self.log_sd,
+                "rel_range": self.rel_range}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data) -> MachineDrift | None:
+        """The drift a profile recorded (``data["machine"]``), or None where it has none or it
+        is malformed (older profiles: no drift is applied)."""
+        if not isinstance(data, dict):
+            return None
+        windows = data.get("windows_s")
+        threads = data.get("threads")
+        if not isinstance(windows, list) or not isinstance(threads, int):
+            return None
+        try:
+            values = tuple(float(w) for w in windows)
+        except (TypeError, ValueError):
+            return None
+        if not all(np.isfinite(v) and v > 0 for v in values):
+            return None
+        return cls(values, threads, str(data.get("sentinel", cls.sentinel)))
+
+    def describe(self) -> str:
+        """'machine: greedy step's layers 53.8-72.4 ms over 5 windows (34.6 %, log-sd 12.1 %)'."""
+        if not self.windows_s:
+            return "machine: no drift windows"
+        lo, hi = 1e3 * min(self.windows_s), 1e3 * max(self.windows_s)
+        return (
+            f"machine: {self.sentinel} {lo:.4g}-{hi:.4g} ms over {len(self.windows_s)} windows "
+            f"at {self.threads} thread(s) ({100 * self.rel_range:.1f} %, log-sd "
+            f"{100 * self.log_sd:.1f} %)"
+        )
+
+    def warning(self) -> str | None:
+        """A warning when the windows moved by more than DRIFT_WARN, else None."""
+        if self.rel_range <= DRIFT_WARN:
+            return None
+        return (
+            f"the machine's speed moved {100 * self.rel_range:.0f} % while profiling "
+            f"({self.describe().removeprefix('machine: ')}): predictions in seconds carry it "
+            "(their intervals include it), speed-ups cancel it; `ppd validate "
+            "--interleave-probes` re-times the prices beside the runs"
+        )
+
+
+class DriftWatch:
+    """Times the sentinel on demand (``window()``); ``drift()`` gives the MachineDrift."""
+
+    def __init__(self, model, *, context_tokens: int, threads: int, steps: int = SENTINEL_STEPS):
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+        self.threads, self.steps = threads, steps
+        previous = torch.get_num_threads()
+        try:
+            torch.set_num_threads(threads)
+            self.probe = DecodeProbe(model, context_tokens=context_tokens)
+        finally:
+            torch.set_num_threads(previous)
+        self.windows: list[float] = []
+
+    def window(self) -> float:
+        """Time one window now (at the watch's threads); its median layers seconds."""
+        previous = torch.get_num_threads()
+        try:
+            torch.set_num_threads(self.threads)
+            samples = [self.probe.step()["layers_s"] for _ in range(self.steps)]
+        finally:
+            torch.set_num_threads(previous)
+        self.windows.append(float(np.median(samples)))
+        return self.windows[-1]
+
+    def drift(self) -> MachineDrift:
+        return MachineDrift(tuple(self.windows), self.threads)
+
+
+def drift_factors(drift: MachineDrift | None, replicates: int, *, seed: int = 0) -> np.ndarray:
+    """One factor per replicate: exp(N(0, drift.log_sd)), seeded (the same for every backend
+    of a profile, so a ratio of two backends' figures within a replicate cancels it); all ones
+    without a drift."""
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise ValueError(f"replicates must be an integer >= 1, got {replicates!r}")
+    sd = 0.0 if drift is None else drift.log_sd
+    if sd == 0.0:
+        return np.ones(replicates)
+    rng = np.random.default_rng([seed, 0xD21F7])
+    return np.exp(rng.normal(0.0, sd, size=replicates))
