@@ -15,7 +15,11 @@ alone and both at once) on the group's first two ranks, for the measured k neare
 judged k and the early-head placements the judged configurations use (``candidates``: the
 candidate side runs the early head, then the batch, where the profile measured that
 placement): how much the two sides slow each other changes with the machine's load as much as
-the layers do. After the rounds, the samples of every gap replace those figures of the
+the layers do. Before every judged run, one more probe round times the backend that run is
+priced on (both for greedy): a judged round lasts tens of seconds on a CPU, longer than a
+slow spell of a shared machine, so three gaps alone would sample the machine at three
+moments while the runs average over all of it. After the rounds, the samples of every gap
+replace those figures of the
 profile taken beforehand (``measure.profile.profile.reprice``); the rest (the ``dist`` link,
 the two-stream slowdown, host time on real ``dist`` runs) is kept from it. Each gap's greedy
 steps are also a window of the machine's speed (``measure.profile.drift``): their spread over
@@ -23,8 +27,9 @@ the gaps scales the second profile's replicates, as the sentinel's does the firs
 configuration is then predicted from both profiles.
 
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
-pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds is a small fraction of a
-judged round, which decodes every prompt's tokens once per method (``share`` reports it).
+pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds, and one round before each
+run, are a small fraction of a judged round, which decodes every prompt's tokens once per
+method (``share`` reports it: 5-10 % on the 2-vCPU VM with 3 prompts of 32 tokens).
 The pair probe adds at least 3 x ``RankProbe.pair_window_s`` per pair k and round.
 """
 
@@ -35,6 +40,7 @@ import time
 import numpy as np
 import torch
 
+from measure.eval.repeat import PPDConfig
 from measure.profile.drift import MachineDrift
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import DIST_THREADS, probe_samples, reprice
@@ -76,6 +82,8 @@ class InterleavedProbes:
         self.pair_placements = self._pair_placements(profile, configs)
         self.pair_gaps = 0
         self.gaps = 0
+        self.run_gaps = 0
+        """Single probe rounds run before a judged run (``before_run``)."""
         self.windows: list[float] = []
         """Per gap, the median greedy-step layers of the first backend's rounds."""
         self.seconds = 0.0
@@ -108,20 +116,11 @@ class InterleavedProbes:
         return tuple(p for p in ("main", "candidates") if p in used) or ("main",)
 
     def __call__(self, ranks=None) -> None:
-        """One gap: ``rounds`` probe rounds per backend, at that backend's threads, and the
-        pair probe on ``ranks`` (the validation's ``RankGroup``, or None: not probed)."""
-        start, previous = time.perf_counter(), torch.get_num_threads()
-        try:
-            for backend in self.backends:
-                torch.set_num_threads(self._threads(backend))
-                got = probe_samples(
-                    self.probe, self.ks[backend], repeats=self.rounds, warmup=int(not self.gaps)
-                )
-                self._add(backend, got)
-                if backend == self.backends[0]:  # the gap's window of the machine's speed
-                    self.windows.append(float(np.median(got["layers_s"])))
-        finally:
-            torch.set_num_threads(previous)
+        """One gap before a judged round: ``rounds`` probe rounds per backend, at that
+        backend's threads, and the pair probe on ``ranks`` (the validation's ``RankGroup``, or
+        None: not probed)."""
+        start = time.perf_counter()
+        self._compute(self.backends, self.rounds, window=True)
         if ranks is not None and self.pair_ks:
             got = pair_samples_on(
                 ranks, ks=self.pair_ks, d_bar=self.pair_d_bar, context_tokens=self.context,
@@ -132,6 +131,39 @@ class InterleavedProbes:
             self.pair_gaps += 1
         self.gaps += 1
         self.seconds += time.perf_counter() - start
+
+    def before_run(self, config) -> None:
+        """One probe round before a judged run, for the backend that run is priced on: its
+        ``backend`` for a PPD configuration, every probed backend for greedy (``None``), none
+        for other methods. A round of the judged runs lasts tens of seconds on a CPU, longer
+        than a slow spell of a shared machine; probing beside each run samples the machine as
+        often as the runs do."""
+        if config is None:
+            backends = self.backends
+        else:
+            backend = getattr(config, "backend", None)
+            backends = [backend] if isinstance(config, PPDConfig) and backend in self.ks else []
+        if backends:
+            start = time.perf_counter()
+            self._compute(backends, 1)
+            self.run_gaps += 1
+            self.seconds += time.perf_counter() - start
+
+    def _compute(self, backends, rounds: int, *, window: bool = False) -> None:
+        """``rounds`` probe rounds of each backend at its threads (the first call adds a
+        warm-up round); with ``window``, the first backend's median greedy step is a window
+        of the machine's speed (``measure.profile.drift``; one step is too noisy for one)."""
+        previous = torch.get_num_threads()
+        try:
+            for backend in backends:
+                torch.set_num_threads(self._threads(backend))
+                warmup = int(not self.samples[backend])
+                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup)
+                self._add(backend, got)
+                if window and backend == self.backends[0]:
+                    self.windows.append(float(np.median(got["layers_s"])))
+        finally:
+            torch.set_num_threads(previous)
 
     def _add(self, backend: str, got: dict[str, list[float]]) -> None:
         for name, values in got.items():
@@ -146,8 +178,7 @@ class InterleavedProbes:
             {b: spreads(s) for b, s in self.samples.items()},
             shapes=self.probe.shapes(),
             device=self.device,
-            note=f"compute figures probed between the judged rounds ({self.gaps} gaps of "
-            f"{self.rounds} rounds{self._pair_note()})",
+            note=f"compute figures probed between the judged rounds ({self._gaps_note()})",
             drift=MachineDrift(tuple(self.windows), self._threads(self.backends[0])),
         )
 
@@ -160,10 +191,15 @@ class InterleavedProbes:
             where = f" (early head on {' and '.join(self.pair_placements)})"
         return f"; the dist pair probe at k {ks}{where} in {self.pair_gaps} of them"
 
+    def _gaps_note(self) -> str:
+        runs = f" and {self.run_gaps} single rounds before judged runs" if self.run_gaps else ""
+        return f"{self.gaps} gaps of {self.rounds} rounds{runs}{self._pair_note()}"
+
     def describe(self, judged_s: float) -> str:
-        """'interleaved probes: 3 gaps of 2 rounds, 1.2 s (4.1 % of the judged runs' 29 s)'."""
+        """'interleaved probes: 3 gaps of 2 rounds and 9 single rounds before judged runs, 1.2 s
+        (4.1 % of the judged runs' 29 s)'."""
         share = self.seconds / judged_s if judged_s > 0 else float("nan")
         return (
-            f"interleaved probes: {self.gaps} gaps of {self.rounds} rounds{self._pair_note()}, "
+            f"interleaved probes: {self._gaps_note()}, "
             f"{self.seconds:.3g} s ({100 * share:.1f} % of the judged runs' {judged_s:.3g} s)"
         )

@@ -154,6 +154,7 @@ def time_repeated(
     names=None,
     seeds=None,
     between_rounds=None,
+    before_run=None,
 ) -> RepeatedTiming:
     """Time greedy and each PPD configuration ``settings.repeats`` times, interleaved (module
     doc).
@@ -168,7 +169,9 @@ def time_repeated(
     prompt (with ``tokens`` and ``wall_s``), timed in the same rounds (FREE,
     ``measure.eval.free_eval``);
     ``between_rounds``: called before every round, untimed, with the ``dist`` configurations'
-    ``RankGroup`` (or None) (the interleaved cost probes of ``measure.eval.interleaved``).
+    ``RankGroup`` (or None) (the interleaved cost probes of ``measure.eval.interleaved``);
+    ``before_run``: called before every judged run, untimed, with the method's config (None
+    for greedy) (their per-run probes).
     """
     repeats, decoding = settings.repeats, settings.decoding
     if not prompts:
@@ -206,6 +209,8 @@ def time_repeated(
                 start = r % len(methods)
                 for method in methods[start:] + methods[:start]:
                     label = f"round {r + 1}/{repeats}: {method.label}"
+                    if before_run is not None:
+                        before_run(method.config)
                     progress.begin(label)
                     method.results.append(runners[method.label]())
                     progress.finish(label)

@@ -406,9 +406,9 @@ def validate(
     greedy's) are ``time_repeated``'s. ``free``: ``FreeConfig``s, timed in the
     same rounds and predicted from the profile and each run's exit sequence
     (``measure.eval.free_eval``; "auto" thresholds calibrated first, untimed).
-    ``interleave_probes``: probe rounds run before every judged round (0: none); their samples
-    build a second profile and every configuration is also predicted from it
-    (``measure.eval.interleaved``).
+    ``interleave_probes``: probe rounds run before every judged round (0: none), plus one
+    before every judged run; their samples build a second profile and every configuration is
+    also predicted from it (``measure.eval.interleaved``).
     """
     rounds = interleave_probes
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
@@ -445,7 +445,7 @@ def validate(
     timing = time_repeated(
         model, prompts, configs, early_exit=early_exit, others=others,
         max_new_tokens=max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
-        between_rounds=probes,
+        between_rounds=probes, before_run=probes and probes.before_run,
     )  # fmt: skip
     probed = probes.profile() if probes is not None else None
     greedy_preds = {

@@ -70,14 +70,18 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     assert probed - profile.costs("single", d_bar=2).layer_s > 0.6 * SLOWER_S  # (sleeps overrun)
     probed_n = [figure(result.interleaved_profile, "single", f"candidate_layer_s[{k}]").n
                 for k in (1, 2)]  # fmt: skip
-    assert probed_n == [4, 3]  # 2 gaps x 2 rounds for the judged k; k = 2 kept from the profile
-    windows = result.interleaved_profile.data["machine"]["windows_s"]  # one per gap
+    # 2 gaps x 2 rounds and one round before each of the 2 x 2 runs for the judged k; k = 2
+    # kept from the profile
+    assert probed_n == [8, 3]
+    windows = result.interleaved_profile.data["machine"]["windows_s"]  # one per round gap
     assert len(windows) == 2 and min(windows) > 0.6 * SLOWER_S * 4  # the slower machine's
     summary = result.summary()
     assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     # the slower machine moves greedy as it moves PPD: the speed-up stays predicted
     assert summary["speedup_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
-    assert summary["probes"].startswith("interleaved probes: 2 gaps of 2 rounds")
+    assert summary["probes"].startswith(
+        "interleaved probes: 2 gaps of 2 rounds and 4 single rounds before judged runs"
+    )
 
 
 def test_probes_refuse_bad_arguments(slowed):
@@ -103,7 +107,7 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert main([*argv, "--interleave-probes", "--out", str(tmp_path / "out")]) == 0
     captured = capsys.readouterr()
     assert "| interleaved    error" in captured.out
-    assert "interleaved probes: 2 gaps of 2 rounds" in captured.out
+    assert "interleaved probes: 2 gaps of 2 rounds and 4 single rounds" in captured.out
     assert "from the interleaved probes: median |error|" in captured.out
     assert "speed-ups over greedy (a drift of the whole machine leaves them)" in captured.out
     progress = [x for x in captured.err.splitlines() if x.startswith("ppd: ")]

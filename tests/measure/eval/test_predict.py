@@ -118,13 +118,28 @@ def test_verdict_line_says_faster_or_slower_why_and_how_well_predicted():
     assert largest_term(split)[0] == "sharing_s"
 
 
+CALLS: list = []
+"""The hooks' calls in ``timing``'s run, in order."""
+
+
 @pytest.fixture(scope="module")
 def timing():
     torch.set_num_threads(1)
     model = tiny_model("llama", seed=4)
     configs = [PPDConfig(2, 1), PPDConfig(3, 2)]
     settings = RunSettings(repeats=2)
-    return time_repeated(model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=4, settings=settings)
+    CALLS.clear()
+    return time_repeated(
+        model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=4, settings=settings,
+        between_rounds=lambda ranks: CALLS.append(("round", ranks)),
+        before_run=lambda config: CALLS.append(("run", config)),
+    )  # fmt: skip
+
+
+def test_hooks_run_before_every_round_and_every_run(timing):
+    configs = [None, PPDConfig(2, 1), PPDConfig(3, 2)]  # the rotation: round r starts at r
+    assert CALLS == [("round", None), *(("run", c) for c in configs),
+                     ("round", None), *(("run", c) for c in configs[1:] + configs[:1])]  # fmt: skip
 
 
 def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
