@@ -9,6 +9,7 @@ Usage: python benchmarks/validate_summary.py OUT
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -24,9 +25,15 @@ def read_runs(out: Path) -> pd.DataFrame:
     for csv in sorted(out.glob("run*/*/validation.csv")):
         run, model = csv.parent.parent.name, csv.parent.name
         load = csv.parent.parent / f"{model}.load"  # (with_suffix would cut "-1.1b" at the dot)
+        summary = csv.parent / "summary.json"
+        drift = json.loads(summary.read_text()) if summary.exists() else {}
         frames.append(
             pd.read_csv(csv).assign(
-                run=run, model=model, load=load.read_text().strip() if load.exists() else ""
+                run=run,
+                model=model,
+                load=load.read_text().strip() if load.exists() else "",
+                drift=drift.get("machine_drift_log_sd"),
+                interleaved_drift=drift.get("interleaved_machine_drift_log_sd"),
             )
         )
     if not frames:
@@ -69,6 +76,10 @@ def run_table(rows: pd.DataFrame) -> str:
         + (f"; speed-ups over greedy: median |error| {speedup.median():.1f} %, worst "
            f"{speedup.max():.1f} %" if len(speedup) else "")
     )  # fmt: skip
+    drift = rows["drift"].dropna()
+    if len(drift):  # the profile's sentinel windows (measure.profile.drift)
+        lines.append(f"\nthe machine's speed while profiling: log-sd {100 * drift.iloc[0]:.1f} % "
+                     "(in the intervals above)")  # fmt: skip
     probed = rows["interleaved_rel_err"].dropna() if "interleaved_rel_err" in rows else []
     if len(probed):  # --interleave-probes: the prediction from the probes between the rounds
         hit = rows["interleaved_inside"].dropna().astype(bool)
@@ -98,6 +109,15 @@ def run_to_run(table: pd.DataFrame) -> str:
             )
             probed = "; from the interleaved probes " + ", ".join(
                 f"{run} {inter[run].abs().median():.1f} %" for run in runs if run in inter
+            )
+        ppd = rows[rows["method"].str.startswith("ppd ")]
+        speedups = (100 * (ppd["speedup_predicted"] / ppd["speedup_measured"] - 1).abs()).groupby(
+            ppd["run"]).median()  # fmt: skip
+        if len(speedups) == len(runs):
+            probed += (
+                "; speed-ups' median |error| "
+                + ", ".join(f"{run} {speedups[run]:.1f} %" for run in runs)
+                + f" (spread {speedups.max() - speedups.min():.1f} points)"
             )
         moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
         lines.append(

@@ -54,6 +54,12 @@ too wide to predict from after the profiler re-measured them, each
 ``{"backend", "figure", "rel_spread", "threshold"}`` (IQR / median and the limit it exceeded):
 ``check_wide_prices`` refuses such a profile unless the caller accepts it explicitly
 (``ppd validate --profile``, ``ppd plan --profile``, ``ppd latency --costs``).
+
+``machine`` (optional, informational) records how far the machine's speed moved while the
+profile was taken: ``{"sentinel", "threads", "windows_s", "log_sd", "rel_range"}``, a greedy
+step's layers timed in several windows (``measure.profile.drift``). Its spread is already in
+``cost_replicates`` (each replicate scaled by one draw of it, the same in every backend), so
+no reader needs it to price an interval.
 """
 
 from __future__ import annotations

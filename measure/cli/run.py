@@ -613,7 +613,7 @@ def _validate(args) -> int:
         )
         + "; 0 parameters fitted on these runs; measured median inside the predicted 95 % "
         f"interval for {summary['inside_interval']} of {summary['with_interval']} "
-        "configuration(s) with one (profile cost replicates)"
+        f"configuration(s) with one (profile cost replicates{_drift_note(summary)})"
     )
     if "speedup_median_abs_rel_err" in summary:
         print(
@@ -630,7 +630,7 @@ def _validate(args) -> int:
             + ", ".join(f"{100 * err:+.1f} % (on {backend})" for backend, err in
                         summary["interleaved_greedy_rel_err_by_backend"].items())
             + f"; inside its interval for {summary['interleaved_inside_interval']} "
-            "configuration(s)"
+            f"configuration(s){_drift_note(summary, 'interleaved_')}"
         )  # fmt: skip
     print(
         f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, traces.jsonl, "
@@ -723,3 +723,9 @@ def _validation_profile(args, given, model, ids, out: Path):
     for note in check_wide_prices(profile, accept=True):  # measured now: said, not refused
         print(note)
     return profile
+
+
+def _drift_note(summary: dict, prefix: str = "") -> str:
+    """', the machine's drift: log-sd 15.9 %' where the profile recorded one."""
+    sd = summary.get(f"{prefix}machine_drift_log_sd")
+    return "" if sd is None else f", with the machine's drift while timed: log-sd {100 * sd:.1f} %"

@@ -32,6 +32,7 @@ from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.verdict import agreement, verdict_line
+from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
 
@@ -239,6 +240,7 @@ class ProfileValidation:
                                         r.predicted.interval.contains(r.measured.median))
                                    for r in self.results),
             "with_interval": sum(r.predicted.interval is not None for r in self.results),
+            "machine_drift_log_sd": _drift_log_sd(self.profile),
             **self._speedup_summary(),
             **self._interleaved_summary(),
         }  # fmt: skip
@@ -275,6 +277,7 @@ class ProfileValidation:
                 zip(greedy["backend"], greedy["interleaved_rel_err"].astype(float), strict=True)
             ),
             "interleaved_inside_interval": int((table["interleaved_inside"] == True).sum()),  # noqa: E712
+            "interleaved_machine_drift_log_sd": _drift_log_sd(self.interleaved_profile),
             "probes": self.probe_note,
         }
 
@@ -339,6 +342,13 @@ def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas
         exact=exact,
         sharing=pred.sharing.describe() if pred.sharing is not None else "",
     )
+
+
+def _drift_log_sd(profile: CostProfile) -> float | None:
+    """The log-spread of the machine's speed while ``profile`` was timed (its intervals carry
+    it: ``measure.profile.drift``), or None for a profile that did not record it."""
+    drift = MachineDrift.from_dict(profile.data.get("machine"))
+    return None if drift is None else drift.log_sd
 
 
 def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:

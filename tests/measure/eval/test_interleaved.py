@@ -117,6 +117,8 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert table[["predicted_s", "interleaved_predicted_s"]].notna().all().all()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert "median_abs_rel_err" in summary and "interleaved_median_abs_rel_err" in summary
+    assert summary["machine_drift_log_sd"] >= 0 and summary["interleaved_machine_drift_log_sd"] >= 0
+    assert "(profile cost replicates, with the machine's drift while timed: log-sd" in captured.out
     assert (tmp_path / "out" / "profile_interleaved.json").is_file()
     # --no-progress silences the lines; without the flag there is no second prediction
     argv += ["--profile", str(tmp_path / "out" / "profile.json"), "--no-progress"]
