@@ -31,8 +31,10 @@ COST_FLAGS = {
     "embedding_s": "token embedding",
     "early_head_s": "early prediction at d_bar: final norm, LM head and top-k on one row",
     "final_head_s": "final norm and LM head after layer d",
-    "candidate_dispatch_s": "message starting the candidates (early head on main)",
-    "hidden_dispatch_s": "message with main's hidden state (early head on the candidates)",
+    "candidate_dispatch_s": "message starting the candidates (early head on main; one device "
+    "running one stream: the batch's start-up)",
+    "hidden_dispatch_s": "message with main's hidden state (early head on the candidates; one "
+    "device running one stream: the batch's start-up)",
     "handoff_s": "one accepted hand-off (hidden state and KV entries to main)",
     "host_s": "host time per generated token",
     "shared_device_slowdown": "factor >= 1 by which main (and, unless the next flag is given, "

@@ -94,10 +94,11 @@ class DecodeCosts:
     """Final norm and LM head after layer d (main and greedy), seconds."""
     candidate_dispatch_s: float = 0.0
     """Sending the k candidate ids from main to the candidate side (early_head="main"), with
-    any state the candidate side lacks (e.g. KV entries), seconds."""
+    any state the candidate side lacks (e.g. KV entries), seconds. On a ``serial_device`` no
+    message travels: a profile puts there the batch's start-up right after the early head."""
     hidden_dispatch_s: float = 0.0
     """Sending main's layer-d_bar hidden state to the candidate side (early_head="candidates"),
-    seconds."""
+    seconds (on a ``serial_device``: the batch's start-up, as ``candidate_dispatch_s``)."""
     handoff_s: float = 0.0
     """One accepted hand-off: the matching candidate's hidden state and KV entries to main,
     seconds (a measured constant, or ``link_seconds(latency_s=, nbytes=, ...)``)."""

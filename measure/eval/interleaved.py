@@ -158,7 +158,8 @@ class InterleavedProbes:
             for backend in backends:
                 torch.set_num_threads(self._threads(backend))
                 warmup = int(not self.samples[backend])
-                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup)
+                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
+                                    startup=backend == "single")  # fmt: skip
                 self._add(backend, got)
                 if window and backend == self.backends[0]:
                     self.windows.append(float(np.median(got["layers_s"])))

@@ -13,7 +13,8 @@ early head on main         main head at d_bar          early head
 main suffix                main layers [d_bar, d)      e L (one device shared: slowed while
                                                        the candidates run, not counted here)
 final head                 main head at d              final head
-candidate batch            candidate layers [0, e)     embedding + e L_k (completed batches)
+candidate batch            candidate layers [0, e)     embedding + e L_k (completed batches),
+                                                       + the start-up on a single backend
 early head, candidates     candidate head at d_bar     early head
 hand-off (with wait)       main handoff                hand-off (main also waits there for a
                                                        batch that is not done)
@@ -46,6 +47,9 @@ def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]
     """(name, selector(event) -> bool, price in seconds) of every block of a pass."""
     d_bar, e = config.d_bar, d - config.d_bar
     layer_k = costs.candidate_layer_seconds(config.k)
+    # one device, one stream (single backend): the "dispatch" is the batch's start-up after the
+    # early head, timed inside the batch (elsewhere it is a message, outside it)
+    startup = costs.dispatch_seconds(config.early_head) if costs.serial_device else 0.0
 
     def sel(side, kind, a, b):
         def match(ev):
@@ -61,7 +65,8 @@ def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]
         ("early head on main", sel("main", "head", d_bar, d_bar), costs.early_head_s),
         ("main suffix", sel("main", "layers", d_bar, d), e * costs.layer_s),
         ("final head", sel("main", "head", d, d), costs.final_head_s),
-        ("candidate batch", sel("cand", "layers", 0, e), costs.embedding_s + e * layer_k),
+        ("candidate batch", sel("cand", "layers", 0, e),
+         costs.embedding_s + e * layer_k + startup),
         ("early head, candidates", sel("cand", "head", d_bar, d_bar), costs.early_head_s),
         ("hand-off (with wait)", lambda ev: ev["process"] == 0 and ev["kind"] == "handoff",
          costs.handoff_s),

@@ -12,6 +12,8 @@ clock of ``measure`` (``measure.clock``):
 - ``suffix(d_bar)`` and ``batch(k, d_bar)``: the two pieces a ``dist`` run overlaps (main's
   layers d_bar+1..d and final head; the candidate rank's k-row batch over its d - d_bar layers
   with its embedding), whole-call seconds, for the pair probe of ``measure.profile.ranks``;
+  ``batch_after_head(k, d_bar)``: the same batch right after an early head, as the single
+  backend runs it (its start-up);
 - ``handoff``: the in-process hand-off of one row's hidden state and KV entries over all d
   layers, and the two halves of the ``dist`` hand-off copy (pack on the candidate rank,
   unpack and append on main).
@@ -182,6 +184,14 @@ class DecodeProbe:
         clock.resolve()
         del h, rows
         return clock.seconds(start, end)
+
+    def batch_after_head(self, k: int, d_bar: int) -> float:
+        """Seconds of ``batch(k, d_bar)`` right after an untimed early head, the order in which
+        the single backend runs them: the LM head's sweep over its vocabulary leaves the
+        batch to start cold (small-wide-vocab, 64 Ki vocabulary: 6.1 ms against 5.1 ms after
+        another batch on the 2-vCPU VM)."""
+        self.early_head(k)
+        return self.batch(k, d_bar)
 
     @torch.no_grad()
     def handoff(self) -> dict[str, float]:

@@ -153,7 +153,8 @@ def measure_profile(
             torch.set_num_threads(counts[backend])
             probe = DecodeProbe(model, context_tokens=context_tokens)
             measure = partial(compute_figures, probe, ks, repeats=repeats, warmup=warmup,
-                              calls=calls, progress=progress, label=backend)  # fmt: skip
+                              calls=calls, progress=progress, label=backend,
+                              startup=backend == "single")  # fmt: skip
             figures[backend] = remeasure_wide(measure(), measure, max_spread, remeasure_rounds)
             watch.window()
     finally:
@@ -228,15 +229,17 @@ def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> di
 
 
 def compute_figures(
-    probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=False, label=""
-) -> dict:
+    probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=False, label="",
+    startup: bool = False,
+) -> dict:  # fmt: skip
     """Interleaved rounds of the probe's pieces: a Spread per figure (per-layer seconds for
-    ``layer_s`` and ``candidate_layer_s[k]``; the whole step's layers in ``layers_s``)."""
+    ``layer_s`` and ``candidate_layer_s[k]``; the whole step's layers in ``layers_s``); with
+    ``startup``, the batch after an early head too (``probe_samples``)."""
     bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
     try:
         samples = probe_samples(
             probe, ks, repeats=repeats, warmup=warmup, calls=calls,
-            progress=lambda i, n: bar and bar.update(1),
+            progress=lambda i, n: bar and bar.update(1), startup=startup,
         )  # fmt: skip
     finally:
         if bar:
@@ -244,14 +247,20 @@ def compute_figures(
     return spreads(samples)
 
 
-def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=None) -> dict:
-    """The timed samples behind ``compute_figures`` (lists of seconds per figure name)."""
+def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=None,
+                  startup: bool = False) -> dict:  # fmt: skip
+    """The timed samples behind ``compute_figures`` (lists of seconds per figure name); with
+    ``startup`` (the single backend), ``batch_after_head_s[k]``: the k-row batch at
+    ``default_d_bar(d)`` timed right after an early head (``DecodeProbe.batch_after_head``)."""
+    d_bar = default_d_bar(probe.d)
     tasks = {
         "step": probe.step,
         "early_head": lambda: {"early_head_s": probe.early_head(max(ks))},
         **{f"candidates[{k}]": _bind(probe.candidates, k) for k in ks},
         "handoff": probe.handoff,
     }
+    if startup:
+        tasks.update({f"batch_after_head[{k}]": _bind_startup(probe, k, d_bar) for k in ks})
     samples = run_interleaved(tasks, repeats=repeats, warmup=warmup, calls=calls, progress=progress)
     samples["layer_s"] = [s / probe.d for s in samples["layers_s"]]
     return samples
@@ -304,6 +313,10 @@ def _priced(backend, figures, d, ks, shapes, device, link, scale=None) -> dict:
 
 def _bind(fn, k):
     return lambda: fn(k)
+
+
+def _bind_startup(probe: DecodeProbe, k: int, d_bar: int):
+    return lambda: {f"batch_after_head_s[{k}]": probe.batch_after_head(k, d_bar)}
 
 
 def _dist_figures(model_dir, model, shapes, d, ks, context_tokens, repeats) -> dict:
@@ -394,6 +407,14 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     per_layer = {"handoff_s": med["handoff_copy_s"]}
     if backend == "single":
         costs["shared_device_slowdown"] = SINGLE_SLOWDOWN
+        startup = batch_startup(med, ks, d)
+        if startup is not None:
+            costs["candidate_dispatch_s"] = costs["hidden_dispatch_s"] = startup
+            notes.append(
+                "candidate_dispatch_s = hidden_dispatch_s: the candidate batch's start-up right "
+                "after the early head, as a run starts it (batch_after_head_s, beyond embedding "
+                "+ layers at its k)"
+            )
         if device.type == "cpu":
             notes.append(
                 "shared_device_slowdown = 2: on a CPU the single backend runs the candidate "
@@ -425,6 +446,18 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
         else:
             entry["notes"].append("no pair slowdowns: the dist ranks run on two devices")
     return entry
+
+
+def batch_startup(med: dict, ks, d: int) -> float | None:
+    """What the k-row batch costs right after an early head beyond the price of its parts
+    (embedding + (d - d_bar) candidate layers at k; ``batch_after_head_s[k]`` at d_bar =
+    ``default_d_bar(d)``), averaged over the measured k and floored at 0; None where the
+    profile did not time it (older profiles, ``dist``)."""
+    gap = d - default_d_bar(d)
+    extra = [med[f"batch_after_head_s[{k}]"] - med["embedding_s"]
+             - gap * med[f"candidate_layer_s[{k}]"]
+             for k in ks if f"batch_after_head_s[{k}]" in med]  # fmt: skip
+    return max(0.0, float(np.mean(extra))) if extra else None
 
 
 def _pair_warnings(pairs: dict) -> list[str]:

@@ -15,6 +15,7 @@ from measure.profile.profile import (  # noqa: E402
     HOST_PROBE_PROMPTS,
     HOST_PROBE_SKIP,
     HOST_PROBE_TOKENS,
+    batch_startup,
     figure,
 )
 from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
@@ -54,6 +55,28 @@ def test_every_cost_term_is_measured_with_its_spread(profile):
     assert costs.layer_s == layer.median
     with pytest.raises(ValueError, match="no figure 'nope'"):
         figure(profile, "single", "nope")
+    # the batch's start-up after the early head: priced as the single backend's dispatch
+    med = {n: figure(profile, "single", n).median for n in profile.data["figures"]["single"]}
+    assert {"batch_after_head_s[1]", "batch_after_head_s[3]"} <= names
+    assert (
+        costs.candidate_dispatch_s
+        == costs.hidden_dispatch_s
+        == batch_startup(med, (1, 3), NUM_LAYERS)
+    )
+    assert any("start-up" in n for n in profile.data["backends"]["single"]["notes"])
+
+
+def test_batch_startup_is_what_the_batch_costs_beyond_its_parts():
+    med = {
+        "embedding_s": 0.5,
+        "candidate_layer_s[1]": 1.0,
+        "candidate_layer_s[3]": 2.0,
+        "batch_after_head_s[1]": 0.5 + 2 * 1.0 + 0.3,
+        "batch_after_head_s[3]": 4.5 + 0.1,
+    }
+    assert batch_startup(med, (1, 3), d=4) == pytest.approx(0.2)  # gap d - ceil(d / 2) = 2
+    assert batch_startup({**med, "batch_after_head_s[1]": 1.0}, (1,), d=4) == 0.0  # noise
+    assert batch_startup({"embedding_s": 0.5}, (1, 3), d=4) is None  # not timed
 
 
 def test_provenance_names_machine_libraries_and_load(profile):
@@ -225,6 +248,7 @@ def test_suffix_and_batch_time_the_overlapped_pieces_and_keep_the_cache(model):
     assert 0 < short and 0 < long and probe.cache.get_seq_length() == cached
     assert probe.batch(3, 1) > 0 and probe.batch(1, NUM_LAYERS - 1) > 0
     assert probe.cache.get_seq_length() == cached
+    assert probe.batch_after_head(3, 2) > 0 and probe.cache.get_seq_length() == cached
     assert set(COST_FIELDS) >= {"layer_s", "handoff_s"}
 
 
