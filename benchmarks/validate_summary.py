@@ -83,11 +83,14 @@ def run_table(rows: pd.DataFrame) -> str:
     probed = rows["interleaved_rel_err"].dropna() if "interleaved_rel_err" in rows else []
     if len(probed):  # --interleave-probes: the prediction from the probes between the rounds
         hit = rows["interleaved_inside"].dropna().astype(bool)
+        gaps = rows["interleaved_drift"].dropna()
         lines.append(
             f"\nfrom the interleaved probes: median |error| {100 * probed.abs().median():.1f} %, "
             f"worst {100 * probed.abs().max():.1f} %; inside the interval in {int(hit.sum())} "
             f"of {len(hit)}"
-        )
+            + (f" (the machine's speed between the gaps: log-sd {100 * gaps.iloc[0]:.1f} %)"
+               if len(gaps) else "")
+        )  # fmt: skip
     return "\n".join(lines)
 
 

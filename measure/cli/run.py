@@ -726,6 +726,6 @@ def _validation_profile(args, given, model, ids, out: Path):
 
 
 def _drift_note(summary: dict, prefix: str = "") -> str:
-    """', the machine's drift: log-sd 15.9 %' where the profile recorded one."""
+    """ ", with the machine's drift while timed: log-sd 15.9 %" where the profile recorded one."""
     sd = summary.get(f"{prefix}machine_drift_log_sd")
     return "" if sd is None else f", with the machine's drift while timed: log-sd {100 * sd:.1f} %"

@@ -1,20 +1,25 @@
 """How much the machine's speed moved while a profile was measured, and what that does to its
 intervals.
 
-A profile's figures are medians of samples taken within a few seconds each, and a bootstrap
-of those samples gives their sampling error only. A shared machine also changes speed over
-tens of seconds: on the 2-vCPU VM of this project a greedy step of SmolLM2 took 53-56 ms for a
-while, then 70-75 ms for a minute or two, then 53-56 ms again (``benchmarks/machine_drift.py``).
-A figure timed in one spell then prices a run made in the other, and no spread within the
-profile shows it.
+A profile's figures are medians of samples taken within a few seconds each, and a bootstrap of
+those samples gives their sampling error only. A shared machine also changes speed over tens of
+seconds: on the 2-vCPU VM of this project a greedy step of SmolLM2 took 53-56 ms for a while,
+then 70-75 ms for a minute or two, then 53-56 ms again (``benchmarks/machine_drift.py``). A
+figure timed in one spell then prices a run made in the other, and no spread within the profile
+shows it.
 
 ``DriftWatch`` times the same sentinel (a greedy step's layers, ``SENTINEL_STEPS`` steps at
 fixed threads on its own ``DecodeProbe``) at several points of a profile (``window()``: before,
-between and after the parts it measures); the windows' medians are the machine's speed as the
-profile went along. ``drift_factors`` turns their spread into one multiplicative factor per
-bootstrap replicate (lognormal, centred on 1, the log-spread of the windows), applied to every
-timed figure of that replicate in every backend alike: a prediction's interval in seconds then
-carries the machine's drift, while a speed-up (a ratio taken within one replicate) does not.
+halfway through, between and after the parts it measures); the windows' medians are the
+machine's speed as the profile went along. The estimate is rough (3-7 windows; a window's own
+sampling noise is in it too), so it errs wide; the interleaved probes' windows (one per gap
+between judged rounds) scale their profile the same way, which is conservative there too: the
+runs average over the same gaps. ``drift_factors`` turns their spread into one multiplicative
+factor per bootstrap replicate (lognormal, centred on 1, the log-spread of the windows),
+applied to every timed figure of that replicate in every backend alike: a prediction's interval
+in seconds then carries the machine's drift, while a speed-up (a ratio taken within one
+replicate) does not. (The ``dist`` messages, priced by the fitted link, are not scaled: a small
+part of a pass, so a ``dist`` speed-up is nearly, not exactly, free of it.)
 """
 
 from __future__ import annotations
@@ -123,8 +128,16 @@ class DriftWatch:
             samples = [self.probe.step()["layers_s"] for _ in range(self.steps)]
         finally:
             torch.set_num_threads(previous)
-        self.windows.append(float(np.median(samples)))
-        return self.windows[-1]
+        median = float(np.median(samples))
+        if median > 0:  # (a clock that did not move is no reading of the machine's speed)
+            self.windows.append(median)
+        return median
+
+    def midway(self, done: int, total: int) -> None:
+        """A window halfway through a run of ``total`` rounds (``run_interleaved``'s progress
+        callback): a profile of one backend then still has three windows."""
+        if done == total // 2 and total >= 2:
+            self.window()
 
     def drift(self) -> MachineDrift:
         return MachineDrift(tuple(self.windows), self.threads)

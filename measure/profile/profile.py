@@ -154,7 +154,7 @@ def measure_profile(
             probe = DecodeProbe(model, context_tokens=context_tokens)
             measure = partial(compute_figures, probe, ks, repeats=repeats, warmup=warmup,
                               calls=calls, progress=progress, label=backend,
-                              startup=backend == "single")  # fmt: skip
+                              startup=backend == "single", on_round=watch.midway)  # fmt: skip
             figures[backend] = remeasure_wide(measure(), measure, max_spread, remeasure_rounds)
             watch.window()
     finally:
@@ -230,16 +230,24 @@ def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> di
 
 def compute_figures(
     probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=False, label="",
-    startup: bool = False,
+    startup: bool = False, on_round=None,
 ) -> dict:  # fmt: skip
     """Interleaved rounds of the probe's pieces: a Spread per figure (per-layer seconds for
     ``layer_s`` and ``candidate_layer_s[k]``; the whole step's layers in ``layers_s``); with
-    ``startup``, the batch after an early head too (``probe_samples``)."""
+    ``startup``, the batch after an early head too (``probe_samples``); ``on_round(done,
+    total)`` after every round (the drift sentinel's midway window)."""
     bar = progress_bar(warmup + repeats, enabled=progress, desc=f"profile {label}".strip())
+
+    def after_round(done: int, total: int) -> None:
+        if bar:
+            bar.update(1)
+        if on_round is not None:
+            on_round(done, total)
+
     try:
         samples = probe_samples(
-            probe, ks, repeats=repeats, warmup=warmup, calls=calls,
-            progress=lambda i, n: bar and bar.update(1), startup=startup,
+            probe, ks, repeats=repeats, warmup=warmup, calls=calls, progress=after_round,
+            startup=startup,
         )  # fmt: skip
     finally:
         if bar:
@@ -263,6 +271,15 @@ def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progres
         tasks.update({f"batch_after_head[{k}]": _bind_startup(probe, k, d_bar) for k in ks})
     samples = run_interleaved(tasks, repeats=repeats, warmup=warmup, calls=calls, progress=progress)
     samples["layer_s"] = [s / probe.d for s in samples["layers_s"]]
+    if startup:  # paired in each round: a slow spell moves the batch and its parts alike
+        gap = probe.d - d_bar
+        for k in ks:
+            samples[f"batch_startup_s[{k}]"] = [
+                cold - embedding - gap * layer
+                for cold, embedding, layer in zip(samples[f"batch_after_head_s[{k}]"],
+                                                  samples["embedding_s"],
+                                                  samples[f"candidate_layer_s[{k}]"], strict=True)
+            ]  # fmt: skip
     return samples
 
 
@@ -272,7 +289,8 @@ def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: 
     replaced and that backend's costs and replicates rebuilt by the profile's own rule; the
     figures not given (e.g. the ``dist`` link, two-stream slowdown and host time) are kept.
     ``shapes``: ``DecodeProbe.shapes()``; ``note`` is recorded in the provenance; ``drift``:
-    the machine's drift while the new figures were timed (default: the profile's own)."""
+    the machine's drift while the new figures were timed (default: the profile's own; given,
+    every backend's replicates are rebuilt with its factors)."""
     data = copy.deepcopy(profile.data)
     if drift is not None:
         data["machine"] = drift.to_dict()
@@ -282,10 +300,16 @@ def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: 
         bandwidth = link["bandwidth_bytes_per_s"]
         link = {"latency_s": link["latency_s"],
                 "bandwidth_bytes_per_s": math.inf if bandwidth is None else bandwidth}  # fmt: skip
-    warnings = []
-    for backend, new in figures.items():
+    for backend in figures:
         if backend not in profile.backends:
             raise ValueError(f"figures: the profile has no backend {backend!r}")
+    # a new drift rescales every backend's replicates alike (their ratios cancel it): the
+    # backends not re-timed are rebuilt from their own figures with the new factors
+    timed = data.get("figures", {})
+    rebuilt = {**({b: {} for b in profile.backends if timed.get(b)} if drift else {}),
+               **figures}  # fmt: skip
+    warnings = []
+    for backend, new in rebuilt.items():
         old = {name: Spread.from_dict(v) for name, v in data["figures"][backend].items()}
         merged = {**old, **new}
         ks = profile.backends[backend].measured_ks
@@ -407,7 +431,7 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     per_layer = {"handoff_s": med["handoff_copy_s"]}
     if backend == "single":
         costs["shared_device_slowdown"] = SINGLE_SLOWDOWN
-        startup = batch_startup(med, ks, d)
+        startup = batch_startup(med, ks)
         if startup is not None:
             costs["candidate_dispatch_s"] = costs["hidden_dispatch_s"] = startup
             notes.append(
@@ -448,15 +472,13 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     return entry
 
 
-def batch_startup(med: dict, ks, d: int) -> float | None:
-    """What the k-row batch costs right after an early head beyond the price of its parts
-    (embedding + (d - d_bar) candidate layers at k; ``batch_after_head_s[k]`` at d_bar =
-    ``default_d_bar(d)``), averaged over the measured k and floored at 0; None where the
-    profile did not time it (older profiles, ``dist``)."""
-    gap = d - default_d_bar(d)
-    extra = [med[f"batch_after_head_s[{k}]"] - med["embedding_s"]
-             - gap * med[f"candidate_layer_s[{k}]"]
-             for k in ks if f"batch_after_head_s[{k}]" in med]  # fmt: skip
+def batch_startup(med: dict, ks) -> float | None:
+    """What the k-row batch costs right after an early head beyond the price of its parts:
+    the medians of ``batch_startup_s[k]`` (per round, ``batch_after_head_s[k]`` at d_bar =
+    ``default_d_bar(d)`` minus the embedding and d - d_bar candidate layers at k timed in the
+    same round: ``probe_samples``), averaged over the measured k and floored at 0; None where
+    the profile did not time it (older profiles, ``dist``)."""
+    extra = [med[f"batch_startup_s[{k}]"] for k in ks if f"batch_startup_s[{k}]" in med]
     return max(0.0, float(np.mean(extra))) if extra else None
 
 
@@ -544,7 +566,9 @@ def _dist_costs(costs, med, shapes, ks, link, device):
 def _figure_warnings(backend: str, figures: dict[str, Spread]) -> list[str]:
     """Noisy cost-term figures one by one; noisy per-layer figures as one count."""
     per_layer = {k: s for k, s in figures.items() if k.startswith("layer_s[")}
-    terms = {k: s for k, s in figures.items() if k not in per_layer}
+    # the start-up is a difference of figures checked here already (its IQR / its small median)
+    terms = {k: s for k, s in figures.items()
+             if k not in per_layer and not k.startswith("batch_startup_s[")}  # fmt: skip
     out = noisy_warnings(terms, backend)
     noisy = sum(s.noisy for s in per_layer.values())
     if noisy:

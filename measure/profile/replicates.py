@@ -1,22 +1,24 @@
 """Bootstrap replicates of a backend's costs: the profile's timed samples resampled.
 
 A profile's price is the median of repeated samples, so it carries the sampling error of a
-median. ``cost_replicates`` redraws every figure that kept its samples (as many as were
-timed), takes the medians, and rebuilds the backend's costs from them with the same rule as
-the profile itself (``build``); a prediction evaluated on each replicate gives the interval
-of ``ppdmodel.intervals``.
+median. ``cost_replicates`` redraws every figure that kept its samples (as many as were timed),
+takes the medians, and rebuilds the backend's costs from them with the same rule as the profile
+itself (``build``); a prediction evaluated on each replicate gives the interval of
+``ppdmodel.intervals``.
 
 The samples are redrawn as a circular block bootstrap (blocks of ``block_length(n)``
 consecutive rounds), not one sample at a time: on a shared machine a slow spell spans several
-rounds, and drawing samples independently would take their correlation for independent
-evidence and give too narrow an interval. Figures with the same number of samples were timed
-in the same rounds (``run_interleaved``), so one replicate draws the same rounds for all of
-them: a slow round raises the layers and the heads of that replicate together, as it did on
-the machine. ``scale`` (``measure.profile.drift.drift_factors``) multiplies every figure of
-replicate i by its own factor: the machine's drift between the profile's windows. The fitted
-link of the ``dist`` backend (latency and bandwidth) is not redrawn: its messages are a small
-part of a pass. The pair probe's samples (``pair_*``) are, so each replicate has its own pair
-factors (``pair_slowdowns``).
+rounds, and drawing samples independently would take their correlation for independent evidence
+and give too narrow an interval. One replicate draws the same round indices for every figure
+with the same number of samples: the figures of one ``run_interleaved`` call were timed in the
+same rounds, so a slow round raises the layers and the heads of that replicate together, as it
+did on the machine (figures of other calls that happen to have as many samples are drawn alike
+too, which is harmless: each is still redrawn uniformly). ``scale``
+(``measure.profile.drift.drift_factors``) multiplies every figure of replicate i by its own
+factor: the machine's drift between the profile's windows. The fitted link of the ``dist``
+backend (latency and bandwidth) is not redrawn: its messages are a small part of a pass. The
+pair probe's samples (``pair_*``) are, so each replicate has its own pair factors
+(``pair_slowdowns``).
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ def cost_replicates(
 
 def block_length(n: int) -> int:
     """Rounds per block for ``n`` samples: ceil(n ** (1/3)) (the usual order for a variance;
-    3 for 20 rounds, 5 for 100)."""
-    return max(1, math.ceil(n ** (1 / 3) - 1e-9))
+    3 for 20 rounds, 5 for 100), at most n // 2 so that a draw can differ from the samples."""
+    return max(1, min(math.ceil(n ** (1 / 3) - 1e-9), n // 2))
 
 
 def block_draw(n: int, rng: np.random.Generator) -> np.ndarray:

@@ -4,6 +4,7 @@ prediction applies each side's own factor at the configuration's k and says so."
 from __future__ import annotations
 
 import copy
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -180,3 +181,41 @@ def test_term_check_shows_the_factors_used():
     costs = profile.costs("dist", d_bar=5, k=3)
     assert set(table["sharing_main"]) == {costs.shared_device_slowdown}
     assert set(table["sharing_candidates"]) == {costs.candidate_device_slowdown}
+
+
+def test_a_new_drift_rescales_every_backend_alike():
+    """reprice with a drift re-timed for one backend rebuilds the other's replicates with the
+    same factors, so a ratio of the two backends' replicates still cancels the drift."""
+    from measure.profile.drift import MachineDrift, drift_factors
+    from measure.profile.profile import reprice
+    from measure.profile.replicates import PROFILE_REPLICATES
+
+    profile = _profile()
+    before = [c.layer_s for c in profile.cost_replicates("single", d_bar=5)]
+    drift = MachineDrift((0.05, 0.07, 0.06), threads=1)
+    again = reprice(profile, {"dist": {}}, shapes=SHAPES, device=torch.device("cpu"), note="t",
+                    drift=drift)  # fmt: skip
+    factors = drift_factors(drift, PROFILE_REPLICATES)
+    single = [c.layer_s for c in again.cost_replicates("single", d_bar=5)]
+    dist = [c.layer_s for c in again.cost_replicates("dist", d_bar=5)]
+    assert single == pytest.approx(
+        [b * f for b, f in zip(before, factors, strict=True)]
+    )  # not re-timed
+    base = [c.layer_s for c in profile.cost_replicates("dist", d_bar=5)]
+    assert dist == pytest.approx([b * f for b, f in zip(base, factors, strict=True)])
+    assert again.data["machine"]["windows_s"] == [0.05, 0.07, 0.06]
+
+
+@pytest.mark.parametrize("early_head", ["main", "candidates"])
+def test_the_batch_price_holds_the_start_up_on_a_serial_device_only(early_head):
+    from measure.eval.terms import _blocks
+
+    costs = ppdmodel.DecodeCosts(layer_s=1.0, embedding_s=0.25, candidate_dispatch_s=0.5,
+                                 hidden_dispatch_s=0.75, serial_device=True)  # fmt: skip
+    config = PPDConfig(d_bar=6, k=1, early_head=early_head)
+    startup = 0.5 if early_head == "main" else 0.75
+    prices = {name: price for name, _, price in _blocks(config, 10, costs)}
+    assert prices["candidate batch"] == pytest.approx(0.25 + 4 * 1.0 + startup)
+    fluid_costs = dataclasses.replace(costs, serial_device=False)  # a message, outside the batch
+    fluid = {name: price for name, _, price in _blocks(config, 10, fluid_costs)}
+    assert fluid["candidate batch"] == pytest.approx(0.25 + 4 * 1.0)
