@@ -123,9 +123,14 @@ def test_a_candidate_factor_in_costs_is_optional_and_checked(bad):
         parse_cost_profile(dist_profile(pairs=None, candidate_device_slowdown=bad))
 
 
+def _replicate() -> dict:
+    """A bare cost replicate (no pair factors of its own) with a sharing factor of 1.3."""
+    return {"costs": {**copy.deepcopy(COSTS), "shared_device_slowdown": 1.3},
+            "per_candidate_layer_s": {"handoff_s": 0.0001}}  # fmt: skip
+
+
 def test_replicates_carry_their_own_pair_factors_or_the_entrys():
-    rep = {"costs": {**copy.deepcopy(COSTS), "shared_device_slowdown": 1.3},
-           "per_candidate_layer_s": {"handoff_s": 0.0001}}  # fmt: skip
+    rep = _replicate()
     own = {
         **rep,
         "pair_slowdowns": {
@@ -204,8 +209,7 @@ def test_malformed_candidates_pair_entries_are_refused(cands, match):
 
 
 def test_replicates_carry_their_own_candidates_factors_or_the_entrys():
-    rep = {"costs": {**copy.deepcopy(COSTS), "shared_device_slowdown": 1.3},
-           "per_candidate_layer_s": {"handoff_s": 0.0001}}  # fmt: skip
+    rep = _replicate()
     own = {
         **rep,
         "pair_slowdowns": {
