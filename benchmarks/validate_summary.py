@@ -91,7 +91,25 @@ def run_table(rows: pd.DataFrame) -> str:
             + (f" (the machine's speed between the gaps: log-sd {100 * gaps.iloc[0]:.1f} %)"
                if len(gaps) else "")
         )  # fmt: skip
+    paired = [
+        f"{name} {100 * rows[col].abs().median():.1f} % (worst {100 * rows[col].abs().max():.1f} %)"
+        for name, col in _paired_columns(rows)
+    ]
+    if paired:  # measure.eval.paired: each run at the machine's speed the sentinel read by it
+        lines.append(
+            "\npaired with the sentinel around each run: median |error| " + ", ".join(paired)
+        )
     return "\n".join(lines)
+
+
+def _paired_columns(rows: pd.DataFrame):
+    """(name, column) of the paired errors the rows have (``measure.eval.paired``)."""
+    for name, column in (
+        ("profile", "paired_rel_err"),
+        ("interleaved", "interleaved_paired_rel_err"),
+    ):
+        if column in rows and rows[column].notna().any():
+            yield name, column
 
 
 def run_to_run(table: pd.DataFrame) -> str:
@@ -112,6 +130,11 @@ def run_to_run(table: pd.DataFrame) -> str:
             )
             probed = "; from the interleaved probes " + ", ".join(
                 f"{run} {inter[run].abs().median():.1f} %" for run in runs if run in inter
+            )
+        for name, column in _paired_columns(rows):
+            per_run = rows.groupby("run")[column].apply(lambda e: 100 * e.abs().median())
+            probed += f"; paired ({name}) " + ", ".join(
+                f"{run} {per_run[run]:.1f} %" for run in runs if pd.notna(per_run.get(run))
             )
         ppd = rows[rows["method"].str.startswith("ppd ")]
         speedups = (100 * (ppd["speedup_predicted"] / ppd["speedup_measured"] - 1).abs()).groupby(

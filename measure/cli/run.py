@@ -632,6 +632,15 @@ def _validate(args) -> int:
             + f"; inside its interval for {summary['interleaved_inside_interval']} "
             f"configuration(s){_drift_note(summary, 'interleaved_')}"
         )  # fmt: skip
+        paired = [
+            f"{name} median |error| {100 * summary[f'{key}median_abs_rel_err']:.1f} %, worst "
+            f"{100 * summary[f'{key}worst_abs_rel_err']:.1f} %"
+            for name, key in (("profile", "paired_"), ("interleaved", "interleaved_paired_"))
+            if f"{key}median_abs_rel_err" in summary
+        ]
+        if paired:
+            print("paired with the sentinel around each run (the machine's speed each run met): "
+                  + "; ".join(paired))  # fmt: skip
     print(
         f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, traces.jsonl, "
         "waterfall.png, predicted_vs_measured.png, layer_times.png"

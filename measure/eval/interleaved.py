@@ -21,10 +21,12 @@ slow spell of a shared machine, so three gaps alone would sample the machine at 
 moments while the runs average over all of it. After the rounds, the samples of every gap
 replace those figures of the
 profile taken beforehand (``measure.profile.profile.reprice``); the rest (the ``dist`` link,
-the two-stream slowdown, host time on real ``dist`` runs) is kept from it. Each gap's greedy
-steps are also a window of the machine's speed (``measure.profile.drift``): their spread over
-the gaps scales the second profile's replicates, as the sentinel's does the first's. Each
-configuration is then predicted from both profiles.
+the two-stream slowdown, host time on real ``dist`` runs) is kept from it. The profile's
+sentinel (``measure.profile.drift.DriftWatch``) is also timed before every gap, before every
+judged run and once after the last (``finish``): those windows are the machine's speed over
+the runs; their spread scales the second profile's replicates, as the profile's windows do
+the first's, and each run's neighbours pair it with the machine it met
+(``measure.eval.paired``). Each configuration is then predicted from both profiles.
 
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
 pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds, and one round before each
@@ -37,11 +39,11 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
+from measure.eval.paired import SentinelTimeline
 from measure.eval.repeat import PPDConfig
-from measure.profile.drift import MachineDrift
+from measure.profile.drift import DriftWatch, MachineDrift
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import DIST_THREADS, probe_samples, reprice
 from measure.profile.ranks import pair_samples_on
@@ -84,8 +86,11 @@ class InterleavedProbes:
         self.gaps = 0
         self.run_gaps = 0
         """Single probe rounds run before a judged run (``before_run``)."""
-        self.windows: list[float] = []
-        """Per gap, the median greedy-step layers of the first backend's rounds."""
+        machine = MachineDrift.from_dict(profile.data.get("machine"))
+        threads = machine.threads if machine else self._threads(self.backends[0])
+        self.watch = DriftWatch(model, context_tokens=context, threads=threads)
+        self.timeline = SentinelTimeline()
+        """The sentinel's windows and the judged runs, in order (``measure.eval.paired``)."""
         self.seconds = 0.0
         """Wall seconds spent probing, over every gap."""
 
@@ -120,7 +125,8 @@ class InterleavedProbes:
         backend's threads, and the pair probe on ``ranks`` (the validation's ``RankGroup``, or
         None: not probed)."""
         start = time.perf_counter()
-        self._compute(self.backends, self.rounds, window=True)
+        self.timeline.window(self.watch.window())
+        self._compute(self.backends, self.rounds)
         if ranks is not None and self.pair_ks:
             got = pair_samples_on(
                 ranks, ks=self.pair_ks, d_bar=self.pair_d_bar, context_tokens=self.context,
@@ -137,22 +143,34 @@ class InterleavedProbes:
         ``backend`` for a PPD configuration, every probed backend for greedy (``None``), none
         for other methods. A round of the judged runs lasts tens of seconds on a CPU, longer
         than a slow spell of a shared machine; probing beside each run samples the machine as
-        often as the runs do."""
+        often as the runs do. Then the sentinel's window, right before the run (every method:
+        ``measure.eval.paired``)."""
+        start = time.perf_counter()
         if config is None:
             backends = self.backends
         else:
             backend = getattr(config, "backend", None)
             backends = [backend] if isinstance(config, PPDConfig) and backend in self.ks else []
         if backends:
-            start = time.perf_counter()
             self._compute(backends, 1)
             self.run_gaps += 1
-            self.seconds += time.perf_counter() - start
+        self.timeline.window(self.watch.window())
+        self.timeline.run(config)
+        self.seconds += time.perf_counter() - start
 
-    def _compute(self, backends, rounds: int, *, window: bool = False) -> None:
+    def finish(self) -> None:
+        """The sentinel's window after the last judged run (its "after" neighbour)."""
+        start = time.perf_counter()
+        self.timeline.window(self.watch.window())
+        self.seconds += time.perf_counter() - start
+
+    def speeds_s(self, config) -> list[float | None]:
+        """The sentinel's speed around each judged run of ``config`` (None: greedy), in order."""
+        return self.timeline.speeds_s(config)
+
+    def _compute(self, backends, rounds: int) -> None:
         """``rounds`` probe rounds of each backend at its threads (the first call adds a
-        warm-up round); with ``window``, the first backend's median greedy step is a window
-        of the machine's speed (``measure.profile.drift``; one step is too noisy for one)."""
+        warm-up round)."""
         previous = torch.get_num_threads()
         try:
             for backend in backends:
@@ -161,8 +179,6 @@ class InterleavedProbes:
                 got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
                                     startup=backend == "single")  # fmt: skip
                 self._add(backend, got)
-                if window and backend == self.backends[0]:
-                    self.windows.append(float(np.median(got["layers_s"])))
         finally:
             torch.set_num_threads(previous)
 
@@ -180,7 +196,7 @@ class InterleavedProbes:
             shapes=self.probe.shapes(),
             device=self.device,
             note=f"compute figures probed between the judged rounds ({self._gaps_note()})",
-            drift=MachineDrift(tuple(self.windows), self._threads(self.backends[0])),
+            drift=MachineDrift(tuple(self.timeline.windows_s), self.watch.threads),
         )
 
     def _pair_note(self) -> str:

@@ -11,14 +11,15 @@ SHOWN_SHARE = 0.005
 
 def format_table(validation) -> str:
     """Predicted (closed form, simulator), measured median [q1, q3], error and agreement; with
-    interleaved probes, the prediction from them, its error and interval beside."""
+    interleaved probes, the prediction from them, its error and interval beside, and both
+    predictions' errors paired with the sentinel around each run (``measure.eval.paired``)."""
     probed = validation.interleaved_profile is not None
     lines = [
         f"{'method':34s} {'predicted':>10s} {'simulated':>10s} {'measured [q1, q3]':>26s} "
         f"{'error':>8s}  {'agreement':10s} {'speed-up meas/pred':>18s} "
         f"{'95 % interval (in/OUT)':>26s}"
-        + (f" | {'interleaved':>11s} {'error':>8s} {'95 % interval (in/OUT)':>26s}" if probed
-           else "")
+        + (f" | {'interleaved':>11s} {'error':>8s} {'95 % interval (in/OUT)':>26s}"
+           f" | {'paired error: profile / interleaved':>35s}" if probed else "")
     ]  # fmt: skip
     for _, row in validation.table.iterrows():
         quartiles = f"[{row['measured_q1_s']:.4g}, {row['measured_q3_s']:.4g}]"
@@ -41,10 +42,17 @@ def format_table(validation) -> str:
 def _interleaved(row) -> str:
     """' | prediction error [low, high] in' from the interleaved probes."""
     err = 100 * row["interleaved_rel_err"]
+    paired = " / ".join(_percent(row.get(c)) for c in ("paired_rel_err",
+                                                        "interleaved_paired_rel_err"))  # fmt: skip
     return (
         f" | {row['interleaved_predicted_s']:11.4g} {err:+7.1f}% "
-        f"{_interval(row, 'interleaved_'):>26s}"
+        f"{_interval(row, 'interleaved_'):>26s} | {paired:>35s}"
     )
+
+
+def _percent(x) -> str:
+    """'+3.1 %', '-' for a missing value."""
+    return "-" if x is None or x != x else f"{100 * x:+.1f} %"
 
 
 def _interval(row, prefix: str = "") -> str:

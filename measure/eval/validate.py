@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
@@ -28,6 +29,7 @@ from measure.eval.free_eval import (
 from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
 from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
+from measure.eval.paired import SentinelTimeline, paired_rel_err
 from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
@@ -73,6 +75,8 @@ TABLE_COLUMNS = (
     "interleaved_high_s",
     "interleaved_rel_err",
     "interleaved_inside",
+    "paired_rel_err",
+    "interleaved_paired_rel_err",
     "sharing",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
@@ -88,6 +92,10 @@ profile's cost replicates (``ppdmodel.intervals``; empty for a profile without s
 ``inside``: whether the measured median lies in it. ``interleaved_*`` (``--interleave-probes``,
 ``measure.eval.interleaved``; empty otherwise): the same closed form, interval, error and
 in/out from the profile whose compute figures were probed between the judged rounds.
+``paired_rel_err`` / ``interleaved_paired_rel_err`` (``--interleave-probes``; empty otherwise
+or where the profile recorded no sentinel windows): the error of each prediction moved to the
+machine's speed that the sentinel read around every run, median over the runs
+(``measure.eval.paired``).
 ``sharing``: the shared-device factors a PPD row's prediction applied and their source
 (``ppdmodel.cost_profile.SharingFactors.describe``: on a ``dist`` profile with pair factors,
 main's and the batch's own at the row's k, or the nearest measured k)."""
@@ -154,6 +162,8 @@ class ProfileValidation:
     """The profile re-measured between the rounds (``measure.eval.interleaved``), or None."""
     probe_note: str = ""
     """How many probes ran between the rounds and what share of the runs' time they took."""
+    sentinel: SentinelTimeline | None = None
+    """The sentinel's windows around the judged runs (``--interleave-probes``), or None."""
 
     @property
     def greedy_rel_err(self) -> float:
@@ -174,6 +184,7 @@ class ProfileValidation:
         rows = [
             _row("greedy", backend, None, None, None, gp, g, gp.closed_form_s / g.median - 1,
                  gp.simulated_s / g.median - 1, 1.0, 1.0, True, greedy[backend].interleaved_greedy)
+            | self._paired(gp, greedy[backend].interleaved_greedy, self.timing.greedy)
             for backend, gp in self.greedy_predictions().items()
         ]  # fmt: skip
         for r in self.results:
@@ -182,10 +193,28 @@ class ProfileValidation:
                 _row(c.label, c.backend, c.d_bar, c.k, c.early_head, r.predicted, r.measured,
                      r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
                      r.exact, r.interleaved)
+                | self._paired(r.predicted, r.interleaved, self.timing.ppd[c])
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
         rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+    def _paired(self, pred: Prediction, interleaved: Prediction | None, method) -> dict:
+        """The row's paired errors: each prediction against ``method``'s runs, moved to the
+        machine the sentinel read around each run (``measure.eval.paired``); None without it."""
+        if self.sentinel is None:
+            return dict(paired_rel_err=None, interleaved_paired_rel_err=None)
+        speeds = self.sentinel.speeds_s(method.config)
+        probed = self.interleaved_profile
+
+        def err(p: Prediction | None, profile) -> float | None:
+            if p is None or profile is None:
+                return None
+            reference = _sentinel_reference(profile)
+            return paired_rel_err(p.closed_form_s, method.totals_s, speeds, reference)
+
+        return dict(paired_rel_err=err(pred, self.profile),
+                    interleaved_paired_rel_err=err(interleaved, probed))  # fmt: skip
 
     @property
     def terms(self) -> pd.DataFrame:
@@ -279,7 +308,19 @@ class ProfileValidation:
             "interleaved_inside_interval": int((table["interleaved_inside"] == True).sum()),  # noqa: E712
             "interleaved_machine_drift_log_sd": _drift_log_sd(self.interleaved_profile),
             "probes": self.probe_note,
+            **_error_summary(table["paired_rel_err"], "paired_"),
+            **_error_summary(table["interleaved_paired_rel_err"], "interleaved_paired_"),
         }
+
+
+def _error_summary(errors: pd.Series, prefix: str) -> dict:
+    """``{prefix}median_abs_rel_err`` and ``{prefix}worst_abs_rel_err`` over the rows that
+    have an error (empty for none)."""
+    errors = pd.to_numeric(errors, errors="coerce").abs().dropna()
+    if errors.empty:
+        return {}
+    return {f"{prefix}median_abs_rel_err": float(errors.median()),
+            f"{prefix}worst_abs_rel_err": float(errors.max())}  # fmt: skip
 
 
 def _early_exit_row(o: EarlyExitOutcome) -> dict:
@@ -349,6 +390,13 @@ def _drift_log_sd(profile: CostProfile) -> float | None:
     it: ``measure.profile.drift``), or None for a profile that did not record it."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
     return None if drift is None else drift.log_sd
+
+
+def _sentinel_reference(profile: CostProfile) -> float | None:
+    """The median of the sentinel windows ``profile`` recorded (the machine's speed its prices
+    were timed at), or None for a profile without them."""
+    drift = MachineDrift.from_dict(profile.data.get("machine"))
+    return float(np.median(drift.windows_s)) if drift is not None and drift.windows_s else None
 
 
 def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
@@ -457,6 +505,8 @@ def validate(
         max_new_tokens=max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
         between_rounds=probes, before_run=probes and probes.before_run,
     )  # fmt: skip
+    if probes is not None:
+        probes.finish()
     probed = probes.profile() if probes is not None else None
     greedy_preds = {
         b: predict_greedy(profile, timing.greedy.runs, backend=b)
@@ -524,4 +574,4 @@ def validate(
         timed = [timing.greedy, *timing.ppd.values(), *timing.early_exit.values()]
         note = probes.describe(sum(sum(m.totals_s) for m in timed + [*timing.others.values()]))
     return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes,
-                             probed, note)  # fmt: skip
+                             probed, note, probes and probes.timeline)  # fmt: skip

@@ -73,12 +73,20 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     # 2 gaps x 2 rounds and one round before each of the 2 x 2 runs for the judged k; k = 2
     # kept from the profile
     assert probed_n == [8, 3]
-    windows = result.interleaved_profile.data["machine"]["windows_s"]  # one per round gap
-    assert len(windows) == 2 and min(windows) > 0.6 * SLOWER_S * 4  # the slower machine's
+    # the sentinel: before each of the 2 gaps, before each of the 2 x 2 runs, after the last
+    windows = result.interleaved_profile.data["machine"]["windows_s"]
+    assert len(windows) == 2 + 4 + 1 and min(windows) > 0.6 * SLOWER_S * 4  # the slower machine's
+    assert result.sentinel.windows_s == windows
+    # paired with the sentinel around each run, the profile taken on the old machine is moved
+    # to the machine each run met: the planted slowdown no longer shows
+    assert table["paired_rel_err"].abs().max() < 0.15, table["paired_rel_err"]
+    assert table["interleaved_paired_rel_err"].abs().max() < 0.15
     summary = result.summary()
     assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     # the slower machine moves greedy as it moves PPD: the speed-up stays predicted
     assert summary["speedup_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
+    assert summary["paired_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
+    assert summary["interleaved_paired_worst_abs_rel_err"] < 0.15
     assert summary["probes"].startswith(
         "interleaved probes: 2 gaps of 2 rounds and 4 single rounds before judged runs"
     )
@@ -109,6 +117,10 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert "| interleaved    error" in captured.out
     assert "interleaved probes: 2 gaps of 2 rounds and 4 single rounds" in captured.out
     assert "from the interleaved probes: median |error|" in captured.out
+    assert (
+        "paired with the sentinel around each run (the machine's speed each run met): "
+        "profile median |error| " in captured.out
+    )
     assert "speed-ups over greedy (a drift of the whole machine leaves them)" in captured.out
     progress = [x for x in captured.err.splitlines() if x.startswith("ppd: ")]
     assert len(progress) == 4 and progress[-1].startswith("ppd: 4/4 done (round 2/2: ")
@@ -130,6 +142,7 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert "| interleaved" not in captured.out
     table = pd.read_csv(tmp_path / "plain" / "validation.csv")
     assert table["interleaved_predicted_s"].isna().all()
+    assert table[["paired_rel_err", "interleaved_paired_rel_err"]].isna().all().all()
 
 
 def test_cli_probe_rounds_need_the_mode(tmp_path, capsys):
