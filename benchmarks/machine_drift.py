@@ -9,6 +9,13 @@ prices beside the runs instead).
 
     python benchmarks/machine_drift.py --model smollm2 --seconds 300 --out drift
     -> drift/blocks.csv, drift/drift.png, the summary on stdout
+    python benchmarks/machine_drift.py --blocks drift/blocks.csv   # the summary again
+
+The summary's last line is what pairing a run with the sentinel beside it leaves
+(``measure.eval.paired``): a run of ``PAIR_RUN`` blocks, repeated ``PAIR_ROUNDS`` times
+``PAIR_SPACING`` blocks apart (a validation's rounds), its median against the median of the
+blocks around its runs (as interleaved probes price it), and paired: each run against the
+geometric mean of the blocks just before and after it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ import pandas as pd
 import torch
 
 WINDOWS_S = (10, 20, 40, 80)
+PAIR_RUN, PAIR_ROUNDS, PAIR_SPACING = 3, 3, 44
+"""Blocks per run, rounds, and blocks between a run's rounds in the pairing line (blocks of 20
+SmolLM2 steps last about 1.5 s: a 4-5 s run, rounds about a minute apart)."""
 
 
 def main(argv=None) -> int:
@@ -33,7 +43,14 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (>= 1)")
     parser.add_argument("--context", type=int, default=80, help="cached positions (>= 2)")
     parser.add_argument("--out", type=Path, default=None, help="folder for blocks.csv, drift.png")
+    parser.add_argument("--blocks", type=Path, default=None,
+                        help="summarise this blocks.csv instead of timing")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.blocks is not None:
+        if not args.blocks.is_file():
+            parser.error(f"--blocks: no file {args.blocks}")
+        print(summary(pd.read_csv(args.blocks), args))
+        return 0
     if not args.seconds > 0 or args.block < 1 or args.threads < 1 or args.context < 2:
         parser.error("--seconds must be > 0, --block and --threads >= 1, --context >= 2")
 
@@ -79,7 +96,31 @@ def summary(blocks: pd.DataFrame, args) -> str:
     if len(med) > 2:
         x = med - med.mean()
         lines.append(f"lag-1 autocorrelation of the blocks: {np.corrcoef(x[:-1], x[1:])[0, 1]:.2f}")
+    pooled, paired = pairing(np.log(med))
+    if len(pooled):
+        lines.append(
+            f"a {PAIR_RUN}-block run's median over {PAIR_ROUNDS} rounds {PAIR_SPACING} blocks "
+            f"apart ({len(pooled)} placements), off the blocks around its runs: log-sd "
+            f"{pooled.std():.3f}; paired with the blocks just before and after each run: "
+            f"{paired.std():.3f}"
+        )
     return "\n".join(lines)
+
+
+def pairing(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every placement of PAIR_ROUNDS runs of PAIR_RUN blocks, PAIR_SPACING apart: the log
+    of the runs' median over the pooled neighbouring blocks' median, and the median over runs of
+    each run's log over its own neighbours' mean (``measure.eval.paired``)."""
+    pooled, paired = [], []
+    last = len(logs) - (PAIR_ROUNDS - 1) * PAIR_SPACING - PAIR_RUN - 1
+    for i in range(1, last):
+        starts = [i + r * PAIR_SPACING for r in range(PAIR_ROUNDS)]
+        runs = np.array([logs[j : j + PAIR_RUN].mean() for j in starts])
+        near = np.array([(logs[j - 1] + logs[j + PAIR_RUN]) / 2 for j in starts])
+        sides = [logs[j - 1] for j in starts] + [logs[j + PAIR_RUN] for j in starts]
+        pooled.append(np.median(runs) - np.median(sides))
+        paired.append(np.median(runs - near))
+    return np.array(pooled), np.array(paired)
 
 
 def plot(blocks: pd.DataFrame, args, path: Path) -> None:

@@ -32,7 +32,8 @@ Cost: one probe round is about one greedy step, one candidate batch per k and a 
 pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds, and one round before each
 run, are a small fraction of a judged round, which decodes every prompt's tokens once per
 method (``share`` reports it: 5-10 % on the 2-vCPU VM with 3 prompts of 32 tokens).
-The pair probe adds at least 3 x ``RankProbe.pair_window_s`` per pair k and round.
+The pair probe adds at least 3 x ``RankProbe.pair_window_s`` per pair k and round, and each
+sentinel window ``SENTINEL_STEPS`` greedy steps (one before every gap and every run).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class InterleavedProbes:
         machine = MachineDrift.from_dict(profile.data.get("machine"))
         threads = machine.threads if machine else self._threads(self.backends[0])
         self.watch = DriftWatch(model, context_tokens=context, threads=threads)
-        self.timeline = SentinelTimeline()
+        self.timeline = SentinelTimeline(threads)
         """The sentinel's windows and the judged runs, in order (``measure.eval.paired``)."""
         self.seconds = 0.0
         """Wall seconds spent probing, over every gap."""
@@ -125,7 +126,7 @@ class InterleavedProbes:
         backend's threads, and the pair probe on ``ranks`` (the validation's ``RankGroup``, or
         None: not probed)."""
         start = time.perf_counter()
-        self.timeline.window(self.watch.window())
+        self._window()
         self._compute(self.backends, self.rounds)
         if ranks is not None and self.pair_ks:
             got = pair_samples_on(
@@ -154,19 +155,19 @@ class InterleavedProbes:
         if backends:
             self._compute(backends, 1)
             self.run_gaps += 1
-        self.timeline.window(self.watch.window())
+        self._window()
         self.timeline.run(config)
         self.seconds += time.perf_counter() - start
 
     def finish(self) -> None:
         """The sentinel's window after the last judged run (its "after" neighbour)."""
         start = time.perf_counter()
-        self.timeline.window(self.watch.window())
+        self._window()
         self.seconds += time.perf_counter() - start
 
-    def speeds_s(self, config) -> list[float | None]:
-        """The sentinel's speed around each judged run of ``config`` (None: greedy), in order."""
-        return self.timeline.speeds_s(config)
+    def _window(self) -> None:
+        """One sentinel window, now, into the timeline."""
+        self.timeline.window(self.watch.window())
 
     def _compute(self, backends, rounds: int) -> None:
         """``rounds`` probe rounds of each backend at its threads (the first call adds a
@@ -213,10 +214,11 @@ class InterleavedProbes:
         return f"{self.gaps} gaps of {self.rounds} rounds{runs}{self._pair_note()}"
 
     def describe(self, judged_s: float) -> str:
-        """'interleaved probes: 3 gaps of 2 rounds and 9 single rounds before judged runs, 1.2 s
-        (4.1 % of the judged runs' 29 s)'."""
+        """'interleaved probes: 3 gaps of 2 rounds and 9 single rounds before judged runs; 13
+        sentinel windows of 8 greedy steps; 1.2 s (4.1 % of the judged runs' 29 s)'."""
         share = self.seconds / judged_s if judged_s > 0 else float("nan")
         return (
-            f"interleaved probes: {self._gaps_note()}, "
-            f"{self.seconds:.3g} s ({100 * share:.1f} % of the judged runs' {judged_s:.3g} s)"
+            f"interleaved probes: {self._gaps_note()}; {len(self.timeline.windows_s)} sentinel "
+            f"windows of {self.watch.steps} greedy steps; {self.seconds:.3g} s "
+            f"({100 * share:.1f} % of the judged runs' {judged_s:.3g} s)"
         )

@@ -9,17 +9,26 @@ cancel that (greedy and PPD meet it alike, round by round); seconds do not.
 
 ``ppd validate --interleave-probes`` therefore also times the profile's sentinel
 (``measure.profile.drift.DriftWatch``: a greedy step's layers, the median of a few steps, at
-the profile's sentinel threads and context) right before every judged run, before every gap of
-probes and once after the last run (``SentinelTimeline``). A run's *speed* is the geometric
-mean of the windows just before and just after it, relative to a reference: the median of the
-profile's own sentinel windows (the machine its prices were timed on), or the median of the
-windows taken during the runs (the interleaved probes' prices). The *paired* error of a
-configuration is then the median over its runs of (prediction x speed / run seconds) - 1: the
-prediction moved to the machine each run met, by a measurement taken beside the run, never
-from it. Offline, on 300 s of the VM's sentinel blocks (``benchmarks/machine_drift.py``),
-pairing a 3-block run with the blocks before and after it cut the drift left in a
-3-round median by about 30 % (log-sd 0.071 -> 0.050); it cannot remove a spell that starts
-or ends inside a run.
+the profile's sentinel threads and context) before every gap of probes, before every judged
+run (after that run's probe round) and once after the last run (``SentinelTimeline``). A
+run's *speed* is the geometric mean of the windows just before and just after it (the next
+run's probe round lies between the run and its "after" window). Its reference is the median of
+the windows of the profile the prediction comes from (``MachineDrift.median_s``): the
+profile's own windows for the profile taken beforehand, the windows taken during the runs for
+the interleaved probes' prices. The *paired* error of a configuration is predicted /
+median over its runs of (seconds x reference / speed) - 1: each run's seconds moved to the
+reference machine, by a measurement taken beside the run, never from it; with every speed
+equal to the reference it is the plain error. ``python benchmarks/machine_drift.py`` prints
+what pairing leaves on a machine's own sentinel blocks: on the 2-vCPU VM (300 s, 192 blocks of
+20 steps) a 3-block run's median over 3 runs 44 blocks apart was off the pooled windows by a
+log-sd of 0.071, and by 0.050 paired with its neighbouring blocks. Pairing cannot remove a
+spell that starts or ends inside a run.
+
+What it assumes: every cost term moves with the sentinel (a greedy step's layers at the
+sentinel's threads), including the ``dist`` link and host time, and the runs' thread counts;
+the profile's reference is one number, so a drift inside the profile is not corrected.
+Early-exit and FREE rows are not paired (their windows are timed, as neighbours of the runs
+beside them).
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ import numpy as np
 class SentinelTimeline:
     """Sentinel windows (seconds) and judged runs (by key), in the order they happened."""
 
+    threads: int
+    """The sentinel's torch threads (a reference from another thread count is refused)."""
     events: list[tuple[str, object]] = field(default_factory=list)
 
     def window(self, seconds: float) -> None:
@@ -48,6 +59,7 @@ class SentinelTimeline:
 
     @property
     def windows_s(self) -> list[float]:
+        """The windows' medians, in order."""
         return [v for kind, v in self.events if kind == "window"]
 
     def speeds_s(self, key) -> list[float | None]:
@@ -66,15 +78,23 @@ class SentinelTimeline:
 
 def paired_rel_err(predicted_s: float, totals_s, speeds_s, reference_s: float | None
                    ) -> float | None:  # fmt: skip
-    """Median over runs of predicted_s x (speed / reference_s) / run seconds, minus 1: the
-    prediction at the machine each run met (module doc). None where it cannot be paired (no
-    reference, a run without a speed, or a count mismatch)."""
-    if reference_s is None or not (math.isfinite(reference_s) and reference_s > 0):
-        return None
+    """predicted_s / median over runs of (run seconds x reference_s / speed) - 1: the
+    prediction against each run moved to the reference machine (module doc); equal to the
+    plain error when every speed is the reference. None where it cannot be paired (no
+    reference, or a run without a speed)."""
     totals, speeds = list(totals_s), list(speeds_s)
-    if not totals or len(totals) != len(speeds) or any(s is None for s in speeds):
+    if len(totals) != len(speeds) or not totals:
+        raise ValueError(f"speeds_s must hold one speed per run ({len(totals)} runs, at least "
+                         f"one), got {len(speeds)}")  # fmt: skip
+    if not (math.isfinite(predicted_s) and predicted_s > 0):
+        raise ValueError(f"predicted_s must be finite and > 0, got {predicted_s!r}")
+    if any(not (math.isfinite(t) and t > 0) for t in totals):
+        raise ValueError(f"totals_s must be finite and > 0, got {totals}")
+    if any(s is not None and not (math.isfinite(s) and s > 0) for s in speeds):
+        raise ValueError(f"speeds_s must be finite and > 0 (or None), got {speeds}")
+    if reference_s is None or any(s is None for s in speeds):
         return None
-    if not math.isfinite(predicted_s) or any(not (t > 0) for t in totals):
-        return None
-    ratios = [predicted_s * (s / reference_s) / t for s, t in zip(speeds, totals, strict=True)]
-    return float(np.median(ratios)) - 1.0
+    if not (math.isfinite(reference_s) and reference_s > 0):
+        raise ValueError(f"reference_s must be finite and > 0, got {reference_s!r}")
+    moved = [t * reference_s / s for s, t in zip(speeds, totals, strict=True)]
+    return predicted_s / float(np.median(moved)) - 1.0

@@ -40,19 +40,17 @@ def format_table(validation) -> str:
 
 
 def _interleaved(row) -> str:
-    """' | prediction error [low, high] in' from the interleaved probes."""
+    """' | prediction error [low, high] in | paired errors' from the interleaved probes (the
+    profile's and theirs, paired with the sentinel around each run)."""
     err = 100 * row["interleaved_rel_err"]
-    paired = " / ".join(_percent(row.get(c)) for c in ("paired_rel_err",
-                                                        "interleaved_paired_rel_err"))  # fmt: skip
+    paired = " / ".join(
+        "-" if _num(row.get(c)) == "-" else f"{100 * row[c]:+.1f} %"
+        for c in ("paired_rel_err", "interleaved_paired_rel_err")
+    )
     return (
         f" | {row['interleaved_predicted_s']:11.4g} {err:+7.1f}% "
         f"{_interval(row, 'interleaved_'):>26s} | {paired:>35s}"
     )
-
-
-def _percent(x) -> str:
-    """'+3.1 %', '-' for a missing value."""
-    return "-" if x is None or x != x else f"{100 * x:+.1f} %"
 
 
 def _interval(row, prefix: str = "") -> str:

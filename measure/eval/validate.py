@@ -13,7 +13,6 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
@@ -92,9 +91,10 @@ profile's cost replicates (``ppdmodel.intervals``; empty for a profile without s
 ``inside``: whether the measured median lies in it. ``interleaved_*`` (``--interleave-probes``,
 ``measure.eval.interleaved``; empty otherwise): the same closed form, interval, error and
 in/out from the profile whose compute figures were probed between the judged rounds.
-``paired_rel_err`` / ``interleaved_paired_rel_err`` (``--interleave-probes``; empty otherwise
-or where the profile recorded no sentinel windows): the error of each prediction moved to the
-machine's speed that the sentinel read around every run, median over the runs
+``paired_rel_err`` / ``interleaved_paired_rel_err`` (``--interleave-probes``; empty otherwise,
+on early-exit and FREE rows, and where the profile recorded no sentinel windows at the
+validation's sentinel threads): each prediction's error against the runs' seconds moved to the
+machine speed it was priced at, by the sentinel read around every run
 (``measure.eval.paired``).
 ``sharing``: the shared-device factors a PPD row's prediction applied and their source
 (``ppdmodel.cost_profile.SharingFactors.describe``: on a ``dist`` profile with pair factors,
@@ -210,7 +210,7 @@ class ProfileValidation:
         def err(p: Prediction | None, profile) -> float | None:
             if p is None or profile is None:
                 return None
-            reference = _sentinel_reference(profile)
+            reference = _sentinel_reference(profile, self.sentinel.threads)
             return paired_rel_err(p.closed_form_s, method.totals_s, speeds, reference)
 
         return dict(paired_rel_err=err(pred, self.profile),
@@ -278,22 +278,12 @@ class ProfileValidation:
         """Median and worst |error| of the predicted speed-ups over greedy (predicted / measured
         - 1): a drift of the whole machine between profile and runs moves greedy and PPD alike
         and leaves them, where it moves every seconds figure (docs/gpu_validation.md)."""
-        errors = (
-            pd.Series(
-                [r.speedup_predicted / r.speedup_measured - 1 for r in self.results], dtype=float
-            )
-            .abs()
-            .dropna()
-        )  # the PPD configurations, as above
-        if errors.empty:
-            return {}
-        return {
-            "speedup_median_abs_rel_err": float(errors.median()),
-            "speedup_worst_abs_rel_err": float(errors.max()),
-        }
+        errors = [r.speedup_predicted / r.speedup_measured - 1 for r in self.results]
+        return _error_summary(pd.Series(errors, dtype=float), "speedup_")  # the PPD rows
 
     def _interleaved_summary(self) -> dict:
-        """The same figures from the interleaved probes' profile (empty without it)."""
+        """The same figures from the interleaved probes' profile, and both predictions' paired
+        errors over the PPD rows (``measure.eval.paired``) (empty without the probes)."""
         if self.interleaved_profile is None:
             return {}
         table = self.table[self.table["method"] != "greedy"]
@@ -392,11 +382,12 @@ def _drift_log_sd(profile: CostProfile) -> float | None:
     return None if drift is None else drift.log_sd
 
 
-def _sentinel_reference(profile: CostProfile) -> float | None:
-    """The median of the sentinel windows ``profile`` recorded (the machine's speed its prices
-    were timed at), or None for a profile without them."""
+def _sentinel_reference(profile: CostProfile, threads: int) -> float | None:
+    """The median of the sentinel windows ``profile`` recorded at ``threads`` torch threads
+    (the machine's speed its prices were timed at), or None for a profile without them or
+    timed at other threads (another sentinel)."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
-    return float(np.median(drift.windows_s)) if drift is not None and drift.windows_s else None
+    return drift.median_s if drift is not None and drift.threads == threads else None
 
 
 def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
@@ -574,4 +565,5 @@ def validate(
         timed = [timing.greedy, *timing.ppd.values(), *timing.early_exit.values()]
         note = probes.describe(sum(sum(m.totals_s) for m in timed + [*timing.others.values()]))
     return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes,
-                             probed, note, probes and probes.timeline)  # fmt: skip
+                             probed, note, probes.timeline if probes is not None else None
+                             )  # fmt: skip

@@ -12,14 +12,16 @@ shows it.
 fixed threads on its own ``DecodeProbe``) at several points of a profile (``window()``: before,
 halfway through, between and after the parts it measures); the windows' medians are the
 machine's speed as the profile went along. The estimate is rough (3-7 windows; a window's own
-sampling noise is in it too), so it errs wide; the interleaved probes' windows (one per gap
-between judged rounds) scale their profile the same way, which is conservative there too: the
-runs average over the same gaps. ``drift_factors`` turns their spread into one multiplicative
-factor per bootstrap replicate (lognormal, centred on 1, the log-spread of the windows),
-applied to every timed figure of that replicate in every backend alike: a prediction's interval
-in seconds then carries the machine's drift, while a speed-up (a ratio taken within one
-replicate) does not. (The ``dist`` messages, priced by the fitted link, are not scaled: a small
-part of a pass, so a ``dist`` speed-up is nearly, not exactly, free of it.)
+sampling noise is in it too), so it errs wide; the interleaved probes' windows (before every
+gap and every judged run, ``measure.eval.interleaved``) scale their profile the same way, which
+is conservative there too: the runs average over the same span. Those windows also pair each
+judged run with the machine it met (``measure.eval.paired``). ``drift_factors`` turns their
+spread into one multiplicative factor per bootstrap replicate (lognormal, centred on 1, the
+log-spread of the windows), applied to every timed figure of that replicate in every backend
+alike: a prediction's interval in seconds then carries the machine's drift, while a speed-up (a
+ratio taken within one replicate) does not. (The ``dist`` messages, priced by the fitted link,
+are not scaled: a small part of a pass, so a ``dist`` speed-up is nearly, not exactly, free of
+it.)
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ class MachineDrift:
         if len(self.windows_s) < 2:
             return 0.0
         return float(np.std(np.log(self.windows_s), ddof=1))
+
+    @property
+    def median_s(self) -> float | None:
+        """The windows' median: the machine's speed the profile's prices stand for (None
+        without windows)."""
+        return float(np.median(self.windows_s)) if self.windows_s else None
 
     @property
     def rel_range(self) -> float:

@@ -92,6 +92,26 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     )
 
 
+def test_a_profile_without_sentinel_windows_is_not_paired(slowed):
+    """An older profile (no ``machine`` entry): the interleaved probes are still paired with
+    their own windows; the profile's prediction has no reference to pair with."""
+    model, extra = slowed
+    extra[0] = 0.0
+    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)
+    del profile.data["machine"]
+    result = validate(
+        model, PROMPTS, profile=profile, configs=[PPDConfig(d_bar=2, k=1)], max_new_tokens=3,
+        settings=RunSettings(repeats=1), interleave_probes=1,
+    )  # fmt: skip
+    table = result.table
+    assert table["paired_rel_err"].isna().all()
+    assert table["interleaved_paired_rel_err"].notna().all()
+    summary = result.summary()
+    assert "paired_median_abs_rel_err" not in summary
+    assert "interleaved_paired_median_abs_rel_err" in summary
+    assert "; 4 sentinel windows of 8 greedy steps; " in summary["probes"]  # 1 gap, 2 runs, end
+
+
 def test_probes_refuse_bad_arguments(slowed):
     model, _ = slowed
     profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)

@@ -10,7 +10,7 @@ from measure.eval.paired import SentinelTimeline, paired_rel_err
 
 
 def _timeline(*events) -> SentinelTimeline:
-    t = SentinelTimeline()
+    t = SentinelTimeline(threads=1)
     for e in events:
         t.window(e) if isinstance(e, float) else t.run(e)
     return t
@@ -34,25 +34,39 @@ def test_unreadable_windows_are_skipped():
 
 def test_paired_error_moves_each_run_to_the_machine_it_met():
     # predicted 10 s on a machine whose sentinel read 1.0; the runs met a machine 1.5x and 2x
-    # slower and took 15 s and 20 s: paired, the prediction is exact (unpaired: -33 / -50 %)
+    # slower and took 15 s and 20 s: paired, the prediction is exact (unpaired: -43 %)
     assert paired_rel_err(10.0, [15.0, 20.0], [1.5, 2.0], 1.0) == pytest.approx(0.0)
-    # the median over runs of predicted x speed / seconds, minus 1
-    assert paired_rel_err(10.0, [10.0, 10.0, 12.0], [1.0, 1.1, 1.0], 1.0) == pytest.approx(0.0)
-    assert paired_rel_err(10.0, [8.0, 8.0, 8.0], [1.0, 1.0, 1.0], 1.0) == pytest.approx(0.25)
+    # predicted / median over runs of (seconds x reference / speed) - 1
+    assert paired_rel_err(10.0, [10.0, 11.0, 12.0], [1.0, 1.1, 1.0], 1.0) == pytest.approx(0.0)
+    assert paired_rel_err(10.0, [8.0, 8.0, 8.0], [2.0, 2.0, 2.0], 2.0) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("totals", [[8.0], [8.0, 12.0], [7.0, 9.0, 14.0, 8.5]])
+def test_with_every_speed_at_the_reference_it_is_the_plain_error(totals):
+    median = sorted(totals)[len(totals) // 2] if len(totals) % 2 else (
+        sum(sorted(totals)[len(totals) // 2 - 1 : len(totals) // 2 + 1]) / 2)  # fmt: skip
+    got = paired_rel_err(10.0, totals, [0.05] * len(totals), 0.05)
+    assert got == pytest.approx(10.0 / median - 1)
+
+
+@pytest.mark.parametrize("args", [(10.0, [1.0], [1.0], None), (10.0, [1.0, 2.0], [1.0, None], 1.0)])
+def test_paired_error_is_none_without_a_reference_or_a_window(args):
+    assert paired_rel_err(*args) is None
 
 
 @pytest.mark.parametrize(
-    "args",
+    "args, name",
     [
-        (10.0, [1.0], [1.0], None),  # no reference
-        (10.0, [1.0], [1.0], 0.0),
-        (10.0, [1.0], [1.0], float("nan")),
-        (10.0, [1.0], [None], 1.0),  # a run without a window
-        (10.0, [1.0, 2.0], [1.0], 1.0),  # counts differ
-        (10.0, [], [], 1.0),
-        (10.0, [0.0], [1.0], 1.0),  # a run that took no time
-        (float("nan"), [1.0], [1.0], 1.0),
+        ((10.0, [1.0, 2.0], [1.0], 1.0), "speeds_s must hold one speed per run"),
+        ((10.0, [], [], 1.0), "speeds_s must hold one speed per run"),
+        ((0.0, [1.0], [1.0], 1.0), "predicted_s must be finite and > 0"),
+        ((float("nan"), [1.0], [1.0], 1.0), "predicted_s must be finite and > 0"),
+        ((10.0, [0.0], [1.0], 1.0), "totals_s must be finite and > 0"),
+        ((10.0, [1.0], [-1.0], 1.0), "speeds_s must be finite and > 0"),
+        ((10.0, [1.0], [1.0], 0.0), "reference_s must be finite and > 0"),
+        ((10.0, [1.0], [1.0], float("inf")), "reference_s must be finite and > 0"),
     ],
 )
-def test_paired_error_is_none_where_it_cannot_pair(args):
-    assert paired_rel_err(*args) is None
+def test_paired_error_refuses_bad_input(args, name):
+    with pytest.raises(ValueError, match=name):
+        paired_rel_err(*args)

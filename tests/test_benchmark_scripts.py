@@ -1,0 +1,52 @@
+"""The analysis parts of two benchmark scripts, on planted data (no model, no timing)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pairing_removes_spells_that_cover_a_run_and_its_neighbours():
+    drift = _load("machine_drift")
+    # a machine switching between two speeds (log 0 and log 0.3) every 30 blocks, no noise
+    logs = np.where((np.arange(240) // 30) % 2 == 0, 0.0, 0.3)
+    pooled, paired = drift.pairing(logs)
+    assert len(pooled) == 240 - (drift.PAIR_ROUNDS - 1) * drift.PAIR_SPACING - drift.PAIR_RUN - 2
+    assert pooled.std() > 0.05  # the runs' median and the pooled windows meet other spells
+    # paired, only a run whose spell switches beside it is off
+    assert np.median(np.abs(paired)) == 0.0 and paired.std() < pooled.std() / 2
+
+
+def test_validate_summary_reports_the_paired_errors(tmp_path):
+    summary = _load("validate_summary")
+    for run, shift in (("run1", 0.0), ("run2", 0.04)):
+        folder = tmp_path / run / "m"
+        folder.mkdir(parents=True)
+        pd.DataFrame({
+            "method": ["greedy", "ppd d_bar=2 k=1 main single"], "backend": ["single"] * 2,
+            "p_hat": [np.nan, 0.5], "predicted_s": [1.0, 1.2], "predicted_low_s": [0.9, 1.0],
+            "predicted_high_s": [1.1, 1.4], "measured_s": [1.1, 1.3], "measured_q1_s": [1.0, 1.2],
+            "measured_q3_s": [1.2, 1.4], "rel_err": [-0.09, -0.08], "inside": [False, True],
+            "speedup_measured": [1.0, 0.85], "speedup_predicted": [1.0, 0.83], "exact": [True] * 2,
+            "interleaved_rel_err": [0.05, 0.02], "interleaved_inside": [True, True],
+            "paired_rel_err": [0.01 + shift, -0.03], "interleaved_paired_rel_err": [0.02, 0.01],
+        }).to_csv(folder / "validation.csv", index=False)  # fmt: skip
+    table = summary.read_runs(tmp_path)
+    text = summary.run_table(table[table["run"] == "run1"])
+    assert (
+        "paired with the sentinel around each run: median |error| profile 2.0 % (worst "
+        "3.0 %), interleaved 1.5 % (worst 2.0 %)" in text
+    )
+    assert "paired (profile) run1 2.0 %, run2 4.0 %" in summary.run_to_run(table)
