@@ -570,6 +570,7 @@ def _validate(args) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if result.interleaved_profile is not None:
         write_profile(out / "profile_interleaved.json", result.interleaved_profile)
+        result.sentinel_table().to_csv(out / "sentinel.csv", index=False)
     if result.free:  # what ppd plan --free-table reads
         write_free_table(out / "free_table.csv", free_table(result.free))
     traces = [r.trace for m in result.timing.ppd.values() for r in m.runs]
@@ -644,7 +645,11 @@ def _validate(args) -> int:
     print(
         f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, traces.jsonl, "
         "waterfall.png, predicted_vs_measured.png, layer_times.png"
-        + (", profile_interleaved.json" if result.interleaved_profile is not None else "")
+        + (
+            ", profile_interleaved.json, sentinel.csv"
+            if result.interleaved_profile is not None
+            else ""
+        )
     )
     inexact = [r for r in result.results + result.early_exit if not r.exact]
     return 1 if inexact else 0

@@ -1,39 +1,38 @@
 """Cost probes interleaved with the judged rounds: a second profile measured under the runs' load.
 
 A profile taken before a validation prices the machine as it was then; when the load changes
-(other jobs start, a clock steps down), the judged runs and the profile see different
-machines. ``ppd validate --interleave-probes`` runs, before every judged round, a few rounds
+(other jobs start, a clock steps down), the judged runs and the profile see different machines.
+``ppd validate --interleave-probes`` runs, before every judged round, a few rounds
 (``PROBE_ROUNDS``) of the same probes as ``ppd measure profile``
 (``measure.profile.profile.probe_samples`` on a ``measure.profile.probes.DecodeProbe``: a
 greedy step's pieces, the early head, the k-row candidate batch for each k the configurations
-use, the hand-off) at the profile's context length and at each compared backend's thread
-count. Nothing is taken from
-the judged runs. Where the profile prices ``dist`` with pair factors (a CPU: the two ranks
-share its cores) and the validation runs a rank group, each gap also runs the profile's pair
-probe (``measure.profile.ranks.pair_samples_on``: main's suffix beside the k-row batch, each
-alone and both at once) on the group's first two ranks, for the measured k nearest to each
-judged k and the early-head placements the judged configurations use (``candidates``: the
-candidate side runs the early head, then the batch, where the profile measured that
-placement): how much the two sides slow each other changes with the machine's load as much as
-the layers do. Before every judged run, one more probe round times the backend that run is
-priced on (both for greedy): a judged round lasts tens of seconds on a CPU, longer than a
-slow spell of a shared machine, so three gaps alone would sample the machine at three
+use, the hand-off) at the profile's context length and at each compared backend's thread count.
+Nothing is taken from the judged runs. Where the profile prices ``dist`` with pair factors (a
+CPU: the two ranks share its cores) and the validation runs a rank group, each gap also runs
+the profile's pair probe (``measure.profile.ranks.pair_samples_on``: main's suffix beside the
+k-row batch, each alone and both at once) on the group's first two ranks, for the measured k
+nearest to each judged k and the early-head placements the judged configurations use
+(``candidates``: the candidate side runs the early head, then the batch, where the profile
+measured that placement): how much the two sides slow each other changes with the machine's
+load as much as the layers do. Before every judged run, one more probe round times the backend
+that run is priced on (both for greedy): a judged round lasts tens of seconds on a CPU, longer
+than a slow spell of a shared machine, so three gaps alone would sample the machine at three
 moments while the runs average over all of it. After the rounds, the samples of every gap
-replace those figures of the
-profile taken beforehand (``measure.profile.profile.reprice``); the rest (the ``dist`` link,
-the two-stream slowdown, host time on real ``dist`` runs) is kept from it. The profile's
-sentinel (``measure.profile.drift.DriftWatch``) is also timed before every gap, before every
-judged run and once after the last (``finish``): those windows are the machine's speed over
-the runs; their spread scales the second profile's replicates, as the profile's windows do
-the first's, and each run's neighbours pair it with the machine it met
-(``measure.eval.paired``). Each configuration is then predicted from both profiles.
+replace those figures of the profile taken beforehand (``measure.profile.profile.reprice``);
+the rest (the ``dist`` link, the two-stream slowdown, host time on real ``dist`` runs) is kept
+from it. The profile's sentinel (``measure.profile.drift.DriftWatch``) is also timed before
+every gap, before every prompt of a judged run (``before_prompt``) and once after the last
+(``finish``): those windows are the machine's speed over the runs; their spread scales the
+second profile's replicates, as the profile's windows do the first's, and each run's neighbours
+pair it with the machine it met (``measure.eval.paired``). Each configuration is then predicted
+from both profiles.
 
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
 pieces, i.e. a few decode steps; a gap of ``PROBE_ROUNDS`` rounds, and one round before each
 run, are a small fraction of a judged round, which decodes every prompt's tokens once per
-method (``share`` reports it: 5-10 % on the 2-vCPU VM with 3 prompts of 32 tokens).
-The pair probe adds at least 3 x ``RankProbe.pair_window_s`` per pair k and round, and each
-sentinel window ``SENTINEL_STEPS`` greedy steps (one before every gap and every run).
+method (``share`` reports it: 5-10 % on the 2-vCPU VM with 3 prompts of 32 tokens). The pair
+probe adds at least 3 x ``RankProbe.pair_window_s`` per pair k and round, and each sentinel
+window ``SENTINEL_STEPS`` greedy steps (one before every gap and every prompt).
 """
 
 from __future__ import annotations
@@ -144,8 +143,8 @@ class InterleavedProbes:
         ``backend`` for a PPD configuration, every probed backend for greedy (``None``), none
         for other methods. A round of the judged runs lasts tens of seconds on a CPU, longer
         than a slow spell of a shared machine; probing beside each run samples the machine as
-        often as the runs do. Then the sentinel's window, right before the run (every method:
-        ``measure.eval.paired``)."""
+        often as the runs do. A method that is not decoded prompt by prompt (early exit, FREE)
+        gets the sentinel's window here (``before_prompt`` for the others)."""
         start = time.perf_counter()
         if config is None:
             backends = self.backends
@@ -155,8 +154,17 @@ class InterleavedProbes:
         if backends:
             self._compute(backends, 1)
             self.run_gaps += 1
+        if not (config is None or isinstance(config, PPDConfig)):
+            self._window()
+            self.timeline.run(config)
+        self.seconds += time.perf_counter() - start
+
+    def before_prompt(self, config, index: int) -> None:
+        """The sentinel's window right before prompt ``index`` of a judged run of ``config``
+        (None: greedy) (``measure.eval.paired``)."""
+        start = time.perf_counter()
         self._window()
-        self.timeline.run(config)
+        self.timeline.run((config, index))
         self.seconds += time.perf_counter() - start
 
     def finish(self) -> None:

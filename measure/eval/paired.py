@@ -3,32 +3,36 @@
 A shared machine changes speed in spells (on the 2-vCPU VM of this project a greedy step of
 SmolLM2 switches between about 53 and 70-80 ms for seconds to minutes,
 ``benchmarks/machine_drift.py``). A prediction in seconds prices one machine; each judged run
-meets the machine of its own moment, so a configuration's measured median moves with the
-spells it happened to meet, and two validations of the same code differ by as much. Speed-ups
-cancel that (greedy and PPD meet it alike, round by round); seconds do not.
+meets the machine of its own moment, so a configuration's measured median moves with the spells
+it happened to meet, and two validations of the same code differ by as much. Speed-ups cancel
+that (greedy and PPD meet it alike, round by round); seconds do not.
 
 ``ppd validate --interleave-probes`` therefore also times the profile's sentinel
 (``measure.profile.drift.DriftWatch``: a greedy step's layers, the median of a few steps, at
-the profile's sentinel threads and context) before every gap of probes, before every judged
-run (after that run's probe round) and once after the last run (``SentinelTimeline``). A
-run's *speed* is the geometric mean of the windows just before and just after it (the next
-run's probe round lies between the run and its "after" window). Its reference is the median of
-the windows of the profile the prediction comes from (``MachineDrift.median_s``): the
-profile's own windows for the profile taken beforehand, the windows taken during the runs for
-the interleaved probes' prices. The *paired* error of a configuration is predicted /
-median over its runs of (seconds x reference / speed) - 1: each run's seconds moved to the
-reference machine, by a measurement taken beside the run, never from it; with every speed
-equal to the reference it is the plain error. ``python benchmarks/machine_drift.py`` prints
-what pairing leaves on a machine's own sentinel blocks: on the 2-vCPU VM (300 s, 192 blocks of
-20 steps) a 3-block run's median over 3 runs 44 blocks apart was off the pooled windows by a
-log-sd of 0.071, and by 0.050 paired with its neighbouring blocks. Pairing cannot remove a
-spell that starts or ends inside a run.
+the profile's sentinel threads and context) before every gap of probes, before every prompt of
+every judged greedy and PPD run (``time_repeated(before_prompt=)``: a run then decodes one
+prompt per call, the probe round before the run first) and once after the last run
+(``SentinelTimeline``). A prompt's *speed* is the geometric mean of the windows just before and
+just after it (after a run's last prompt, the next run's probe round lies between the two). Its
+reference is the median of the windows of the profile the prediction comes from
+(``MachineDrift.median_s``): the profile's own windows for the profile taken beforehand, the
+windows taken during the runs for the interleaved probes' prices. The *paired* error of a
+configuration is predicted / median over its runs of (the sum over its prompts of seconds x
+reference / speed) - 1: each prompt's seconds moved to the reference machine, by a measurement
+taken beside it, never from it; with every speed equal to the reference it is the plain error.
+``python benchmarks/machine_drift.py`` prints what pairing leaves on a machine's own sentinel
+blocks: on the 2-vCPU VM (300 s, 192 blocks of 20 steps) a 3-block run's median over 3 runs 44
+blocks apart was off the pooled windows by a log-sd of 0.071, and by 0.050 paired with its
+neighbouring blocks; a run of three one-block pieces, each paired with its own neighbours, was
+off its machine by 0.051 where pairing the whole 5-block span left 0.083. Hence a window per
+prompt: the shorter the piece, the less a spell can change inside it. Pairing cannot remove a
+spell that starts or ends inside a piece.
 
 What it assumes: every cost term moves with the sentinel (a greedy step's layers at the
 sentinel's threads), including the ``dist`` link and host time, and the runs' thread counts;
 the profile's reference is one number, so a drift inside the profile is not corrected.
-Early-exit and FREE rows are not paired (their windows are timed, as neighbours of the runs
-beside them).
+Early-exit and FREE rows are not paired (one window is timed before each of their runs, as a
+neighbour of the runs beside them).
 """
 
 from __future__ import annotations
@@ -76,25 +80,25 @@ class SentinelTimeline:
         return out
 
 
-def paired_rel_err(predicted_s: float, totals_s, speeds_s, reference_s: float | None
-                   ) -> float | None:  # fmt: skip
-    """predicted_s / median over runs of (run seconds x reference_s / speed) - 1: the
-    prediction against each run moved to the reference machine (module doc); equal to the
+def paired_rel_err(predicted_s: float, runs, reference_s: float | None) -> float | None:
+    """predicted_s / median over runs of (sum over the run's pieces of seconds x reference_s /
+    speed) - 1: the prediction against each run moved to the reference machine (module doc).
+    ``runs``: per run, its pieces (one per prompt), each (seconds, speed or None). Equal to the
     plain error when every speed is the reference. None where it cannot be paired (no
-    reference, or a run without a speed)."""
-    totals, speeds = list(totals_s), list(speeds_s)
-    if len(totals) != len(speeds) or not totals:
-        raise ValueError(f"speeds_s must hold one speed per run ({len(totals)} runs, at least "
-                         f"one), got {len(speeds)}")  # fmt: skip
+    reference, or a piece without a speed)."""
+    runs = [list(r) for r in runs]
+    if not runs or not all(runs):
+        raise ValueError(f"runs must hold at least one run, each of at least one piece, got {runs}")
     if not (math.isfinite(predicted_s) and predicted_s > 0):
         raise ValueError(f"predicted_s must be finite and > 0, got {predicted_s!r}")
-    if any(not (math.isfinite(t) and t > 0) for t in totals):
-        raise ValueError(f"totals_s must be finite and > 0, got {totals}")
-    if any(s is not None and not (math.isfinite(s) and s > 0) for s in speeds):
-        raise ValueError(f"speeds_s must be finite and > 0 (or None), got {speeds}")
-    if reference_s is None or any(s is None for s in speeds):
+    pieces = [piece for r in runs for piece in r]
+    if any(not (math.isfinite(t) and t > 0) for t, _ in pieces):
+        raise ValueError(f"runs: every piece's seconds must be finite and > 0, got {runs}")
+    if any(s is not None and not (math.isfinite(s) and s > 0) for _, s in pieces):
+        raise ValueError(f"runs: every speed must be finite and > 0 (or None), got {runs}")
+    if reference_s is None or any(s is None for _, s in pieces):
         return None
     if not (math.isfinite(reference_s) and reference_s > 0):
         raise ValueError(f"reference_s must be finite and > 0, got {reference_s!r}")
-    moved = [t * reference_s / s for s, t in zip(speeds, totals, strict=True)]
+    moved = [sum(t * reference_s / s for t, s in r) for r in runs]
     return predicted_s / float(np.median(moved)) - 1.0

@@ -35,13 +35,21 @@ from ppdmodel.costs import check_early_head
 
 
 def run_greedy(
-    model, prompts, *, max_new_tokens, eos_token_id=None, decoding: Decoding = GREEDY, seeds=None
+    model,
+    prompts,
+    *,
+    max_new_tokens,
+    eos_token_id=None,
+    decoding: Decoding = GREEDY,
+    seeds=None,
+    warmup: bool = True,
 ) -> list:
     """Greedy (or ``decoding``, prompt i seeded with ``seeds[i]``) decoding of every prompt
-    (one greedy warm-up decode first, which draws nothing)."""
+    (with ``warmup``, one greedy warm-up decode first, which draws nothing)."""
     lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
     check_context(model.config, lengths, max_new_tokens)  # before any decoding
-    greedy_generate(model, prompts[0], max_new_tokens=2)  # warm-up, not timed
+    if warmup:
+        greedy_generate(model, prompts[0], max_new_tokens=2)  # not timed
     seeds = [None] * len(prompts) if seeds is None else seeds
     return [
         greedy_generate(
@@ -122,13 +130,48 @@ class RepeatedTiming:
 
 
 def _ppd_runner(model, prompts, config: PPDConfig, run: dict):
-    """A no-argument call decoding every prompt with ``config`` (``run``: the shared inputs;
-    ``dist`` runs on ``run["ranks"]``, at most k + 1 of them)."""
-    sequences = [f"{s}-k{config.k}" for s in run["names"]]
-    return lambda: ppd_many(
-        model, prompts, **asdict(config), sequences=sequences, settings=run["settings"],
-        ranks=run["ranks"], **run["common"],
-    )  # fmt: skip
+    """A call decoding the prompts at ``indices`` (default: all) with ``config``, warming up
+    first with ``warmup`` (``run``: the shared inputs; ``dist`` runs on ``run["ranks"]``, at
+    most k + 1 of them)."""
+    common = run["common"]
+
+    def call(indices=None, warmup=True):
+        indices = range(len(prompts)) if indices is None else indices
+        seeds = common["seeds"]
+        return ppd_many(
+            model, [prompts[i] for i in indices], **asdict(config),
+            sequences=[f"{run['names'][i]}-k{config.k}" for i in indices],
+            settings=run["settings"], ranks=run["ranks"], warmup=warmup,
+            **{**common, "seeds": None if seeds is None else [seeds[i] for i in indices]},
+        )  # fmt: skip
+
+    return call
+
+
+def _greedy_runner(model, prompts, common: dict):
+    """A call decoding the prompts at ``indices`` (default: all) greedily (or with the
+    sampler), warming up first with ``warmup``."""
+
+    def call(indices=None, warmup=True):
+        indices = range(len(prompts)) if indices is None else indices
+        seeds = common["seeds"]
+        return run_greedy(
+            model, [prompts[i] for i in indices], max_new_tokens=common["max_new_tokens"],
+            eos_token_id=common["eos_token_id"], decoding=common["decoding"],
+            seeds=None if seeds is None else [seeds[i] for i in indices], warmup=warmup,
+        )  # fmt: skip
+
+    return call
+
+
+def _by_prompt(call, label, before_prompt, count: int) -> list:
+    """``call`` on each prompt alone, ``before_prompt(label, i)`` before prompt i (only the
+    first warms up)."""
+    out = []
+    for i in range(count):
+        before_prompt(label, i)
+        out += call([i], warmup=i == 0)
+    return out
 
 
 def _rank_group(model, configs, settings: RunSettings) -> RankGroup | None:
@@ -155,6 +198,7 @@ def time_repeated(
     seeds=None,
     between_rounds=None,
     before_run=None,
+    before_prompt=None,
 ) -> RepeatedTiming:
     """Time greedy and each PPD configuration ``settings.repeats`` times, interleaved (module
     doc).
@@ -171,7 +215,10 @@ def time_repeated(
     ``between_rounds``: called before every round, untimed, with the ``dist`` configurations'
     ``RankGroup`` (or None) (the interleaved cost probes of ``measure.eval.interleaved``);
     ``before_run``: called before every judged run, untimed, with the method's config (None
-    for greedy) (their per-run probes).
+    for greedy) (their per-run probes); ``before_prompt``: called, untimed, before every
+    prompt of greedy's and the PPD configurations' runs with (config, prompt index), which
+    then decode one prompt per call, only the first warming up (the sentinel windows paired
+    with each prompt, ``measure.eval.paired``).
     """
     repeats, decoding = settings.repeats, settings.decoding
     if not prompts:
@@ -194,9 +241,15 @@ def time_repeated(
             common=dict(max_new_tokens=max_new_tokens, head=head, seeds=seeds),
             ranks=ranks,
         )
+        split = {"greedy": _greedy_runner(model, prompts, dict(common, decoding=decoding,
+                                                                  seeds=seeds)),
+                 **{c.label: _ppd_runner(model, prompts, c, run) for c in configs}}  # fmt: skip
+        if before_prompt is not None:  # one prompt per call, the hook before each
+            keys = {"greedy": None, **{c.label: c for c in configs}}
+            split = {label: _bind(_by_prompt, call, keys[label], before_prompt, len(prompts))
+                     for label, call in split.items()}  # fmt: skip
         runners = {
-            "greedy": lambda: run_greedy(model, prompts, decoding=decoding, seeds=seeds, **common),
-            **{c.label: _ppd_runner(model, prompts, c, run) for c in configs},
+            **split,
             **{c.label: _bind(run_early_exit, model, prompts, c, **common) for c in early_exit},
             **{c.label: runner for c, runner in others},
         }

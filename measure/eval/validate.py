@@ -93,8 +93,8 @@ profile's cost replicates (``ppdmodel.intervals``; empty for a profile without s
 in/out from the profile whose compute figures were probed between the judged rounds.
 ``paired_rel_err`` / ``interleaved_paired_rel_err`` (``--interleave-probes``; empty otherwise,
 on early-exit and FREE rows, and where the profile recorded no sentinel windows at the
-validation's sentinel threads): each prediction's error against the runs' seconds moved to the
-machine speed it was priced at, by the sentinel read around every run
+validation's sentinel threads): each prediction's error against the runs' seconds, each
+prompt's moved to the machine speed it was priced at by the sentinel read around it
 (``measure.eval.paired``).
 ``sharing``: the shared-device factors a PPD row's prediction applied and their source
 (``ppdmodel.cost_profile.SharingFactors.describe``: on a ``dist`` profile with pair factors,
@@ -184,7 +184,7 @@ class ProfileValidation:
         rows = [
             _row("greedy", backend, None, None, None, gp, g, gp.closed_form_s / g.median - 1,
                  gp.simulated_s / g.median - 1, 1.0, 1.0, True, greedy[backend].interleaved_greedy)
-            | self._paired(gp, greedy[backend].interleaved_greedy, self.timing.greedy)
+            | self._paired(gp, greedy[backend].interleaved_greedy, None)
             for backend, gp in self.greedy_predictions().items()
         ]  # fmt: skip
         for r in self.results:
@@ -193,28 +193,65 @@ class ProfileValidation:
                 _row(c.label, c.backend, c.d_bar, c.k, c.early_head, r.predicted, r.measured,
                      r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
                      r.exact, r.interleaved)
-                | self._paired(r.predicted, r.interleaved, self.timing.ppd[c])
+                | self._paired(r.predicted, r.interleaved, c)
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
         rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
-    def _paired(self, pred: Prediction, interleaved: Prediction | None, method) -> dict:
-        """The row's paired errors: each prediction against ``method``'s runs, moved to the
-        machine the sentinel read around each run (``measure.eval.paired``); None without it."""
+    def _paired(self, pred: Prediction, interleaved: Prediction | None, config) -> dict:
+        """The row's paired errors: each prediction against the runs of ``config`` (None:
+        greedy), each prompt moved to the machine the sentinel read around it
+        (``measure.eval.paired``); None without the sentinel."""
         if self.sentinel is None:
             return dict(paired_rel_err=None, interleaved_paired_rel_err=None)
-        speeds = self.sentinel.speeds_s(method.config)
-        probed = self.interleaved_profile
+        method = self.timing.greedy if config is None else self.timing.ppd[config]
+        prompts = len(method.results[0])
+        speeds = [self.sentinel.speeds_s((method.config, i)) for i in range(prompts)]
+        rounds = len(method.results)
+        runs = None
+        if all(len(s) == rounds for s in speeds):  # every prompt of every run had its window
+            runs = [[(res.wall_s, speeds[i][r]) for i, res in enumerate(results)]
+                    for r, results in enumerate(method.results)]  # fmt: skip
 
         def err(p: Prediction | None, profile) -> float | None:
-            if p is None or profile is None:
+            if p is None or profile is None or runs is None:
                 return None
             reference = _sentinel_reference(profile, self.sentinel.threads)
-            return paired_rel_err(p.closed_form_s, method.totals_s, speeds, reference)
+            return paired_rel_err(p.closed_form_s, runs, reference)
 
-        return dict(paired_rel_err=err(pred, self.profile),
-                    interleaved_paired_rel_err=err(interleaved, probed))  # fmt: skip
+        return dict(
+            paired_rel_err=err(pred, self.profile),
+            interleaved_paired_rel_err=err(interleaved, self.interleaved_profile),
+        )
+
+    def sentinel_table(self) -> pd.DataFrame:
+        """The sentinel's timeline (``--interleave-probes``; empty otherwise): in order, each
+        window (``kind`` "window", ``seconds`` its median step layers) and each judged piece
+        (``kind`` "run": ``method``, ``round``, ``prompt``, ``seconds`` its decode time; a
+        method not decoded prompt by prompt has one piece per run, ``prompt`` empty and the
+        run's seconds) (``measure.eval.paired``)."""
+        columns = ["kind", "seconds", "method", "round", "prompt"]
+        if self.sentinel is None:
+            return pd.DataFrame(columns=columns)
+        t = self.timing
+        methods = {None: t.greedy, **t.ppd, **t.early_exit, **t.others}
+        seen: dict = {}
+        rows = []
+        for kind, value in self.sentinel.events:
+            if kind == "window":
+                rows.append(dict(kind=kind, seconds=value))
+                continue
+            config, prompt = value if isinstance(value, tuple) else (value, None)
+            method = methods.get(config)
+            r = seen[value] = seen.get(value, -1) + 1
+            seconds = None
+            if method is not None and r < len(method.results):
+                runs = method.results[r]
+                seconds = sum(x.wall_s for x in runs) if prompt is None else runs[prompt].wall_s
+            label = method.label if method is not None else str(config)
+            rows.append(dict(kind=kind, seconds=seconds, method=label, round=r, prompt=prompt))
+        return pd.DataFrame(rows, columns=columns)
 
     @property
     def terms(self) -> pd.DataFrame:
@@ -495,6 +532,7 @@ def validate(
         model, prompts, configs, early_exit=early_exit, others=others,
         max_new_tokens=max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
         between_rounds=probes, before_run=probes and probes.before_run,
+        before_prompt=probes and probes.before_prompt,
     )  # fmt: skip
     if probes is not None:
         probes.finish()

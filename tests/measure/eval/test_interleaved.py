@@ -73,10 +73,18 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     # 2 gaps x 2 rounds and one round before each of the 2 x 2 runs for the judged k; k = 2
     # kept from the profile
     assert probed_n == [8, 3]
-    # the sentinel: before each of the 2 gaps, before each of the 2 x 2 runs, after the last
+    # the sentinel: before each of the 2 gaps, before the one prompt of each of the 2 x 2 runs,
+    # after the last
     windows = result.interleaved_profile.data["machine"]["windows_s"]
     assert len(windows) == 2 + 4 + 1 and min(windows) > 0.6 * SLOWER_S * 4  # the slower machine's
     assert result.sentinel.windows_s == windows
+    timeline = result.sentinel_table()  # (sentinel.csv) in order: the gap's window first
+    assert timeline["kind"].tolist()[:3] == ["window", "window", "run"]
+    pieces = timeline[timeline["kind"] == "run"]
+    assert len(pieces) == 4 and (pieces["prompt"] == 0).all()
+    greedy = pieces[pieces["method"] == "greedy"]
+    assert greedy["seconds"].tolist() == pytest.approx(result.timing.greedy.totals_s)
+    assert greedy["round"].tolist() == [0, 1]
     # paired with the sentinel around each run, the profile taken on the old machine is moved
     # to the machine each run met: the planted slowdown no longer shows
     assert table["paired_rel_err"].abs().max() < 0.15, table["paired_rel_err"]
@@ -100,16 +108,18 @@ def test_a_profile_without_sentinel_windows_is_not_paired(slowed):
     profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)
     del profile.data["machine"]
     result = validate(
-        model, PROMPTS, profile=profile, configs=[PPDConfig(d_bar=2, k=1)], max_new_tokens=3,
-        settings=RunSettings(repeats=1), interleave_probes=1,
+        model, [*PROMPTS, [9, 8, 7]], profile=profile, configs=[PPDConfig(d_bar=2, k=1)],
+        max_new_tokens=3, settings=RunSettings(repeats=1), interleave_probes=1,
     )  # fmt: skip
     table = result.table
+    assert table["exact"].all()
     assert table["paired_rel_err"].isna().all()
     assert table["interleaved_paired_rel_err"].notna().all()
     summary = result.summary()
     assert "paired_median_abs_rel_err" not in summary
     assert "interleaved_paired_median_abs_rel_err" in summary
-    assert "; 4 sentinel windows of 8 greedy steps; " in summary["probes"]  # 1 gap, 2 runs, end
+    # 1 gap, 2 runs of 2 prompts, the end
+    assert "; 6 sentinel windows of 8 greedy steps; " in summary["probes"]
 
 
 def test_probes_refuse_bad_arguments(slowed):
@@ -152,6 +162,8 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert summary["machine_drift_log_sd"] >= 0 and summary["interleaved_machine_drift_log_sd"] >= 0
     assert "(profile cost replicates, with the machine's drift while timed: log-sd" in captured.out
     assert (tmp_path / "out" / "profile_interleaved.json").is_file()
+    timeline = pd.read_csv(tmp_path / "out" / "sentinel.csv")
+    assert set(timeline["kind"]) == {"window", "run"} and timeline["seconds"].gt(0).all()
     # --no-progress silences the lines; without the flag there is no second prediction
     argv += ["--profile", str(tmp_path / "out" / "profile.json"), "--no-progress"]
     argv += ["--accept-wide-prices"]  # 2 rounds on a loaded machine may leave a price wide

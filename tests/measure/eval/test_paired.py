@@ -32,24 +32,34 @@ def test_unreadable_windows_are_skipped():
     assert t.windows_s == [2.0] and t.speeds_s("a") == [pytest.approx(2.0)]
 
 
-def test_paired_error_moves_each_run_to_the_machine_it_met():
+def _runs(totals, speeds):
+    """One piece per run."""
+    return [[(t, s)] for t, s in zip(totals, speeds, strict=True)]
+
+
+def test_paired_error_moves_each_piece_to_the_machine_it_met():
     # predicted 10 s on a machine whose sentinel read 1.0; the runs met a machine 1.5x and 2x
     # slower and took 15 s and 20 s: paired, the prediction is exact (unpaired: -43 %)
-    assert paired_rel_err(10.0, [15.0, 20.0], [1.5, 2.0], 1.0) == pytest.approx(0.0)
+    assert paired_rel_err(10.0, _runs([15.0, 20.0], [1.5, 2.0]), 1.0) == pytest.approx(0.0)
     # predicted / median over runs of (seconds x reference / speed) - 1
-    assert paired_rel_err(10.0, [10.0, 11.0, 12.0], [1.0, 1.1, 1.0], 1.0) == pytest.approx(0.0)
-    assert paired_rel_err(10.0, [8.0, 8.0, 8.0], [2.0, 2.0, 2.0], 2.0) == pytest.approx(0.25)
+    got = paired_rel_err(10.0, _runs([10.0, 11.0, 12.0], [1.0, 1.1, 1.0]), 1.0)
+    assert got == pytest.approx(0.0)
+    assert paired_rel_err(10.0, _runs([8.0] * 3, [2.0] * 3), 2.0) == pytest.approx(0.25)
+    # a run's pieces are moved one by one: 4 s at speed 2 and 6 s at speed 1 -> 2 + 6 = 8 s
+    assert paired_rel_err(8.0, [[(4.0, 2.0), (6.0, 1.0)]], 1.0) == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("totals", [[8.0], [8.0, 12.0], [7.0, 9.0, 14.0, 8.5]])
 def test_with_every_speed_at_the_reference_it_is_the_plain_error(totals):
     median = sorted(totals)[len(totals) // 2] if len(totals) % 2 else (
         sum(sorted(totals)[len(totals) // 2 - 1 : len(totals) // 2 + 1]) / 2)  # fmt: skip
-    got = paired_rel_err(10.0, totals, [0.05] * len(totals), 0.05)
-    assert got == pytest.approx(10.0 / median - 1)
+    runs = [[(t / 2, 0.05), (t / 2, 0.05)] for t in totals]  # two prompts each
+    assert paired_rel_err(10.0, runs, 0.05) == pytest.approx(10.0 / median - 1)
 
 
-@pytest.mark.parametrize("args", [(10.0, [1.0], [1.0], None), (10.0, [1.0, 2.0], [1.0, None], 1.0)])
+@pytest.mark.parametrize(
+    "args", [(10.0, [[(1.0, 1.0)]], None), (10.0, [[(1.0, 1.0), (2.0, None)]], 1.0)]
+)
 def test_paired_error_is_none_without_a_reference_or_a_window(args):
     assert paired_rel_err(*args) is None
 
@@ -57,14 +67,14 @@ def test_paired_error_is_none_without_a_reference_or_a_window(args):
 @pytest.mark.parametrize(
     "args, name",
     [
-        ((10.0, [1.0, 2.0], [1.0], 1.0), "speeds_s must hold one speed per run"),
-        ((10.0, [], [], 1.0), "speeds_s must hold one speed per run"),
-        ((0.0, [1.0], [1.0], 1.0), "predicted_s must be finite and > 0"),
-        ((float("nan"), [1.0], [1.0], 1.0), "predicted_s must be finite and > 0"),
-        ((10.0, [0.0], [1.0], 1.0), "totals_s must be finite and > 0"),
-        ((10.0, [1.0], [-1.0], 1.0), "speeds_s must be finite and > 0"),
-        ((10.0, [1.0], [1.0], 0.0), "reference_s must be finite and > 0"),
-        ((10.0, [1.0], [1.0], float("inf")), "reference_s must be finite and > 0"),
+        ((10.0, [], 1.0), "runs must hold at least one run, each of at least one piece"),
+        ((10.0, [[]], 1.0), "runs must hold at least one run, each of at least one piece"),
+        ((0.0, [[(1.0, 1.0)]], 1.0), "predicted_s must be finite and > 0"),
+        ((float("nan"), [[(1.0, 1.0)]], 1.0), "predicted_s must be finite and > 0"),
+        ((10.0, [[(0.0, 1.0)]], 1.0), "every piece's seconds must be finite and > 0"),
+        ((10.0, [[(1.0, -1.0)]], 1.0), "every speed must be finite and > 0"),
+        ((10.0, [[(1.0, 1.0)]], 0.0), "reference_s must be finite and > 0"),
+        ((10.0, [[(1.0, 1.0)]], float("inf")), "reference_s must be finite and > 0"),
     ],
 )
 def test_paired_error_refuses_bad_input(args, name):

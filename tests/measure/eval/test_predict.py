@@ -133,13 +133,19 @@ def timing():
         model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=4, settings=settings,
         between_rounds=lambda ranks: CALLS.append(("round", ranks)),
         before_run=lambda config: CALLS.append(("run", config)),
+        before_prompt=lambda config, i: CALLS.append(("prompt", config, i)),
     )  # fmt: skip
 
 
-def test_hooks_run_before_every_round_and_every_run(timing):
+def test_hooks_run_before_every_round_every_run_and_every_prompt(timing):
     configs = [None, PPDConfig(2, 1), PPDConfig(3, 2)]  # the rotation: round r starts at r
-    assert CALLS == [("round", None), *(("run", c) for c in configs),
-                     ("round", None), *(("run", c) for c in configs[1:] + configs[:1])]  # fmt: skip
+
+    def run(c):
+        return [("run", c), ("prompt", c, 0), ("prompt", c, 1)]
+
+    assert CALLS == [("round", None), *(x for c in configs for x in run(c)),
+                     ("round", None), *(x for c in configs[1:] + configs[:1] for x in run(c))
+                     ]  # fmt: skip
 
 
 def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
