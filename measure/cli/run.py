@@ -640,8 +640,7 @@ def _validate(args) -> int:
             if f"{key}median_abs_rel_err" in summary
         ]
         if paired:
-            print("paired with the sentinel around each run (the machine's speed each run met): "
-                  + "; ".join(paired))  # fmt: skip
+            print(f"paired with the sentinel ({_sentinel_note(summary)}): " + "; ".join(paired))
     print(
         f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, traces.jsonl, "
         "waterfall.png, predicted_vs_measured.png, layer_times.png"
@@ -737,6 +736,17 @@ def _validation_profile(args, given, model, ids, out: Path):
     for note in check_wide_prices(profile, accept=True):  # measured now: said, not refused
         print(note)
     return profile
+
+
+def _sentinel_note(summary: dict) -> str:
+    """'85 windows; the runs' machine 1.10x the profile's; each prompt's own windows weighted
+    0.20' (``measure.eval.paired``)."""
+    level = summary.get("sentinel_level_over_profile")
+    return (
+        f"{summary['sentinel_windows']} windows"
+        + ("" if level is None else f"; the runs' machine {level:.3g}x the profile's step time")
+        + f"; each prompt's own windows weighted {summary['sentinel_weight']:.2f}"
+    )
 
 
 def _drift_note(summary: dict, prefix: str = "") -> str:

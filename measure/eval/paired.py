@@ -13,20 +13,30 @@ the profile's sentinel threads and context) before every gap of probes, before e
 every judged greedy and PPD run (``time_repeated(before_prompt=)``: a run then decodes one
 prompt per call, the probe round before the run first) and once after the last run
 (``SentinelTimeline``). A prompt's *speed* is the geometric mean of the windows just before and
-just after it (after a run's last prompt, the next run's probe round lies between the two). Its
-reference is the median of the windows of the profile the prediction comes from
-(``MachineDrift.median_s``): the profile's own windows for the profile taken beforehand, the
-windows taken during the runs for the interleaved probes' prices. The *paired* error of a
+just after it (after a run's last prompt, the next run's probe round lies between the two).
+
+One window reads its moment poorly: 8 steps started right after another workload. In
+validations on the 2-vCPU VM, consecutive windows' logs correlated by only about 0.2, while the
+windows' level over the runs (their median, ``level_s``, over dozens of windows) is read well.
+So a prompt's seconds are moved to the machine a prediction was priced at in two parts: in full
+by the level (reference / level, the reference being the median window of the profile the
+prediction comes from: ``MachineDrift.median_s``; for the interleaved probes' prices, timed over
+the runs, the level itself), and by its own deviation from the level shrunk by ``weight``, the
+lag-1 autocorrelation of the windows' logs (clipped to [0, 1]; 0 with fewer than
+``MIN_WINDOWS``): the share of a window's spread that persists to the next window, which is the
+least-squares weight of one window as a reading of a moment beside it. The *paired* error of a
 configuration is predicted / median over its runs of (the sum over its prompts of seconds x
-reference / speed) - 1: each prompt's seconds moved to the reference machine, by a measurement
-taken beside it, never from it; with every speed equal to the reference it is the plain error.
-``python benchmarks/machine_drift.py`` prints what pairing leaves on a machine's own sentinel
-blocks: on the 2-vCPU VM (300 s, 192 blocks of 20 steps) a 3-block run's median over 3 runs 44
-blocks apart was off the pooled windows by a log-sd of 0.071, and by 0.050 paired with its
-neighbouring blocks; a run of three one-block pieces, each paired with its own neighbours, was
-off its machine by 0.051 where pairing the whole 5-block span left 0.083. Hence a window per
-prompt: the shorter the piece, the less a spell can change inside it. Pairing cannot remove a
-spell that starts or ends inside a piece.
+(reference / level) x (level / speed)^weight) - 1: each prompt moved by readings taken beside
+it, never from it; with every speed at the level and the level at the reference it is the
+plain error. All of it comes from the windows; nothing is fitted on the judged runs.
+
+``python benchmarks/machine_drift.py`` prints what pairing would leave on a machine's own
+sentinel blocks (continuous 20-step blocks, whose lag-1 correlation is higher, 0.62 on the VM):
+a 3-block run's median over 3 runs 44 blocks apart was off the pooled windows by a log-sd of
+0.071, and by 0.050 paired in full with its neighbouring blocks; three one-block pieces, each
+paired with its own neighbours, were off their machine by 0.051 where pairing the whole 5-block
+span left 0.083. Hence a window per prompt. Pairing cannot remove a spell that starts or ends
+inside a piece.
 
 What it assumes: every cost term moves with the sentinel (a greedy step's layers at the
 sentinel's threads), including the ``dist`` link and host time, and the runs' thread counts;
@@ -41,6 +51,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+MIN_WINDOWS = 6
+"""Fewer sentinel windows than this give no weight to a prompt's own windows."""
 
 
 @dataclass
@@ -66,6 +79,24 @@ class SentinelTimeline:
         """The windows' medians, in order."""
         return [v for kind, v in self.events if kind == "window"]
 
+    @property
+    def level_s(self) -> float | None:
+        """The windows' median: the machine's level over the runs (None without windows)."""
+        windows = self.windows_s
+        return float(np.median(windows)) if windows else None
+
+    @property
+    def weight(self) -> float:
+        """The lag-1 autocorrelation of the windows' logs, clipped to [0, 1]: how much of one
+        window's deviation from the level a window beside it shares (module doc); 0 with fewer
+        than MIN_WINDOWS windows or windows that do not vary."""
+        logs = np.log(self.windows_s)
+        if len(logs) < MIN_WINDOWS or np.ptp(logs) == 0:
+            return 0.0
+        x = logs - logs.mean()
+        rho = float(np.dot(x[:-1], x[1:]) / np.dot(x, x))
+        return min(max(rho, 0.0), 1.0)
+
     def speeds_s(self, key) -> list[float | None]:
         """For every run of ``key`` in order: the geometric mean of the nearest windows before
         and after it (the one there is where the other is missing; None for neither)."""
@@ -80,17 +111,22 @@ class SentinelTimeline:
         return out
 
 
-def paired_rel_err(predicted_s: float, runs, reference_s: float | None) -> float | None:
-    """predicted_s / median over runs of (sum over the run's pieces of seconds x reference_s /
-    speed) - 1: the prediction against each run moved to the reference machine (module doc).
-    ``runs``: per run, its pieces (one per prompt), each (seconds, speed or None). Equal to the
-    plain error when every speed is the reference. None where it cannot be paired (no
-    reference, or a piece without a speed)."""
+def paired_rel_err(predicted_s: float, runs, reference_s: float | None, *, level_s: float,
+                   weight: float) -> float | None:  # fmt: skip
+    """predicted_s / median over runs of (sum over the run's pieces of seconds x (reference_s /
+    level_s) x (level_s / speed)^weight) - 1: the prediction against each run moved to the
+    reference machine (module doc). ``runs``: per run, its pieces (one per prompt), each
+    (seconds, speed or None). The plain error when every speed is the level and the level the
+    reference. None where it cannot be paired (no reference, or a piece without a speed)."""
     runs = [list(r) for r in runs]
     if not runs or not all(runs):
         raise ValueError(f"runs must hold at least one run, each of at least one piece, got {runs}")
     if not (math.isfinite(predicted_s) and predicted_s > 0):
         raise ValueError(f"predicted_s must be finite and > 0, got {predicted_s!r}")
+    if not (math.isfinite(level_s) and level_s > 0):
+        raise ValueError(f"level_s must be finite and > 0, got {level_s!r}")
+    if not (math.isfinite(weight) and 0 <= weight <= 1):
+        raise ValueError(f"weight must be in [0, 1], got {weight!r}")
     pieces = [piece for r in runs for piece in r]
     if any(not (math.isfinite(t) and t > 0) for t, _ in pieces):
         raise ValueError(f"runs: every piece's seconds must be finite and > 0, got {runs}")
@@ -100,5 +136,6 @@ def paired_rel_err(predicted_s: float, runs, reference_s: float | None) -> float
         return None
     if not (math.isfinite(reference_s) and reference_s > 0):
         raise ValueError(f"reference_s must be finite and > 0, got {reference_s!r}")
-    moved = [sum(t * reference_s / s for t, s in r) for r in runs]
+    shift = reference_s / level_s
+    moved = [sum(t * shift * (level_s / s) ** weight for t, s in r) for r in runs]
     return predicted_s / float(np.median(moved)) - 1.0

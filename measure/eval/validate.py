@@ -215,10 +215,11 @@ class ProfileValidation:
                     for r, results in enumerate(method.results)]  # fmt: skip
 
         def err(p: Prediction | None, profile) -> float | None:
-            if p is None or profile is None or runs is None:
+            if p is None or profile is None or runs is None or self.sentinel.level_s is None:
                 return None
             reference = _sentinel_reference(profile, self.sentinel.threads)
-            return paired_rel_err(p.closed_form_s, runs, reference)
+            return paired_rel_err(p.closed_form_s, runs, reference, level_s=self.sentinel.level_s,
+                                  weight=self.sentinel.weight)  # fmt: skip
 
         return dict(
             paired_rel_err=err(pred, self.profile),
@@ -337,7 +338,22 @@ class ProfileValidation:
             "probes": self.probe_note,
             **_error_summary(table["paired_rel_err"], "paired_"),
             **_error_summary(table["interleaved_paired_rel_err"], "interleaved_paired_"),
+            **self._sentinel_summary(),
         }
+
+    def _sentinel_summary(self) -> dict:
+        """The sentinel's reading of the runs (``measure.eval.paired``): its level over the
+        runs against the profile's windows (the machine's speed during the runs relative to
+        the profile's; > 1: slower) and the weight of each prompt's own windows."""
+        if self.sentinel is None or self.sentinel.level_s is None:
+            return {}
+        reference = _sentinel_reference(self.profile, self.sentinel.threads)
+        return {
+            "sentinel_windows": len(self.sentinel.windows_s),
+            "sentinel_level_over_profile": None if reference is None
+            else self.sentinel.level_s / reference,
+            "sentinel_weight": self.sentinel.weight,
+        }  # fmt: skip
 
 
 def _error_summary(errors: pd.Series, prefix: str) -> dict:

@@ -94,6 +94,8 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     # the slower machine moves greedy as it moves PPD: the speed-up stays predicted
     assert summary["speedup_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     assert summary["paired_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
+    assert summary["sentinel_level_over_profile"] > 1.6  # the runs' machine: twice as slow
+    assert summary["sentinel_windows"] == 7 and 0 <= summary["sentinel_weight"] <= 1
     assert summary["interleaved_paired_worst_abs_rel_err"] < 0.15
     assert summary["probes"].startswith(
         "interleaved probes: 2 gaps of 2 rounds and 4 single rounds before judged runs"
@@ -147,10 +149,9 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert "| interleaved    error" in captured.out
     assert "interleaved probes: 2 gaps of 2 rounds and 4 single rounds" in captured.out
     assert "from the interleaved probes: median |error|" in captured.out
-    assert (
-        "paired with the sentinel around each run (the machine's speed each run met): "
-        "profile median |error| " in captured.out
-    )
+    assert "paired with the sentinel (" in captured.out
+    assert "x the profile's step time; each prompt's own windows weighted " in captured.out
+    assert "): profile median |error| " in captured.out
     assert "speed-ups over greedy (a drift of the whole machine leaves them)" in captured.out
     progress = [x for x in captured.err.splitlines() if x.startswith("ppd: ")]
     assert len(progress) == 4 and progress[-1].startswith("ppd: 4/4 done (round 2/2: ")
