@@ -1,12 +1,14 @@
-"""The analysis parts of two benchmark scripts, on planted data (no model, no timing)."""
+"""The analysis parts of three benchmark scripts, on planted data (no model, no timing)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -50,3 +52,28 @@ def test_validate_summary_reports_the_paired_errors(tmp_path):
         "3.0 %), interleaved 1.5 % (worst 2.0 %)" in text
     )
     assert "paired (profile) run1 2.0 %, run2 4.0 %" in summary.run_to_run(table)
+
+
+def test_paired_errors_recomputes_a_folder(tmp_path):
+    script = _load("paired_errors")
+    machine = {"sentinel": "greedy step's layers", "threads": 1, "windows_s": [0.05, 0.05, 0.05]}
+    (tmp_path / "profile.json").write_text(json.dumps({"machine": machine}))
+    probed = dict(machine, windows_s=[0.1, 0.1])
+    (tmp_path / "profile_interleaved.json").write_text(json.dumps({"machine": probed}))
+    # the runs met a machine twice as slow as the profile's (windows 0.1 s against 0.05 s)
+    events = [("window", 0.1, "", None)]
+    for method in ("greedy", "ppd"):
+        for prompt in (0, 1):
+            events += [("run", 2.0, method, prompt), ("window", 0.1, "", None)]
+    pd.DataFrame(events, columns=["kind", "seconds", "method", "prompt"]).to_csv(
+        tmp_path / "sentinel.csv", index=False
+    )
+    pd.DataFrame({"method": ["greedy", "ppd"], "backend": ["single"] * 2,
+                  "predicted_s": [2.0, 2.2], "interleaved_predicted_s": [4.0, 4.4]}).to_csv(
+        tmp_path / "validation.csv", index=False)  # fmt: skip
+    table = script.errors(tmp_path)
+    # the profile priced 2.0 s on its machine; the runs took 4.0 s on one twice as slow
+    assert table["paired_rel_err"].tolist() == pytest.approx([0.0, 0.1])
+    assert table["interleaved_paired_rel_err"].tolist() == pytest.approx([0.0, 0.1])
+    assert table["level_over_profile"].iloc[0] == pytest.approx(2.0)
+    assert (table["weight"] == 0.0).all()  # 5 windows < MIN_WINDOWS

@@ -1,0 +1,87 @@
+"""The paired errors of a ``ppd validate --interleave-probes`` folder, recomputed from its files.
+
+Reads ``sentinel.csv`` (the windows and the judged pieces, in order), ``validation.csv`` (the
+predictions), ``profile.json`` and ``profile_interleaved.json`` (their sentinel windows), and
+applies ``measure.eval.paired`` as ``ppd validate`` does. Useful for a folder written by an
+earlier rule, and to see the weight's effect: ``--weight`` replaces the windows' own (0: the
+level alone; 1: each prompt paired in full with its neighbouring windows).
+
+    python benchmarks/paired_errors.py OUT/run1/smollm2 [--weight W]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from measure.eval.paired import SentinelTimeline, paired_rel_err
+from measure.profile.drift import MachineDrift
+
+
+def timeline(table: pd.DataFrame, threads: int) -> tuple[SentinelTimeline, dict]:
+    """The timeline of ``sentinel.csv`` (run keys: (method, prompt)) and each piece's seconds
+    by (method, prompt) in order."""
+    t = SentinelTimeline(threads)
+    seconds: dict = {}
+    for row in table.itertuples(index=False):
+        if row.kind == "window":
+            t.window(float(row.seconds))
+        else:
+            key = (row.method, None if pd.isna(row.prompt) else int(row.prompt))
+            t.run(key)
+            seconds.setdefault(key, []).append(float(row.seconds))
+    return t, seconds
+
+
+def errors(folder: Path, weight: float | None = None) -> pd.DataFrame:
+    """Per row of validation.csv: the paired errors against the profile and the interleaved
+    probes' profile."""
+    machine = MachineDrift.from_dict(json.loads((folder / "profile.json").read_text())["machine"])
+    probed = MachineDrift.from_dict(
+        json.loads((folder / "profile_interleaved.json").read_text())["machine"]
+    )
+    t, seconds = timeline(pd.read_csv(folder / "sentinel.csv"), machine.threads)
+    w = t.weight if weight is None else weight
+    rows = []
+    for row in pd.read_csv(folder / "validation.csv").itertuples(index=False):
+        prompts = sorted(p for m, p in seconds if m == row.method and p is not None)
+        if not prompts:
+            continue
+        speeds = [t.speeds_s((row.method, p)) for p in prompts]
+        runs = [[(seconds[(row.method, p)][r], speeds[i][r]) for i, p in enumerate(prompts)]
+                for r in range(len(speeds[0]))]  # fmt: skip
+        out = {"method": row.method, "backend": row.backend}
+        for name, pred, ref in (("paired_rel_err", row.predicted_s, machine.median_s),
+                                ("interleaved_paired_rel_err", row.interleaved_predicted_s,
+                                 probed.median_s)):  # fmt: skip
+            out[name] = paired_rel_err(pred, runs, ref, level_s=t.level_s, weight=w)
+        rows.append(out)
+    return pd.DataFrame(rows).assign(weight=w, level_over_profile=t.level_s / machine.median_s)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="a ppd validate --interleave-probes --out folder")
+    parser.add_argument("--weight", type=float, default=None, help="override the weight, in [0, 1]")
+    args = parser.parse_args(argv)
+    names = ("sentinel.csv", "validation.csv", "profile.json", "profile_interleaved.json")
+    missing = [n for n in names if not (args.folder / n).is_file()]
+    if missing:
+        parser.error(f"{args.folder}: no {', '.join(missing)} (a --interleave-probes folder?)")
+    if args.weight is not None and not 0 <= args.weight <= 1:
+        parser.error(f"--weight must be in [0, 1], got {args.weight}")
+    table = errors(args.folder, args.weight)
+    print(table.round(4).to_string(index=False))
+    for col in ("paired_rel_err", "interleaved_paired_rel_err"):
+        e = 100 * table[col].abs()
+        print(f"{col}: median |error| {np.median(e):.1f} %, worst {e.max():.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
