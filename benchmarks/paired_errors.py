@@ -16,7 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from measure.eval.paired import SentinelTimeline, paired_rel_err
@@ -41,10 +40,14 @@ def timeline(table: pd.DataFrame, threads: int) -> tuple[SentinelTimeline, dict]
 def errors(folder: Path, weight: float | None = None) -> pd.DataFrame:
     """Per row of validation.csv: the paired errors against the profile and the interleaved
     probes' profile."""
-    machine = MachineDrift.from_dict(json.loads((folder / "profile.json").read_text())["machine"])
-    probed = MachineDrift.from_dict(
-        json.loads((folder / "profile_interleaved.json").read_text())["machine"]
+    machine = MachineDrift.from_dict(
+        json.loads((folder / "profile.json").read_text()).get("machine")
     )
+    probed = MachineDrift.from_dict(
+        json.loads((folder / "profile_interleaved.json").read_text()).get("machine")
+    )
+    if machine is None or probed is None:
+        raise ValueError(f"{folder}: a profile without sentinel windows (an older profile)")
     t, seconds = timeline(pd.read_csv(folder / "sentinel.csv"), machine.threads)
     w = t.weight if weight is None else weight
     rows = []
@@ -53,8 +56,11 @@ def errors(folder: Path, weight: float | None = None) -> pd.DataFrame:
         if not prompts:
             continue
         speeds = [t.speeds_s((row.method, p)) for p in prompts]
+        rounds = {len(seconds[(row.method, p)]) for p in prompts} | {len(x) for x in speeds}
+        if len(rounds) != 1:
+            raise ValueError(f"{folder}: {row.method}: prompts with unequal run counts")
         runs = [[(seconds[(row.method, p)][r], speeds[i][r]) for i, p in enumerate(prompts)]
-                for r in range(len(speeds[0]))]  # fmt: skip
+                for r in range(rounds.pop())]  # fmt: skip
         out = {"method": row.method, "backend": row.backend}
         for name, pred, ref in (("paired_rel_err", row.predicted_s, machine.median_s),
                                 ("interleaved_paired_rel_err", row.interleaved_predicted_s,
@@ -75,11 +81,20 @@ def main(argv=None) -> int:
         parser.error(f"{args.folder}: no {', '.join(missing)} (a --interleave-probes folder?)")
     if args.weight is not None and not 0 <= args.weight <= 1:
         parser.error(f"--weight must be in [0, 1], got {args.weight}")
-    table = errors(args.folder, args.weight)
+    try:
+        table = errors(args.folder, args.weight)
+    except ValueError as e:
+        parser.error(str(e))
     print(table.round(4).to_string(index=False))
+    ppd = table["method"] != "greedy"
     for col in ("paired_rel_err", "interleaved_paired_rel_err"):
-        e = 100 * table[col].abs()
-        print(f"{col}: median |error| {np.median(e):.1f} %, worst {e.max():.1f} %")
+        every = 100 * pd.to_numeric(table[col]).abs()
+        rows = every[ppd].dropna()
+        print(
+            f"{col}: median |error| {every.median():.1f} %, worst {every.max():.1f} % over "
+            f"every row; {rows.median():.1f} / {rows.max():.1f} % over the PPD rows "
+            "(summary.json's)"
+        )
     return 0
 
 

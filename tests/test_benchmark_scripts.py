@@ -77,3 +77,6 @@ def test_paired_errors_recomputes_a_folder(tmp_path):
     assert table["interleaved_paired_rel_err"].tolist() == pytest.approx([0.0, 0.1])
     assert table["level_over_profile"].iloc[0] == pytest.approx(2.0)
     assert (table["weight"] == 0.0).all()  # 5 windows < MIN_WINDOWS
+    (tmp_path / "profile.json").write_text(json.dumps({}))  # an older profile: no windows
+    with pytest.raises(ValueError, match="a profile without sentinel windows"):
+        script.errors(tmp_path)

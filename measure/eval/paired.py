@@ -23,8 +23,11 @@ by the level (reference / level, the reference being the median window of the pr
 prediction comes from: ``MachineDrift.median_s``; for the interleaved probes' prices, timed over
 the runs, the level itself), and by its own deviation from the level shrunk by ``weight``, the
 lag-1 autocorrelation of the windows' logs (clipped to [0, 1]; 0 with fewer than
-``MIN_WINDOWS``): the share of a window's spread that persists to the next window, which is the
-least-squares weight of one window as a reading of a moment beside it. The *paired* error of a
+``MIN_WINDOWS``): the share of a window's spread that persists to the next window, the
+least-squares weight of one window as a reading of a moment beside it. A prompt's speed is
+mostly the mean of two windows, whose least-squares weight would be 2 rho / (1 + rho) if the
+machine held still between them (0.33 at rho = 0.2); the one-window weight is kept because it
+does not (conservative: it moves a prompt less). The *paired* error of a
 configuration is predicted / median over its runs of (the sum over its prompts of seconds x
 (reference / level) x (level / speed)^weight) - 1: each prompt moved by readings taken beside
 it, never from it; with every speed at the level and the level at the reference it is the

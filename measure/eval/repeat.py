@@ -164,12 +164,12 @@ def _greedy_runner(model, prompts, common: dict):
     return call
 
 
-def _by_prompt(call, label, before_prompt, count: int) -> list:
-    """``call`` on each prompt alone, ``before_prompt(label, i)`` before prompt i (only the
+def _by_prompt(call, config, before_prompt, count: int) -> list:
+    """``call`` on each prompt alone, ``before_prompt(config, i)`` before prompt i (only the
     first warms up)."""
     out = []
     for i in range(count):
-        before_prompt(label, i)
+        before_prompt(config, i)
         out += call([i], warmup=i == 0)
     return out
 
@@ -229,6 +229,11 @@ def time_repeated(
         raise ValueError("early_exit: HF early exit is timed with greedy decoding only")
     if seeds is not None and len(seeds) != len(prompts):
         raise ValueError(f"seeds must hold one seed per prompt ({len(prompts)}), got {len(seeds)}")
+    if names is not None and len(names) != len(prompts):
+        raise ValueError(f"names must hold one name per prompt ({len(prompts)}), got {len(names)}")
+    if before_prompt is not None:  # decoded one by one: every prompt checked before any decoding
+        lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
+        check_context(model.config, lengths, max_new_tokens)
     common = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id)
     greedy = TimedMethod("greedy")
     others = list(others)

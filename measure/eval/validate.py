@@ -252,7 +252,7 @@ class ProfileValidation:
                 seconds = sum(x.wall_s for x in runs) if prompt is None else runs[prompt].wall_s
             label = method.label if method is not None else str(config)
             rows.append(dict(kind=kind, seconds=seconds, method=label, round=r, prompt=prompt))
-        return pd.DataFrame(rows, columns=columns)
+        return pd.DataFrame(rows, columns=columns).astype({"round": "Int64", "prompt": "Int64"})
 
     @property
     def terms(self) -> pd.DataFrame:

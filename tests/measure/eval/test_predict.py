@@ -157,6 +157,8 @@ def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
         time_repeated(None, [[1]], [], max_new_tokens=1, settings=RunSettings(repeats=0))
     with pytest.raises(ValueError, match="prompts must not be empty"):
         time_repeated(None, [], [], max_new_tokens=1)
+    with pytest.raises(ValueError, match=r"names must hold one name per prompt \(1\), got 2"):
+        time_repeated(None, [[1]], [], max_new_tokens=1, names=["a", "b"])
 
 
 def _validation(timing):
@@ -205,3 +207,25 @@ def test_latency_breakdown_parts_sum_to_the_predictions(timing, tmp_path):
     fig = plot_latency_breakdown(validation)
     fig.savefig(tmp_path / "b.png")
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_prompt_by_prompt_decodes_the_same_tokens_as_all_at_once():
+    """``before_prompt`` splits greedy's and PPD's runs into one call per prompt: sampled with
+    per-prompt seeds, the tokens and the sequences' names are those of the unsplit run."""
+    from measure.decode.sampling import Decoding
+
+    torch.set_num_threads(1)
+    model = tiny_model("llama", seed=4)
+    settings = RunSettings(repeats=1, decoding=Decoding(do_sample=True, temperature=0.9))
+    kwargs = dict(max_new_tokens=4, settings=settings, seeds=[11, 12], names=["a", "b"])
+    prompts, configs = [[5, 6, 7], [9, 8]], [PPDConfig(2, 1)]
+    whole = time_repeated(model, prompts, configs, **kwargs)
+    calls = []
+    split = time_repeated(model, prompts, configs, **kwargs,
+                          before_prompt=lambda c, i: calls.append((c, i)))  # fmt: skip
+    assert calls == [(None, 0), (None, 1), (configs[0], 0), (configs[0], 1)]
+    for a, b in ((whole.greedy, split.greedy), (whole.ppd[configs[0]], split.ppd[configs[0]])):
+        assert [r.tokens for r in a.runs] == [r.tokens for r in b.runs]
+    names = [r.trace.sequence for r in split.ppd[configs[0]].runs]
+    assert names == [r.trace.sequence for r in whole.ppd[configs[0]].runs] == ["a-k1", "b-k1"]
+    assert all(split.exact.values()) and all(whole.exact.values())
