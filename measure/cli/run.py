@@ -15,7 +15,7 @@ from measure.cli.common import (
     model_facts,
     read_prompts,
 )
-from measure.decode.settings import DEFAULT_SETTINGS
+from measure.decode.settings import DEFAULT_SETTINGS, TURNS
 from measure.degenerate import summarize
 from ppdmodel.cli_args import (
     default_d_bar,
@@ -175,6 +175,13 @@ def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:
         default=repeats,
         help=f"interleaved rounds (default {repeats})",
     )
+    p.add_argument(
+        "--turns",
+        choices=TURNS,
+        default=DEFAULT_SETTINGS.turns,
+        help="within a round, the methods take turns prompt by prompt (prompts, the default: "
+        "each method's round spans the whole round) or decode all prompts in one turn (runs)",
+    )
     p.add_argument("--profile", type=existing_file, metavar="FILE", default=None, help=profile_help)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -294,6 +301,7 @@ def run_settings(args, *, eos_token_id=None, decoding=None):
         timeout_s=args.timeout_s,
         model_dir=args.model,  # the dist ranks load the model from it
         repeats=args.repeats,
+        turns=args.turns,
         threads=args.threads,
         progress=not args.no_progress,
     )
@@ -583,7 +591,7 @@ def _validate(args) -> int:
         plot_block_times(result, out / "layer_times.png")
     print(
         f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
-        f"{args.repeats} interleaved rounds, {decoding.label}"
+        f"{args.repeats} interleaved rounds (turns by {args.turns[:-1]}), {decoding.label}"
         + (
             f" (seed {args.seed}; 'greedy' rows: the sampled baseline)"
             if decoding.do_sample
@@ -672,7 +680,8 @@ def write_run_sidecar(out: Path, args, d: int) -> Path:
     match-rate``'s names them (``ppd plan --table OUT`` checks the model against its profile)."""
     path = out / "run.json"
     meta = {"command": "validate", "model": str(args.model), "d": d, "prompts": args.prompts,
-            "max_new_tokens": args.max_new_tokens}  # fmt: skip
+            "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
+            "turns": args.turns}  # fmt: skip
     path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return path
 

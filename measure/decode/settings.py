@@ -16,6 +16,9 @@ from pathlib import Path
 
 from measure.decode.sampling import GREEDY, Decoding
 
+TURNS = ("prompts", "runs")
+"""How methods take turns within a timing round (``RunSettings.turns``)."""
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -34,6 +37,10 @@ class RunSettings:
     """Local directory the ``dist`` ranks load the model from (None: a temporary copy)."""
     repeats: int = 3
     """Interleaved timing rounds per method (``measure.eval.repeat``), >= 1."""
+    turns: str = "prompts"
+    """Within a timing round: ``"prompts"``, the methods take turns prompt by prompt (each
+    method's round spans the whole round); ``"runs"``, each method decodes every prompt in one
+    turn (``measure.eval.repeat``)."""
     threads: int | None = None
     """torch threads this process decodes with, for the load reading (None: torch's current)."""
     progress: bool = False
@@ -57,6 +64,8 @@ class RunSettings:
             raise ValueError(f"decoding must be a Decoding, got {self.decoding!r}")
         _integer("world_size", self.world_size, 2)
         _integer("repeats", self.repeats, 1)
+        if self.turns not in TURNS:
+            raise ValueError(f"turns must be one of {', '.join(TURNS)}, got {self.turns!r}")
         if self.threads is not None:
             _integer("threads", self.threads, 1)
         t = self.timeout_s
@@ -77,7 +86,9 @@ class RunSettings:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSettings:
-        return cls(**{**data, "decoding": Decoding.from_dict(data.get("decoding"))})
+        """From ``to_dict``'s data (a record without ``turns`` was timed run by run)."""
+        decoding = Decoding.from_dict(data.get("decoding"))
+        return cls(**{"turns": "runs", **data, "decoding": decoding})
 
 
 def _integer(name: str, value, low: int) -> None:

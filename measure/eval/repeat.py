@@ -1,12 +1,21 @@
 """Repeated, interleaved timing of greedy decoding and PPD configurations on the same prompts.
 
-One *round* decodes every prompt once with every method (greedy and each PPD configuration),
-in an order that rotates from round to round, so a slow spell of a shared machine falls on
-all methods alike. A method's figure is the median over rounds of its total decode seconds
-(prefill excluded), with the quartiles (``measure.profile.stats.Spread``); the load average
-is read before and after. Every PPD run is checked token for token against greedy. The
-``dist`` configurations share one ``RankGroup`` (spawned and loaded once per call, of the
-largest size any of them uses); each run decodes two tokens untimed first, on either backend.
+One *round* decodes every prompt once with every method (greedy and each PPD configuration), in
+an order that rotates from round to round, so a slow spell of a shared machine falls on all
+methods alike. Within a round the methods take turns prompt by prompt (``RunSettings.turns ==
+"prompts"``, the default): prompt 1 with every method, then prompt 2, and so on, so each
+method's round is spread over the whole round and meets the machine at as many moments as there
+are prompts. On the 2-vCPU VM of this project a decode step's speed switches in spells of
+seconds to minutes; with each method's prompts back to back (``"runs"``), a method's three
+rounds met three moments, and in validations the configurations' errors followed the speed of
+the sentinel windows beside their runs (correlation -0.45 to -0.88 over 10 configurations in 4
+of 5 SmolLM2 validations). Methods that cannot be split (HF early exit, FREE) run whole, each
+at the prompt turn of its place in the rotation. A method's figure is the median over rounds of
+its total decode seconds (prefill excluded), with the quartiles
+(``measure.profile.stats.Spread``); the load average is read before and after. Every PPD run is
+checked token for token against greedy. The ``dist`` configurations share one ``RankGroup``
+(spawned and loaded once per call, of the largest size any of them uses); each run decodes two
+tokens untimed first, on either backend.
 
 Sampled decoding (``settings.decoding``, paper Appendix B): the baseline samples too (plain
 decoding with the same sampler, ``greedy_generate(decoding=...)``), every method seeds prompt i
@@ -174,6 +183,28 @@ def _by_prompt(call, config, before_prompt, count: int) -> list:
     return out
 
 
+def _round_plan(methods, split, count: int, r: int) -> list[tuple]:
+    """Round ``r``'s turns, in order: (method, prompt index or None for a whole run, whether
+    the method's ``before_run`` comes first). The methods' order rotates by ``r``. With
+    ``split`` (labels of methods decoded one prompt per call, or None: every method whole,
+    back to back), prompt i's turn runs prompt i of every split method and the whole runs whose
+    place in the rotation is i modulo ``count``; each method's ``before_run`` sits at that turn
+    too, so the probes before the runs spread over the round as the runs do."""
+    start = r % len(methods)
+    order = methods[start:] + methods[:start]
+    if split is None:
+        return [(m, None, True) for m in order]
+    plan = []
+    for i in range(count):
+        for place, m in enumerate(order):
+            mine = place % count == i
+            if m.label in split:
+                plan.append((m, i, mine))
+            elif mine:
+                plan.append((m, None, True))
+    return plan
+
+
 def _rank_group(model, configs, settings: RunSettings) -> RankGroup | None:
     """One group for every ``dist`` configuration, of the most ranks any uses; None if none."""
     sizes = [task_ranks(c.k, settings.world_size) for c in configs if c.backend == "dist"]
@@ -214,11 +245,13 @@ def time_repeated(
     ``measure.eval.free_eval``);
     ``between_rounds``: called before every round, untimed, with the ``dist`` configurations'
     ``RankGroup`` (or None) (the interleaved cost probes of ``measure.eval.interleaved``);
-    ``before_run``: called before every judged run, untimed, with the method's config (None
-    for greedy) (their per-run probes); ``before_prompt``: called, untimed, before every
-    prompt of greedy's and the PPD configurations' runs with (config, prompt index), which
-    then decode one prompt per call, only the first warming up (the sentinel windows paired
-    with each prompt, ``measure.eval.paired``).
+    ``before_run``: called once per round and method, untimed, with the method's config (None
+    for greedy), before its run or, turning by prompt, before its piece at the turn of its
+    place in the rotation (their per-run probes); ``before_prompt``: called, untimed, before
+    every prompt of greedy's and the PPD configurations' runs with (config, prompt index)
+    (the sentinel windows paired with each prompt, ``measure.eval.paired``). Greedy and PPD
+    decode one prompt per call when turning by prompt or with ``before_prompt``, only prompt 0
+    warming up in each round.
     """
     repeats, decoding = settings.repeats, settings.decoding
     if not prompts:
@@ -231,9 +264,8 @@ def time_repeated(
         raise ValueError(f"seeds must hold one seed per prompt ({len(prompts)}), got {len(seeds)}")
     if names is not None and len(names) != len(prompts):
         raise ValueError(f"names must hold one name per prompt ({len(prompts)}), got {len(names)}")
-    if before_prompt is not None:  # decoded one by one: every prompt checked before any decoding
-        lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
-        check_context(model.config, lengths, max_new_tokens)
+    lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
+    check_context(model.config, lengths, max_new_tokens)  # every prompt, before any decoding
     common = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id)
     greedy = TimedMethod("greedy")
     others = list(others)
@@ -249,28 +281,40 @@ def time_repeated(
         split = {"greedy": _greedy_runner(model, prompts, dict(common, decoding=decoding,
                                                                   seeds=seeds)),
                  **{c.label: _ppd_runner(model, prompts, c, run) for c in configs}}  # fmt: skip
-        if before_prompt is not None:  # one prompt per call, the hook before each
-            keys = {"greedy": None, **{c.label: c for c in configs}}
-            split = {label: _bind(_by_prompt, call, keys[label], before_prompt, len(prompts))
-                     for label, call in split.items()}  # fmt: skip
-        runners = {
-            **split,
+        whole = {
             **{c.label: _bind(run_early_exit, model, prompts, c, **common) for c in early_exit},
             **{c.label: runner for c, runner in others},
         }
-        progress = Progress(repeats * len(methods), enabled=settings.progress)
+        if settings.turns == "runs":  # every method whole; greedy and PPD split with the hook
+            keys = {"greedy": None, **{c.label: c for c in configs}}
+            whole.update({
+                label: _bind(_by_prompt, call, keys[label], before_prompt, len(prompts))
+                if before_prompt is not None else _bind(call) for label, call in split.items()
+            })  # fmt: skip
+            split = {}
+        plan = [_round_plan(methods, split or None, len(prompts), r) for r in range(repeats)]
+        progress = Progress(sum(map(len, plan)), enabled=settings.progress)
         monitor = LoadMonitor(own_threads=settings.threads or torch.get_num_threads())
         try:
-            for r in range(repeats):
+            for r, turns in enumerate(plan):
                 if between_rounds is not None:
                     between_rounds(ranks)
-                start = r % len(methods)
-                for method in methods[start:] + methods[:start]:
-                    label = f"round {r + 1}/{repeats}: {method.label}"
-                    if before_run is not None:
+                pieces = {label: [] for label in split}
+                for method, i, first in turns:
+                    if first and before_run is not None:
                         before_run(method.config)
+                    label = f"round {r + 1}/{repeats}: {method.label}"
+                    if i is not None:
+                        label += f", prompt {i + 1}/{len(prompts)}"
+                        if before_prompt is not None:
+                            before_prompt(method.config, i)
                     progress.begin(label)
-                    method.results.append(runners[method.label]())
+                    if i is None:
+                        method.results.append(whole[method.label]())
+                    else:
+                        pieces[method.label] += split[method.label]([i], warmup=i == 0)
+                        if i == len(prompts) - 1:
+                            method.results.append(pieces[method.label])
                     progress.finish(label)
         finally:
             progress.close()

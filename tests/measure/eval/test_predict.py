@@ -138,14 +138,37 @@ def timing():
 
 
 def test_hooks_run_before_every_round_every_run_and_every_prompt(timing):
-    configs = [None, PPDConfig(2, 1), PPDConfig(3, 2)]  # the rotation: round r starts at r
+    """Turning by prompt (the default): prompt 0 with every method, then prompt 1; each
+    method's ``before_run`` at the turn of its place in the rotation (place modulo 2)."""
+    g, a, b = None, PPDConfig(2, 1), PPDConfig(3, 2)
 
-    def run(c):
-        return [("run", c), ("prompt", c, 0), ("prompt", c, 1)]
+    def turns(order):
+        out = []
+        for i in (0, 1):
+            for place, c in enumerate(order):
+                out += [("run", c)] * (place % 2 == i) + [("prompt", c, i)]
+        return out
 
-    assert CALLS == [("round", None), *(x for c in configs for x in run(c)),
-                     ("round", None), *(x for c in configs[1:] + configs[:1] for x in run(c))
-                     ]  # fmt: skip
+    assert CALLS == [("round", None), *turns([g, a, b]), ("round", None), *turns([a, b, g])]
+    assert turns([g, a, b])[:4] == [("run", g), ("prompt", g, 0), ("prompt", a, 0), ("run", b)]
+
+
+def test_turning_by_runs_keeps_each_methods_prompts_together():
+    torch.set_num_threads(1)
+    model = tiny_model("llama", seed=4)
+    configs, calls = [PPDConfig(2, 1)], []
+    timing = time_repeated(
+        model, [[5, 6, 7], [9, 8]], configs, max_new_tokens=3,
+        settings=RunSettings(repeats=1, turns="runs"),
+        before_run=lambda config: calls.append(("run", config)),
+        before_prompt=lambda config, i: calls.append(("prompt", config, i)),
+    )  # fmt: skip
+    c = configs[0]
+    assert calls == [("run", None), ("prompt", None, 0), ("prompt", None, 1),
+                     ("run", c), ("prompt", c, 0), ("prompt", c, 1)]  # fmt: skip
+    assert all(timing.exact.values()) and len(timing.ppd[c].results[0]) == 2
+    with pytest.raises(ValueError, match="turns must be one of prompts, runs, got 'x'"):
+        RunSettings(turns="x")
 
 
 def test_time_repeated_rounds_every_method_and_checks_exactness(timing):
@@ -210,20 +233,27 @@ def test_latency_breakdown_parts_sum_to_the_predictions(timing, tmp_path):
 
 
 def test_prompt_by_prompt_decodes_the_same_tokens_as_all_at_once():
-    """``before_prompt`` splits greedy's and PPD's runs into one call per prompt: sampled with
-    per-prompt seeds, the tokens and the sequences' names are those of the unsplit run."""
+    """Turning by prompt decodes greedy's and PPD's runs one call per prompt: sampled with
+    per-prompt seeds, the tokens and the sequences' names are those of one call for all."""
     from measure.decode.sampling import Decoding
 
     torch.set_num_threads(1)
     model = tiny_model("llama", seed=4)
-    settings = RunSettings(repeats=1, decoding=Decoding(do_sample=True, temperature=0.9))
-    kwargs = dict(max_new_tokens=4, settings=settings, seeds=[11, 12], names=["a", "b"])
+    decoding = Decoding(do_sample=True, temperature=0.9)
+    kwargs = dict(max_new_tokens=4, seeds=[11, 12], names=["a", "b"])
     prompts, configs = [[5, 6, 7], [9, 8]], [PPDConfig(2, 1)]
-    whole = time_repeated(model, prompts, configs, **kwargs)
+    whole = time_repeated(
+        model,
+        prompts,
+        configs,
+        **kwargs,
+        settings=RunSettings(repeats=1, decoding=decoding, turns="runs"),
+    )
     calls = []
     split = time_repeated(model, prompts, configs, **kwargs,
+                          settings=RunSettings(repeats=1, decoding=decoding),
                           before_prompt=lambda c, i: calls.append((c, i)))  # fmt: skip
-    assert calls == [(None, 0), (None, 1), (configs[0], 0), (configs[0], 1)]
+    assert calls == [(None, 0), (configs[0], 0), (None, 1), (configs[0], 1)]
     for a, b in ((whole.greedy, split.greedy), (whole.ppd[configs[0]], split.ppd[configs[0]])):
         assert [r.tokens for r in a.runs] == [r.tokens for r in b.runs]
     names = [r.trace.sequence for r in split.ppd[configs[0]].runs]
