@@ -166,8 +166,13 @@ def register(subparsers) -> None:
     validate.set_defaults(func=honours_no_progress(_validate))
 
 
+_TURNS_NOTE = {"prompts": "turns by prompt", "runs": "turns by run"}
+"""How the printed header names ``--turns``."""
+
+
 def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:
-    """``--repeats`` (interleaved rounds), ``--profile`` (a cost profile), ``--no-progress``."""
+    """``--repeats`` (interleaved rounds), ``--turns`` (their order), ``--profile`` (a cost
+    profile), ``--no-progress``."""
     repeats = DEFAULT_SETTINGS.repeats
     p.add_argument(
         "--repeats",
@@ -448,7 +453,8 @@ def _run(args) -> int:
         )
     )
     print(format_table(report.table))
-    print(f"{args.repeats} interleaved round(s); {report.timing.load.describe()}")
+    print(f"{args.repeats} interleaved round(s) ({_TURNS_NOTE[args.turns]}); "
+          f"{report.timing.load.describe()}")  # fmt: skip
     for line in report.verdicts(loaded.profile):
         print("verdict: " + line)
     print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")
@@ -591,7 +597,7 @@ def _validate(args) -> int:
         plot_block_times(result, out / "layer_times.png")
     print(
         f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
-        f"{args.repeats} interleaved rounds (turns by {args.turns[:-1]}), {decoding.label}"
+        f"{args.repeats} interleaved rounds ({_TURNS_NOTE[args.turns]}), {decoding.label}"
         + (
             f" (seed {args.seed}; 'greedy' rows: the sampled baseline)"
             if decoding.do_sample

@@ -17,22 +17,24 @@ measured that placement): how much the two sides slow each other changes with th
 load as much as the layers do. Before every judged run, one more probe round times the backend
 that run is priced on (both for greedy): a judged round lasts tens of seconds on a CPU, longer
 than a slow spell of a shared machine, so three gaps alone would sample the machine at three
-moments while the runs average over all of it. After the rounds, the samples of every gap
-replace those figures of the profile taken beforehand (``measure.profile.profile.reprice``);
-the rest (the ``dist`` link, the two-stream slowdown, host time on real ``dist`` runs) is kept
-from it. The profile's sentinel (``measure.profile.drift.DriftWatch``) is also timed before
-every gap, before every prompt of a judged run (``before_prompt``) and once after the last
-(``finish``): those windows are the machine's speed over the runs; their spread scales the
-second profile's replicates, as the profile's windows do the first's, and each run's neighbours
-pair it with the machine it met (``measure.eval.paired``). Each configuration is then predicted
-from both profiles.
+moments while the runs average over all of it. (Turning by prompt, ``RunSettings.turns``, a
+method's run is spread over the round; its probe round sits at the prompt turn of its place in
+the rotation, so these probes spread over the round as well.) After the rounds, the samples of
+every gap replace those figures of the profile taken beforehand
+(``measure.profile.profile.reprice``); the rest (the ``dist`` link, the two-stream slowdown,
+host time on real ``dist`` runs) is kept from it. The profile's sentinel
+(``measure.profile.drift.DriftWatch``) is also timed before every gap, before every prompt of a
+judged run (``before_prompt``) and once after the last (``finish``): those windows are the
+machine's speed over the runs; their spread scales the second profile's replicates, as the
+profile's windows do the first's, and each run's neighbours pair it with the machine it met
+(``measure.eval.paired``). Each configuration is then predicted from both profiles.
 
 Cost: one probe round is about one greedy step, one candidate batch per k and a few small
 pieces, i.e. a few decode steps; the pair probe adds at least 3 x ``RankProbe.pair_window_s``
-per pair k and round, and each sentinel window ``SENTINEL_STEPS`` greedy steps (one before every
-gap and every prompt). ``describe`` reports the share of the judged runs' time: 19-29 % on the
-2-vCPU VM with 3 prompts of 32 tokens without the sentinel's windows (most of it the pair
-probe), 42-46 % with them.
+per pair k and round, and each sentinel window ``SENTINEL_STEPS`` greedy steps (one before
+every gap and every prompt). ``describe`` reports the share of the judged runs' time: 19-29 %
+on the 2-vCPU VM with 3 prompts of 32 tokens without the sentinel's windows (most of it the
+pair probe), 42-46 % with them.
 """
 
 from __future__ import annotations

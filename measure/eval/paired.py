@@ -10,28 +10,29 @@ that (greedy and PPD meet it alike, round by round); seconds do not.
 ``ppd validate --interleave-probes`` therefore also times the profile's sentinel
 (``measure.profile.drift.DriftWatch``: a greedy step's layers, the median of a few steps, at
 the profile's sentinel threads and context) before every gap of probes, before every prompt of
-every judged greedy and PPD run (``time_repeated(before_prompt=)``: a run then decodes one
-prompt per call, the probe round before the run first) and once after the last run
+every judged greedy and PPD run (``time_repeated(before_prompt=)``: greedy and PPD decode one
+prompt per call, in turns, ``measure.eval.repeat``) and once after the last run
 (``SentinelTimeline``). A prompt's *speed* is the geometric mean of the windows just before and
-just after it (after a run's last prompt, the next run's probe round lies between the two).
+just after it (the next window is the one before the next method's piece; a probe round may lie
+between the two).
 
 One window reads its moment poorly: 8 steps started right after another workload. In
 validations on the 2-vCPU VM, consecutive windows' logs correlated by only about 0.2, while the
 windows' level over the runs (their median, ``level_s``, over dozens of windows) is read well.
 So a prompt's seconds are moved to the machine a prediction was priced at in two parts: in full
 by the level (reference / level, the reference being the median window of the profile the
-prediction comes from: ``MachineDrift.median_s``; for the interleaved probes' prices, timed over
-the runs, the level itself), and by its own deviation from the level shrunk by ``weight``, the
-lag-1 autocorrelation of the windows' logs (clipped to [0, 1]; 0 with fewer than
+prediction comes from: ``MachineDrift.median_s``; for the interleaved probes' prices, timed
+over the runs, the level itself), and by its own deviation from the level shrunk by ``weight``,
+the lag-1 autocorrelation of the windows' logs (clipped to [0, 1]; 0 with fewer than
 ``MIN_WINDOWS``): the share of a window's spread that persists to the next window, the
 least-squares weight of one window as a reading of a moment beside it. A prompt's speed is
 mostly the mean of two windows, whose least-squares weight would be 2 rho / (1 + rho) if the
 machine held still between them (0.33 at rho = 0.2); the one-window weight is kept because it
-does not (conservative: it moves a prompt less). The *paired* error of a
-configuration is predicted / median over its runs of (the sum over its prompts of seconds x
-(reference / level) x (level / speed)^weight) - 1: each prompt moved by readings taken beside
-it, never from it; with every speed at the level and the level at the reference it is the
-plain error. All of it comes from the windows; nothing is fitted on the judged runs.
+does not (conservative: it moves a prompt less). The *paired* error of a configuration is
+predicted / median over its runs of (the sum over its prompts of seconds x (reference / level)
+x (level / speed)^weight) - 1: each prompt moved by readings taken beside it, never from it;
+with every speed at the level and the level at the reference it is the plain error. All of it
+comes from the windows; nothing is fitted on the judged runs.
 
 ``python benchmarks/machine_drift.py`` prints what pairing would leave on a machine's own
 sentinel blocks (continuous 20-step blocks, whose lag-1 correlation is higher, 0.62 on the VM):

@@ -14,8 +14,9 @@ at the prompt turn of its place in the rotation. A method's figure is the median
 its total decode seconds (prefill excluded), with the quartiles
 (``measure.profile.stats.Spread``); the load average is read before and after. Every PPD run is
 checked token for token against greedy. The ``dist`` configurations share one ``RankGroup``
-(spawned and loaded once per call, of the largest size any of them uses); each run decodes two
-tokens untimed first, on either backend.
+(spawned and loaded once per call, of the largest size any of them uses); each method decodes
+two tokens untimed before its first prompt of every round (turning by prompt, only there: the
+later pieces follow other methods, as a run's first prompt always did), on either backend.
 
 Sampled decoding (``settings.decoding``, paper Appendix B): the baseline samples too (plain
 decoding with the same sampler, ``greedy_generate(decoding=...)``), every method seeds prompt i
@@ -138,6 +139,11 @@ class RepeatedTiming:
     """Further methods timed in the same rounds (``others`` of ``time_repeated``: FREE)."""
 
 
+def _picked(values, indices):
+    """``values`` at ``indices`` (None stays None: no per-prompt values)."""
+    return None if values is None else [values[i] for i in indices]
+
+
 def _ppd_runner(model, prompts, config: PPDConfig, run: dict):
     """A call decoding the prompts at ``indices`` (default: all) with ``config``, warming up
     first with ``warmup`` (``run``: the shared inputs; ``dist`` runs on ``run["ranks"]``, at
@@ -146,12 +152,11 @@ def _ppd_runner(model, prompts, config: PPDConfig, run: dict):
 
     def call(indices=None, warmup=True):
         indices = range(len(prompts)) if indices is None else indices
-        seeds = common["seeds"]
         return ppd_many(
-            model, [prompts[i] for i in indices], **asdict(config),
+            model, _picked(prompts, indices), **asdict(config),
             sequences=[f"{run['names'][i]}-k{config.k}" for i in indices],
             settings=run["settings"], ranks=run["ranks"], warmup=warmup,
-            **{**common, "seeds": None if seeds is None else [seeds[i] for i in indices]},
+            **{**common, "seeds": _picked(common["seeds"], indices)},
         )  # fmt: skip
 
     return call
@@ -163,11 +168,10 @@ def _greedy_runner(model, prompts, common: dict):
 
     def call(indices=None, warmup=True):
         indices = range(len(prompts)) if indices is None else indices
-        seeds = common["seeds"]
         return run_greedy(
-            model, [prompts[i] for i in indices], max_new_tokens=common["max_new_tokens"],
+            model, _picked(prompts, indices), max_new_tokens=common["max_new_tokens"],
             eos_token_id=common["eos_token_id"], decoding=common["decoding"],
-            seeds=None if seeds is None else [seeds[i] for i in indices], warmup=warmup,
+            seeds=_picked(common["seeds"], indices), warmup=warmup,
         )  # fmt: skip
 
     return call
@@ -188,8 +192,9 @@ def _round_plan(methods, split, count: int, r: int) -> list[tuple]:
     the method's ``before_run`` comes first). The methods' order rotates by ``r``. With
     ``split`` (labels of methods decoded one prompt per call, or None: every method whole,
     back to back), prompt i's turn runs prompt i of every split method and the whole runs whose
-    place in the rotation is i modulo ``count``; each method's ``before_run`` sits at that turn
-    too, so the probes before the runs spread over the round as the runs do."""
+    place in the rotation falls in turn i (place p of M: turn p * count // M); each method's
+    ``before_run`` sits at that turn too, so the probes before the runs and the whole runs spread
+    over the round as the pieces do."""
     start = r % len(methods)
     order = methods[start:] + methods[:start]
     if split is None:
@@ -197,7 +202,7 @@ def _round_plan(methods, split, count: int, r: int) -> list[tuple]:
     plan = []
     for i in range(count):
         for place, m in enumerate(order):
-            mine = place % count == i
+            mine = place * count // len(order) == i
             if m.label in split:
                 plan.append((m, i, mine))
             elif mine:
@@ -293,7 +298,8 @@ def time_repeated(
             })  # fmt: skip
             split = {}
         plan = [_round_plan(methods, split or None, len(prompts), r) for r in range(repeats)]
-        progress = Progress(sum(map(len, plan)), enabled=settings.progress)
+        steps = {m.label: len(prompts) if m.label not in split else 1 for m in methods}
+        progress = Progress(repeats * len(prompts) * len(methods), enabled=settings.progress)
         monitor = LoadMonitor(own_threads=settings.threads or torch.get_num_threads())
         try:
             for r, turns in enumerate(plan):
@@ -315,7 +321,7 @@ def time_repeated(
                         pieces[method.label] += split[method.label]([i], warmup=i == 0)
                         if i == len(prompts) - 1:
                             method.results.append(pieces[method.label])
-                    progress.finish(label)
+                    progress.finish(label, steps=steps[method.label])
         finally:
             progress.close()
     reference = [[g.tokens for g in runs] for runs in greedy.results]

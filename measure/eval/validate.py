@@ -509,8 +509,9 @@ def validate(
     same rounds and predicted from the profile and each run's exit sequence
     (``measure.eval.free_eval``; "auto" thresholds calibrated first, untimed).
     ``interleave_probes``: probe rounds run before every judged round (0: none), plus one
-    before every judged run; their samples build a second profile and every configuration is
-    also predicted from it (``measure.eval.interleaved``).
+    before every judged run (turning by prompt, at the turn of its place in the rotation);
+    their samples build a second profile and every configuration is also predicted from it
+    (``measure.eval.interleaved``).
     """
     rounds = interleave_probes
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:

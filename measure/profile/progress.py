@@ -17,8 +17,9 @@ def progress_bar(total: int, *, enabled: bool = True, desc: str | None = None):
 
 class Progress:
     """Steps of a long run: a bar on a terminal; elsewhere one line per finished step on
-    stderr (``ppd: 3/12 done (round 1/3: greedy), 4.1 s elapsed, about 12 s left``), so a
-    log or a pipe still shows how far a run is and when it should end; nothing when disabled.
+    stderr (``ppd: 3/12 done (round 1/3: greedy, prompt 3/3), 4.1 s elapsed, about 12 s
+    left``), so a log or a pipe still shows how far a run is and when it should end; nothing
+    when disabled.
     The time left is the mean step so far times the steps left."""
 
     def __init__(self, total: int, *, enabled: bool = True, prefix: str = "ppd", stream=None,
@@ -34,11 +35,12 @@ class Progress:
         if self.bar is not None:
             self.bar.set_description(label)
 
-    def finish(self, label: str) -> None:
-        """A step ended: the bar moves on, or a line says so with the time left."""
-        self.done += 1
+    def finish(self, label: str, steps: int = 1) -> None:
+        """``steps`` steps ended (a whole run counts as its prompts): the bar moves on, or a
+        line says so with the time left."""
+        self.done += steps
         if self.bar is not None:
-            self.bar.update(1)
+            self.bar.update(steps)
         elif self.enabled:
             elapsed = self.clock() - self.start
             left = elapsed / self.done * (self.total - self.done)

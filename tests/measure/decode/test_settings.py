@@ -70,3 +70,8 @@ def test_the_cli_builds_one_settings_value_from_its_options():
     defaults = build_parser().parse_args(["run", "--model", "m", "--prompt", "x", "--out", "o"])
     got = run_settings(defaults)
     assert (got.world_size, got.timeout_s, got.repeats, got.progress) == (2, 600.0, 3, True)
+    assert got.turns == "prompts"
+    runs = build_parser().parse_args(["run", "--model", "m", "--prompt", "x", "--out", "o",
+                                      "--turns", "runs"])  # fmt: skip
+    assert run_settings(runs).turns == "runs"
+    assert RunSettings.from_dict({}).turns == "runs"  # a record from before turns: run by run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
 from types import SimpleNamespace
 
 import pytest
@@ -139,18 +140,51 @@ def timing():
 
 def test_hooks_run_before_every_round_every_run_and_every_prompt(timing):
     """Turning by prompt (the default): prompt 0 with every method, then prompt 1; each
-    method's ``before_run`` at the turn of its place in the rotation (place modulo 2)."""
+    method's ``before_run`` at the turn of its place in the rotation (places 0, 1, 2 of 3
+    over 2 prompts: turns 0, 0, 1)."""
     g, a, b = None, PPDConfig(2, 1), PPDConfig(3, 2)
 
-    def turns(order):
-        out = []
-        for i in (0, 1):
-            for place, c in enumerate(order):
-                out += [("run", c)] * (place % 2 == i) + [("prompt", c, i)]
-        return out
+    def turns(x, y, z):
+        return [("run", x), ("prompt", x, 0), ("run", y), ("prompt", y, 0), ("prompt", z, 0),
+                ("prompt", x, 1), ("prompt", y, 1), ("run", z), ("prompt", z, 1)]  # fmt: skip
 
-    assert CALLS == [("round", None), *turns([g, a, b]), ("round", None), *turns([a, b, g])]
-    assert turns([g, a, b])[:4] == [("run", g), ("prompt", g, 0), ("prompt", a, 0), ("run", b)]
+    assert CALLS == [("round", None), *turns(g, a, b), ("round", None), *turns(a, b, g)]
+
+
+@pytest.mark.parametrize("count", [3, 2])
+def test_whole_runs_and_probes_spread_over_the_prompt_turns(count):
+    """Turning by prompt, a method that cannot be split (``others``: FREE, early exit) runs
+    whole, and every method's ``before_run`` comes, at the turn of its place p of M in the
+    rotation: turn p * count // M (3 methods: turns 0, 1, 2 with 3 prompts; 0, 0, 1 with 2)."""
+    torch.set_num_threads(1)
+    model = tiny_model("llama", seed=4)
+    prompts = [[5, 6, 7], [9, 8], [4, 4]][:count]
+    a, other, calls = PPDConfig(2, 1), namedtuple("Other", "label")("other"), []
+
+    def whole():
+        calls.append(("whole", other))
+        return [SimpleNamespace(tokens=[1], wall_s=0.5) for _ in prompts]
+
+    timing = time_repeated(
+        model, prompts, [a], others=[(other, whole)], max_new_tokens=3,
+        settings=RunSettings(repeats=1),
+        before_run=lambda config: calls.append(("run", config)),
+        before_prompt=lambda config, i: calls.append(("prompt", config, i)),
+    )  # fmt: skip
+    g = None
+    turns = [
+        [("run", g), ("prompt", g, 0), ("prompt", a, 0)],
+        [("prompt", g, 1), ("run", a), ("prompt", a, 1)],
+        [("prompt", g, 2), ("prompt", a, 2), ("run", other), ("whole", other)],
+    ]
+    if count == 2:
+        turns = [
+            [("run", g), ("prompt", g, 0), ("run", a), ("prompt", a, 0)],
+            [("prompt", g, 1), ("prompt", a, 1), ("run", other), ("whole", other)],
+        ]
+    assert calls == [c for turn in turns for c in turn]
+    assert [len(m.results[0]) for m in (timing.greedy, timing.ppd[a])] == [count, count]
+    assert timing.others[other].totals_s == [0.5 * count] and timing.exact[a]
 
 
 def test_turning_by_runs_keeps_each_methods_prompts_together():
