@@ -2,9 +2,10 @@
 predicted against measured seconds, its error and whether the measured median fell inside the
 predicted 95 % interval; the median and worst |error| of each run; and, with two runs or more,
 how far the runs' errors moved (the run-to-run check of issue 24: median |error| within 2
-percentage points, each configuration's within 5).
+percentage points, each configuration's within 5). With several folders (e.g. ``RUNS=1`` runs
+of different settings), their runs are compared together, named FOLDER/runN.
 
-Usage: python benchmarks/validate_summary.py OUT
+Usage: python benchmarks/validate_summary.py OUT [OUT ...]
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ KEY = ["method", "backend"]
 """A row's identity across runs (the method label holds d_bar, k and the placement)."""
 
 
-def read_runs(out: Path) -> pd.DataFrame:
-    """Every validation.csv under OUT/run*/MODEL/, with ``run``, ``model`` and the load line."""
+def read_runs(out: Path, prefix: str = "") -> pd.DataFrame:
+    """Every validation.csv under OUT/run*/MODEL/, with ``run`` (``prefix`` + runN), ``model``
+    and the load line."""
     frames = []
     for csv in sorted(out.glob("run*/*/validation.csv")):
-        run, model = csv.parent.parent.name, csv.parent.name
+        run, model = prefix + csv.parent.parent.name, csv.parent.name
         load = csv.parent.parent / f"{model}.load"  # (with_suffix would cut "-1.1b" at the dot)
         summary = csv.parent / "summary.json"
         drift = json.loads(summary.read_text()) if summary.exists() else {}
@@ -112,6 +114,27 @@ def _paired_columns(rows: pd.DataFrame):
             yield name, column
 
 
+ROW_BOUND = 5.0
+"""Issue 24's bound on how far one row's error may move between runs (points)."""
+
+
+def _errors(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``column`` in percent, a row per configuration (KEY) and a column per run."""
+    return rows.assign(err=100 * rows[column]).pivot_table(
+        index=KEY, columns="run", values="err", aggfunc="first"
+    )
+
+
+def _within(rows: pd.DataFrame, column: str) -> str:
+    """'rows within 5 points over every run: 7 of 10, median change 3.1 points' of ``column``."""
+    errors = _errors(rows, column)
+    moved = (errors.max(axis=1) - errors.min(axis=1)).dropna()
+    return (
+        f"rows within {ROW_BOUND:g} points over every run: {int((moved <= ROW_BOUND).sum())} of "
+        f"{len(moved)}, median change {moved.median():.1f} points"
+    )
+
+
 def run_to_run(table: pd.DataFrame) -> str:
     """Per model: each run's median |error| and the largest change of one row's error."""
     lines = []
@@ -119,17 +142,17 @@ def run_to_run(table: pd.DataFrame) -> str:
         runs = sorted(rows["run"].unique())
         if len(runs) < 2:
             continue
-        errors = rows.assign(err=100 * rows["rel_err"]).pivot_table(
-            index=KEY, columns="run", values="err", aggfunc="first"
-        )
+        errors = _errors(rows, "rel_err")
         medians = [errors[run].abs().median() for run in runs]
         probed = ""
         if "interleaved_rel_err" in rows and rows["interleaved_rel_err"].notna().any():
-            inter = rows.assign(err=100 * rows["interleaved_rel_err"]).pivot_table(
-                index=KEY, columns="run", values="err", aggfunc="first"
-            )
-            probed = "; from the interleaved probes " + ", ".join(
-                f"{run} {inter[run].abs().median():.1f} %" for run in runs if run in inter
+            inter = _errors(rows, "interleaved_rel_err")
+            probed = (
+                "; from the interleaved probes "
+                + ", ".join(
+                    f"{run} {inter[run].abs().median():.1f} %" for run in runs if run in inter
+                )
+                + f" ({_within(rows, 'interleaved_rel_err')})"
             )
         for name, column in _paired_columns(rows):
             per_run = rows.groupby("run")[column].apply(lambda e: 100 * e.abs().median())
@@ -143,21 +166,27 @@ def run_to_run(table: pd.DataFrame) -> str:
             probed += (
                 "; speed-ups' median |error| "
                 + ", ".join(f"{run} {speedups[run]:.1f} %" for run in runs)
-                + f" (spread {speedups.max() - speedups.min():.1f} points)"
+                + f" (spread {speedups.max() - speedups.min():.1f} points; "
+                + _within(
+                    ppd.assign(err=ppd["speedup_predicted"] / ppd["speedup_measured"] - 1), "err"
+                )
+                + ")"
             )
         moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
         lines.append(
             f"- {model}: median |error| "
             + ", ".join(f"{run} {m:.1f} %" for run, m in zip(runs, medians, strict=True))
             + f" (spread {max(medians) - min(medians):.1f} points); largest change of one "
-            f"row's error {moved.iloc[0]:.1f} points ({' '.join(map(str, moved.index[0]))})"
-            + probed
+            f"row's error {moved.iloc[0]:.1f} points ({' '.join(map(str, moved.index[0]))}); "
+            f"{_within(rows, 'rel_err')}" + probed
         )
     return "\n".join(lines)
 
 
-def main(out: Path) -> None:
-    table = read_runs(out)
+def main(outs: list[Path]) -> None:
+    several = len(outs) > 1
+    table = pd.concat([read_runs(out, f"{out.name}/" if several else "") for out in outs],
+                      ignore_index=True)  # fmt: skip
     print("# Predict, then measure (benchmarks/cpu_validate.sh)\n")
     for (run, model), rows in table.groupby(["run", "model"], sort=True):
         print(f"## {run}: {model}\n\n```\n{rows['load'].iloc[0]}\n```\n\n{run_table(rows)}\n")
@@ -167,6 +196,6 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         raise SystemExit(__doc__.splitlines()[-1])
-    main(Path(sys.argv[1]))
+    main([Path(a) for a in sys.argv[1:]])

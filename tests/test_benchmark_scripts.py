@@ -51,7 +51,10 @@ def test_validate_summary_reports_the_paired_errors(tmp_path):
         "paired with the sentinel around each run: median |error| profile 2.0 % (worst "
         "3.0 %), interleaved 1.5 % (worst 2.0 %)" in text
     )
-    assert "paired (profile) run1 2.0 %, run2 4.0 %" in summary.run_to_run(table)
+    again = summary.run_to_run(table)
+    assert "paired (profile) run1 2.0 %, run2 4.0 %" in again
+    assert "rows within 5 points over every run: 2 of 2, median change 0.0 points" in again
+    assert set(summary.read_runs(tmp_path, "a/")["run"]) == {"a/run1", "a/run2"}
 
 
 def test_paired_errors_recomputes_a_folder(tmp_path):
