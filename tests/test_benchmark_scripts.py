@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,13 @@ def test_paired_errors_recomputes_a_folder(tmp_path):
     (tmp_path / "profile.json").write_text(json.dumps({}))  # an older profile: no windows
     with pytest.raises(ValueError, match="a profile without sentinel windows"):
         script.errors(tmp_path)
+
+
+def test_ab_validate_refuses_bad_arguments(tmp_path):
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "ab_validate.sh"
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode == 2 and "Usage: benchmarks/ab_validate.sh OUT N" in usage.stdout
+    bad = subprocess.run(["bash", str(script), str(tmp_path / "o"), "0", "a", "b", "m"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "N must be an integer >= 1, got '0'" in bad.stderr
+    assert not (tmp_path / "o").exists()  # nothing made before the arguments are checked
