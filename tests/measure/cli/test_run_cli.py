@@ -49,7 +49,7 @@ def test_cli_run_prints_report_and_writes_traces(model_dir, tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "hf assistant_early_exit" in printed and "ppd" in printed
-    assert "2 interleaved round(s); load average" in printed
+    assert "2 interleaved round(s) (turns by prompt); load average" in printed
     verdicts = [line for line in printed.splitlines() if line.startswith("verdict: ")]
     assert len(verdicts) == 2 and all("than greedy" in line for line in verdicts)
     assert "largest cost term: unknown (no profile" in verdicts[0]
