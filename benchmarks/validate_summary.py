@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from measure.eval.turn_speedup import turn_speedup
+
 KEY = ["method", "backend"]
 """A row's identity across runs (the method label holds d_bar, k and the placement)."""
 
@@ -30,7 +32,7 @@ def read_runs(out: Path, prefix: str = "") -> pd.DataFrame:
         summary = csv.parent / "summary.json"
         drift = json.loads(summary.read_text()) if summary.exists() else {}
         frames.append(
-            pd.read_csv(csv).assign(
+            with_turns(pd.read_csv(csv), csv.parent).assign(
                 run=run,
                 model=model,
                 load=load.read_text().strip() if load.exists() else "",
@@ -41,6 +43,34 @@ def read_runs(out: Path, prefix: str = "") -> pd.DataFrame:
     if not frames:
         raise SystemExit(f"no run*/*/validation.csv under {out}")
     return pd.concat(frames, ignore_index=True)
+
+
+def with_turns(rows: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """``rows`` with the speed-ups read turn by turn (``measure.eval.turn_speedup``); a
+    validation written before they were recorded gets them from its sentinel.csv (every
+    prompt's seconds, ``--interleave-probes``), else NaN."""
+    if "speedup_turns" in rows and rows["speedup_turns"].notna().any():
+        return rows
+    columns = ("speedup_turns", "speedup_turns_low", "speedup_turns_high", "speedup_turns_rel_err")
+    rows = rows.assign(**dict.fromkeys(columns, float("nan")))
+    path = folder / "sentinel.csv"
+    if not path.exists():
+        return rows
+    runs = pd.read_csv(path)
+    runs = runs[(runs["kind"] == "run") & runs["prompt"].notna()]
+    seconds = runs.pivot_table(index=["round", "prompt"], columns="method", values="seconds",
+                               aggfunc="first")  # fmt: skip
+    if "greedy" not in seconds:
+        return rows
+    for i, r in rows.iterrows():
+        if not str(r["method"]).startswith("ppd ") or r["method"] not in seconds:
+            continue
+        pair = seconds[["greedy", r["method"]]].dropna()
+        turns = turn_speedup(pair["greedy"] / pair[r["method"]])
+        rows.loc[i, ["speedup_turns", "speedup_turns_low", "speedup_turns_high"]] = (
+            turns.speedup, turns.low, turns.high)  # fmt: skip
+        rows.loc[i, "speedup_turns_rel_err"] = r["speedup_predicted"] / turns.speedup - 1
+    return rows
 
 
 def _cell(x, fmt: str) -> str:
@@ -78,6 +108,16 @@ def run_table(rows: pd.DataFrame) -> str:
         + (f"; speed-ups over greedy: median |error| {speedup.median():.1f} %, worst "
            f"{speedup.max():.1f} %" if len(speedup) else "")
     )  # fmt: skip
+    turns = rows["speedup_turns_rel_err"].dropna()
+    if len(turns):  # measure.eval.turn_speedup: each prompt's run against greedy's beside it
+        read = rows.dropna(subset=["speedup_turns"])
+        inside = (read["speedup_turns_low"] <= read["speedup_predicted"]) & (
+            read["speedup_predicted"] <= read["speedup_turns_high"])  # fmt: skip
+        lines.append(
+            f"\nspeed-ups read turn by turn: median |error| {100 * turns.abs().median():.1f} %, "
+            f"worst {100 * turns.abs().max():.1f} %; predicted inside the measured 95 % interval "
+            f"in {int(inside.sum())} of {len(read)}"
+        )
     drift = rows["drift"].dropna()
     if len(drift):  # the profile's sentinel windows (measure.profile.drift)
         lines.append(f"\nthe machine's speed while profiling: log-sd {100 * drift.iloc[0]:.1f} % "
@@ -171,6 +211,15 @@ def run_to_run(table: pd.DataFrame) -> str:
                     ppd.assign(err=ppd["speedup_predicted"] / ppd["speedup_measured"] - 1), "err"
                 )
                 + ")"
+            )
+        turns = rows.dropna(subset=["speedup_turns_rel_err"])
+        if turns["run"].nunique() == len(runs):
+            per_run = turns.groupby("run")["speedup_turns_rel_err"].apply(
+                lambda e: 100 * e.abs().median())  # fmt: skip
+            probed += (
+                "; read turn by turn "
+                + ", ".join(f"{run} {per_run[run]:.1f} %" for run in runs)
+                + f" ({_within(turns, 'speedup_turns_rel_err')})"
             )
         moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
         lines.append(

@@ -58,6 +58,29 @@ def test_validate_summary_reports_the_paired_errors(tmp_path):
     assert set(summary.read_runs(tmp_path, "a/")["run"]) == {"a/run1", "a/run2"}
 
 
+def test_validate_summary_reads_older_runs_turn_by_turn(tmp_path):
+    """A validation.csv without the turn columns gets them from its sentinel.csv."""
+    summary = _load("validate_summary")
+    ppd = "ppd d_bar=2 k=1 main single"
+    events = [("window", 0.1, "", None, None)]
+    for r in (0, 1):
+        for prompt in (0, 1):
+            slow = 1.5 if r == 1 else 1.0  # a slow spell over round 1: both methods meet it
+            events += [
+                ("run", slow * 1.0, "greedy", r, prompt),
+                ("run", slow * 1.25, ppd, r, prompt),
+            ]
+    pd.DataFrame(events, columns=["kind", "seconds", "method", "round", "prompt"]).to_csv(
+        tmp_path / "sentinel.csv", index=False
+    )
+    rows = pd.DataFrame({"method": ["greedy", ppd], "speedup_predicted": [1.0, 0.84]})
+    got = summary.with_turns(rows, tmp_path)
+    assert got["speedup_turns"].iloc[1] == pytest.approx(0.8)
+    assert got["speedup_turns_rel_err"].iloc[1] == pytest.approx(0.84 / 0.8 - 1)
+    assert got["speedup_turns"].isna().iloc[0]  # greedy's row
+    assert summary.with_turns(rows, tmp_path / "none")["speedup_turns"].isna().all()
+
+
 def test_paired_errors_recomputes_a_folder(tmp_path):
     script = _load("paired_errors")
     machine = {"sentinel": "greedy step's layers", "threads": 1, "windows_s": [0.05, 0.05, 0.05]}

@@ -17,6 +17,7 @@ from measure.cli.common import (
 )
 from measure.decode.settings import DEFAULT_SETTINGS, TURNS
 from measure.degenerate import summarize
+from measure.eval.turn_speedup import TARGET_HALF_WIDTH
 from ppdmodel.cli_args import (
     default_d_bar,
     existing_dir,
@@ -636,6 +637,8 @@ def _validate(args) -> int:
             f"{100 * summary['speedup_median_abs_rel_err']:.1f} %, worst "
             f"{100 * summary['speedup_worst_abs_rel_err']:.1f} %"
         )
+    if "speedup_turns_median_abs_rel_err" in summary:
+        print(turns_line(summary, args.repeats))
     if result.interleaved_profile is not None:
         print(result.probe_note)
         print(
@@ -762,6 +765,21 @@ def _sentinel_note(summary: dict) -> str:
         + ("" if level is None else f"; the runs' machine {level:.3g}x the profile's step time")
         + f"; each prompt's own windows weighted {summary['sentinel_weight']:.2f}"
     )
+
+
+def turns_line(summary: dict, repeats: int) -> str:
+    """The speed-ups read turn by turn (``measure.eval.turn_speedup``), in one line."""
+    needed = summary["speedup_turns_rounds_for_target"]
+    return (
+        "speed-ups read turn by turn (each prompt's run against greedy's beside it): median "
+        f"|error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f} %, worst "
+        f"{100 * summary['speedup_turns_worst_abs_rel_err']:.1f} %; predicted inside the "
+        f"measured 95 % interval for {summary['speedup_turns_inside']} of "
+        f"{summary['speedup_turns_with_interval']}; measured to +-"
+        f"{100 * summary['speedup_turns_half_width_max']:.1f} % at worst"
+        + (f" (about --repeats {needed} would pin every one to +-"
+           f"{100 * TARGET_HALF_WIDTH:g} %)" if needed > repeats else "")
+    )  # fmt: skip
 
 
 def _drift_note(summary: dict, prefix: str = "") -> str:

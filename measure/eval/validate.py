@@ -32,6 +32,7 @@ from measure.eval.paired import SentinelTimeline, paired_rel_err
 from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
+from measure.eval.turn_speedup import TurnSpeedup, rounds_for, turn_ratios, turn_speedup
 from measure.eval.verdict import agreement, verdict_line
 from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
@@ -77,6 +78,10 @@ TABLE_COLUMNS = (
     "paired_rel_err",
     "interleaved_paired_rel_err",
     "sharing",
+    "speedup_turns",
+    "speedup_turns_low",
+    "speedup_turns_high",
+    "speedup_turns_rel_err",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -98,7 +103,10 @@ prompt's moved to the machine speed it was priced at by the sentinel read around
 (``measure.eval.paired``).
 ``sharing``: the shared-device factors a PPD row's prediction applied and their source
 (``ppdmodel.cost_profile.SharingFactors.describe``: on a ``dist`` profile with pair factors,
-main's and the batch's own at the row's k, or the nearest measured k)."""
+main's and the batch's own at the row's k, or the nearest measured k).
+``speedup_turns`` (PPD rows; empty elsewhere): the measured speed-up read turn by turn, each
+prompt's run against greedy's of the same round (``measure.eval.turn_speedup``), with its 95 %
+interval (``_low`` / ``_high``) and ``speedup_turns_rel_err``: speedup_predicted / it - 1."""
 
 
 @dataclass
@@ -117,6 +125,8 @@ class ConfigResult(JudgedResult):
     """The prediction from the probes interleaved with the rounds (``--interleave-probes``)."""
     interleaved_greedy: Prediction | None = None
     """Greedy's, from the same probes."""
+    turns: TurnSpeedup | None = None
+    """The measured speed-up read turn by turn (``measure.eval.turn_speedup``)."""
 
     @property
     def predicted_s(self) -> float:
@@ -194,6 +204,7 @@ class ProfileValidation:
                      r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
                      r.exact, r.interleaved)
                 | self._paired(r.predicted, r.interleaved, c)
+                | _turn_columns(r.turns, r.speedup_predicted)
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
         rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
@@ -317,7 +328,27 @@ class ProfileValidation:
         - 1): a drift of the whole machine between profile and runs moves greedy and PPD alike
         and leaves them, where it moves every seconds figure (docs/gpu_validation.md)."""
         errors = [r.speedup_predicted / r.speedup_measured - 1 for r in self.results]
-        return _error_summary(pd.Series(errors, dtype=float), "speedup_")  # the PPD rows
+        return {
+            **_error_summary(pd.Series(errors, dtype=float), "speedup_"),  # the PPD rows
+            **self._turn_summary(),
+        }
+
+    def _turn_summary(self) -> dict:
+        """The speed-ups read turn by turn (``measure.eval.turn_speedup``): their errors, how
+        many predicted speed-ups fall inside the measured interval, the widest interval's
+        relative half-width and the rounds that would narrow every one to +-2.5 %."""
+        read = [(r.turns, r.speedup_predicted) for r in self.results if r.turns is not None]
+        if not read:
+            return {}
+        errors = pd.Series([pred / t.speedup - 1 for t, pred in read], dtype=float)
+        rounds = self.timing.greedy.spread.n
+        return {
+            **_error_summary(errors, "speedup_turns_"),
+            "speedup_turns_inside": sum(t.low <= pred <= t.high for t, pred in read),
+            "speedup_turns_with_interval": len(read),
+            "speedup_turns_half_width_max": max(t.half_width for t, _ in read),
+            "speedup_turns_rounds_for_target": max(rounds_for(t, rounds) for t, _ in read),
+        }
 
     def _interleaved_summary(self) -> dict:
         """The same figures from the interleaved probes' profile, and both predictions' paired
@@ -441,6 +472,16 @@ def _sentinel_reference(profile: CostProfile, threads: int) -> float | None:
     timed at other threads (another sentinel)."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
     return drift.median_s if drift is not None and drift.threads == threads else None
+
+
+def _turn_columns(turns: TurnSpeedup | None, predicted: float) -> dict:
+    """The ``speedup_turns*`` columns of a PPD row (NaN without a turn reading)."""
+    if turns is None:
+        return dict.fromkeys(("speedup_turns", "speedup_turns_low", "speedup_turns_high",
+                              "speedup_turns_rel_err"), float("nan"))  # fmt: skip
+    return dict(speedup_turns=turns.speedup, speedup_turns_low=turns.low,
+                speedup_turns_high=turns.high,
+                speedup_turns_rel_err=predicted / turns.speedup - 1)  # fmt: skip
 
 
 def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
@@ -578,6 +619,7 @@ def validate(
                 greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
                 terms=term_check(profile, config, method.runs),
+                turns=turn_speedup(turn_ratios(timing.greedy.results, method.results)),
                 **again,
             )
         )

@@ -93,6 +93,14 @@ def test_interleaved_prediction_follows_a_cost_change_after_the_profile(slowed):
     assert summary["interleaved_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     # the slower machine moves greedy as it moves PPD: the speed-up stays predicted
     assert summary["speedup_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
+    # and read turn by turn (each prompt's run against greedy's of its round)
+    assert summary["speedup_turns_median_abs_rel_err"] < 0.15
+    ppd = table.iloc[1]
+    assert ppd["speedup_turns_low"] <= ppd["speedup_turns"] <= ppd["speedup_turns_high"]
+    assert ppd["speedup_turns_rel_err"] == pytest.approx(
+        ppd["speedup_predicted"] / ppd["speedup_turns"] - 1
+    )
+    assert pd.isna(table.iloc[0]["speedup_turns"])  # (greedy's row)
     assert summary["paired_median_abs_rel_err"] < 0.15 < summary["median_abs_rel_err"]
     assert summary["sentinel_level_over_profile"] > 1.6  # the runs' machine: twice as slow
     assert summary["sentinel_windows"] == 7 and 0 <= summary["sentinel_weight"] <= 1
