@@ -3,19 +3,20 @@
 Times ``DecodeProbe.step`` (a greedy step's layers, as ``measure.profile.drift`` does) in
 blocks of ``--block`` steps for ``--seconds`` seconds, and reports each block's median, how far
 the medians of windows of 10-80 s spread, and the lag-1 autocorrelation of the blocks. A
-machine whose windows spread by more than a few percent cannot price a run from a profile
-taken minutes before it to better than that (``ppd validate --interleave-probes`` re-times the
-prices beside the runs instead).
+machine whose windows spread by more than a few percent cannot price a run from a profile taken
+minutes before it to better than that (``ppd validate --interleave-probes`` re-times the prices
+beside the runs instead).
 
     python benchmarks/machine_drift.py --model smollm2 --seconds 300 --out drift
     -> drift/blocks.csv, drift/drift.png, the summary on stdout
     python benchmarks/machine_drift.py --blocks drift/blocks.csv   # the summary again
 
-The summary's last line is what pairing a run with the sentinel beside it leaves
-(``measure.eval.paired``): a run of ``PAIR_RUN`` blocks, repeated ``PAIR_ROUNDS`` times
-``PAIR_SPACING`` blocks apart (a validation's rounds), its median against the median of the
-blocks around its runs (as interleaved probes price it), and paired: each run against the
-geometric mean of the blocks just before and after it.
+It also prints the ``--drift-floor`` for profiles on this machine (``measure.profile.drift``):
+the log-sd of the medians of its 80 s windows. The summary's last line is what pairing a run
+with the sentinel beside it leaves (``measure.eval.paired``): a run of ``PAIR_RUN`` blocks,
+repeated ``PAIR_ROUNDS`` times ``PAIR_SPACING`` blocks apart (a validation's rounds), its
+median against the median of the blocks around its runs (as interleaved probes price it), and
+paired: each run against the geometric mean of the blocks just before and after it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import pandas as pd
 import torch
 
 WINDOWS_S = (10, 20, 40, 80)
+FLOOR_WINDOW_S = 80
+"""The window whose medians' spread is the machine's drift floor (about a profile's length)."""
 PAIR_RUN, PAIR_ROUNDS, PAIR_SPACING = 3, 3, 44
 """Blocks per run, rounds, and blocks between a run's rounds in the pairing line (blocks of 20
 SmolLM2 steps last about 1.5 s: a 4-5 s run, rounds about a minute apart)."""
@@ -93,6 +96,10 @@ def summary(blocks: pd.DataFrame, args) -> str:
             w = np.array([np.median(g["median_s"]) for g in full]) * 1e3
             lines.append(f"{window:3d} s windows: {len(w)}, medians {w.min():.2f}-{w.max():.2f} "
                          f"ms, sd/mean {100 * w.std(ddof=1) / w.mean():.1f} %")  # fmt: skip
+    floor = drift_floor(blocks)
+    if floor is not None:
+        lines.append(f"--drift-floor for a profile on this machine: {100 * floor:.1f} (log-sd of "
+                     f"the {FLOOR_WINDOW_S} s windows' medians, in %)")  # fmt: skip
     if len(med) > 2:
         x = med - med.mean()
         lines.append(f"lag-1 autocorrelation of the blocks: {np.corrcoef(x[:-1], x[1:])[0, 1]:.2f}")
@@ -105,6 +112,17 @@ def summary(blocks: pd.DataFrame, args) -> str:
             f"{paired.std():.3f}"
         )
     return "\n".join(lines)
+
+
+def drift_floor(blocks: pd.DataFrame) -> float | None:
+    """The log-sd of the medians of ``FLOOR_WINDOW_S``-second windows (at least 3 of them):
+    how far the machine's level moves between a profile and runs minutes later
+    (``measure.profile.drift``), or None for too short a record."""
+    index = (blocks["t_s"] // FLOOR_WINDOW_S).astype(int)
+    full = [g for _, g in blocks.groupby(index) if len(g) >= 2]
+    if len(full) < 3:
+        return None
+    return float(np.std(np.log([np.median(g["median_s"]) for g in full]), ddof=1))
 
 
 def pairing(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -72,6 +72,15 @@ def nonnegative_float(text: str) -> float:
     return value
 
 
+def percent_below_100(text: str) -> float:
+    """argparse type: a percentage in [0, 100) (a log-sd, a share)."""
+    allowed = "a number in [0, 100)"
+    value = _finite(text, allowed)
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (a time limit, a rate, an efficiency)."""
     allowed = "a finite number > 0"

@@ -307,8 +307,9 @@ def _print_verdict(result, workload: str, command: str) -> None:
     if v.too_close and command:
         print(f"settle it (greedy and these configurations only): {command}")
     elif v.too_close:
-        print("settle it: ppd validate cannot time one of the two (tensor parallelism or a "
-              "separate draft model); measure them on the target hardware")  # fmt: skip
+        print("settle it: one ppd validate command cannot time them all (tensor parallelism, "
+              "a separate draft model, or two early heads); measure them on the target "
+              "hardware")  # fmt: skip
 
 
 def _advise(result, hardware, devices: int):

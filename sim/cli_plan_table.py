@@ -74,7 +74,8 @@ def replicates_of(args, hardware):
 
 
 def settle_command(args, verdict, ptable) -> str:
-    """The ppd validate command that times the recommendation and its rival, or why none."""
+    """The ppd validate command that times the recommendation and its close rivals ("" where
+    one command cannot)."""
     from sim.plan_intervals import validate_command
     from sim.ptable import run_metadata
 

@@ -11,8 +11,8 @@ taken within each draw, so a cost shared by both cancels) as ``INTERVAL_COLUMNS`
 ``judge`` puts them on a plan's frontier and on the configurations asked for. ``verdict``: the
 recommendation is "too close to call" when its speed-up interval overlaps
 its rival's (the fastest configuration of another method, ``rival_of``) or greedy's on one
-device; the ``ppd validate`` flags that time just those configurations settle it
-(``validate_flags``, ``validate_command``).
+device; the ``ppd validate`` flags that time the recommendation and every one of those whose
+interval overlaps it settle it (``validate_flags``, ``merge_flags``, ``validate_command``).
 """
 
 from __future__ import annotations
@@ -298,7 +298,8 @@ class Verdict:
     covers: str = ""
     """What the intervals cover (``spread_sources``)."""
     validate_flags: tuple[str, ...] | None = None
-    """``ppd validate`` flags that time both (None: it cannot time one of them)."""
+    """``ppd validate`` flags that time the recommendation and every rival whose interval
+    overlaps it, else the nearest rival (None: one command cannot time them all)."""
 
     @property
     def text(self) -> str:
@@ -344,10 +345,39 @@ def verdict(best, rivals: Sequence, covers: str, label) -> Verdict:
         return Verdict(str(best.workload), label(best), mine, covers=covers)
     close = [r for r in rivals if _speedup(r).overlaps(mine)]
     rival = (close or rivals)[0]
-    flags = validate_flags(best), validate_flags(rival)
-    both = None if None in flags else tuple(dict.fromkeys(flags[0] + flags[1]))
+    both = merge_flags([validate_flags(r) for r in (best, *(close or [rival]))])
     return Verdict(str(best.workload), label(best), mine, label(rival), _speedup(rival),
                    bool(close), covers, both)  # fmt: skip
+
+
+SINGLE_VALUED = ("--head-dir",)
+"""``ppd validate`` options that take one value for every configuration of a command."""
+
+
+def merge_flags(flag_lists: Sequence) -> tuple[str, ...] | None:
+    """One ``ppd validate`` argument list that times every configuration of ``flag_lists``
+    (``validate_flags``' lists): each option once with its values merged in order. ``ppd
+    validate`` times the product of a method's options, so two PPD configurations that differ
+    in more than one option give a superset. None where one list is None or the lists need two
+    values of a ``SINGLE_VALUED`` option, or PPD configurations with and without one (two
+    heads: one command cannot time both)."""
+    if isinstance(flag_lists, str | bytes) or not isinstance(flag_lists, Sequence):
+        raise ValueError(f"flag_lists must be a sequence of flag lists, got {flag_lists!r:.60}")
+    if any(f is None for f in flag_lists):
+        return None
+    values: dict[str, list[str]] = {}
+    for flags in flag_lists:
+        if len(flags) % 2:
+            raise ValueError(f"flags must pair each option with one value, got {flags!r:.80}")
+        for option, value in zip(flags[::2], flags[1::2], strict=True):
+            got = values.setdefault(str(option), [])
+            if str(value) not in got:
+                got.append(str(value))
+    ppd = [f for f in flag_lists if "--d-bar" in f]
+    for option in SINGLE_VALUED:
+        if len(values.get(option, ())) > 1 or len({option in f for f in ppd}) > 1:
+            return None
+    return tuple(w for option, vs in values.items() for w in (option, *vs))
 
 
 def validate_command(flags: Sequence[str], *, model: str = "MODEL", prompts: str = "PROMPTS",

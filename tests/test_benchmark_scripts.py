@@ -32,6 +32,17 @@ def test_pairing_removes_spells_that_cover_a_run_and_its_neighbours():
     assert np.median(np.abs(paired)) == 0.0 and paired.std() < pooled.std() / 2
 
 
+def test_the_drift_floor_is_the_spread_of_80_second_windows():
+    drift = _load("machine_drift")
+    # blocks every 2 s for 320 s; the machine at 50 ms, then 60 ms, in 80 s spells
+    t = np.arange(1, 161) * 2.0
+    level = np.where((t // 80) % 2 == 0, 0.050, 0.060)
+    blocks = pd.DataFrame({"t_s": t, "median_s": level})
+    windows = np.log([0.050, 0.060, 0.050, 0.060])
+    assert drift.drift_floor(blocks) == pytest.approx(np.std(windows, ddof=1), rel=0.02)
+    assert drift.drift_floor(blocks[blocks["t_s"] < 150]) is None  # (two windows: too few)
+
+
 def test_validate_summary_reports_the_paired_errors(tmp_path):
     summary = _load("validate_summary")
     for run, shift in (("run1", 0.0), ("run2", 0.04)):

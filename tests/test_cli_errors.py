@@ -50,7 +50,8 @@ TEXT_OPTIONS = {
 """String options (no numeric or path type): the bad value each handler must refuse."""
 
 INTEGER_TYPES = {cli_args.positive_int, cli_args.nonnegative_int}
-FLOAT_TYPES = {cli_args.positive_float, cli_args.nonnegative_float, cli_args.probability}
+FLOAT_TYPES = {cli_args.positive_float, cli_args.nonnegative_float, cli_args.probability,
+               cli_args.percent_below_100}  # fmt: skip
 PATH_TYPES = {
     cli_args.existing_file,
     cli_args.existing_dir,
@@ -679,6 +680,7 @@ def _before_loading_cases(model: Path, tmp: Path):
         ([*validate[:-1], str(wide)], "cost profile price too wide to predict from"),
         ([*validate[:-1], str(other)], "model.d = 12 does not match the model's depth d = 4"),
         ([*validate, "--max-new-tokens", huge], context),
+        ([*validate, "--drift-floor", "10"], "--drift-floor applies to the profile ppd validate"),
         ([*match, "--layers", "5"], "layers must hold integers in [1, 4], got 5"),
         ([*match, "--ks", "129"], "--ks must be between 1 and 128 (the model's vocabulary"),
         ([*match, "--max-new-tokens", huge], context),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from measure.chat import encode_prompts
 from measure.datasets import FORMATS, SPLITS, Prompt, load_prompts
 from measure.degenerate import DegenerateGenerationWarning
-from ppdmodel.cli_args import positive_int, reading
+from ppdmodel.cli_args import percent_below_100, positive_int, reading
 
 MODEL_HELP = (
     "local Hugging Face model dir, a .gguf file (converted once to a cached safetensors dir), "
@@ -28,6 +28,19 @@ of top-k candidates, and at most the vocabulary; a larger batch only exhausts me
 
 PROMPT_FORMATS = ("auto", *FORMATS)
 """``--format`` choices: a file format of ``measure.datasets``, or detect it from the file."""
+
+
+def add_drift_floor(p: argparse.ArgumentParser, when: str = "") -> None:
+    """``--drift-floor PCT``: the machine's drift over minutes (``measure.profile.drift``)."""
+    p.add_argument(
+        "--drift-floor",
+        type=percent_below_100,
+        default=0.0,
+        metavar="PCT",
+        help="the machine's drift over minutes, a log-sd in %% (benchmarks/machine_drift.py "
+        "prints it): the profile's intervals in seconds carry at least it, however quiet the "
+        f"profile's own minutes were{when} (default 0: its own windows only)",
+    )
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ import sys
 
 from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.common import (
+    add_drift_floor,
     add_model_args,
     add_prompt_format_args,
     check_candidate_rows,
@@ -181,6 +182,7 @@ def _add_profile(subparsers) -> None:
         f"{REMEASURE_ROUNDS} times), then marked too wide to predict from "
         f"(default {100 * WIDE_REL_IQR:g})",
     )
+    add_drift_floor(p)
     p.set_defaults(func=_profile)
 
 
@@ -211,6 +213,7 @@ def _profile(args) -> int:
         rank_repeats=args.rank_repeats,
         progress=True,
         max_spread=args.max_spread / 100,
+        drift_floor=args.drift_floor / 100,
     )
     path = write_profile(args.out, profile)
     plot = path.with_name(f"{path.stem}-layers.png")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from measure.cli.common import (
+    add_drift_floor,
     add_model_args,
     add_prompt_format_args,
     honours_no_progress,
@@ -101,6 +102,7 @@ def register(subparsers) -> None:
         default=20,
         help="rounds of the profile measured when --profile is not given (default 20)",
     )
+    add_drift_floor(validate, " (only the profile ppd validate measures itself)")
     validate.add_argument(
         ACCEPT_WIDE_FLAG,
         action="store_true",
@@ -533,6 +535,10 @@ def _profile_threads(args, profile) -> None:
 
 
 def _validate(args) -> int:
+    if args.profile is not None and args.drift_floor:
+        raise ValueError("--drift-floor applies to the profile ppd validate measures itself; a "
+                         "given --profile keeps the floor it was measured with (ppd measure "
+                         "profile --drift-floor)")  # fmt: skip
     early_exit = _early_exit_configs(args)
     free = _free_configs(args)
     probe_rounds = _probe_rounds(args)
@@ -747,6 +753,7 @@ def _validation_profile(args, given, model, ids, out: Path):
         context_tokens=context,
         repeats=args.profile_repeats,
         progress=not args.no_progress,
+        drift_floor=args.drift_floor / 100,
     )
     path = write_profile(out / "profile.json", profile)
     print(format_profile(profile))

@@ -17,11 +17,13 @@ assuming only that the log ratios scatter symmetrically about their centre; it c
 can agree to within a few points at all (``rounds_for``).
 
 Recomputed from the stored per-turn seconds of the 8 turns-by-prompt validations (4 per model)
-of 2026-11-27 (10 configurations, 3 held-out prompts, 3 rounds), one configuration's error
-against its predicted speed-up moved across four runs with a standard deviation of 4.6
-(SmolLM2) and 2.9 points (small-wide-vocab), against 6.6 and 4.2 for the ratio of medians. A
-drift that lasts a whole turn cancels; one that starts inside a run does not. With turns by run
-(``--turns runs``) the ratio pairs runs timed a method apart: still valid, less paired.
+of 2026-11-27 (8 PPD configurations each, 3 held-out prompts, 3 rounds; ``python
+benchmarks/validate_summary.py FOLDER1 ... FOLDER4``), one configuration's speed-up error
+changed over the four runs by a median 10.2 points on SmolLM2 and 6.2 on small-wide-vocab,
+against 13.8 and 9.2 for the ratio of medians; the intervals (9 turns) were +-7 % (SmolLM2) and
++-12 % (small-wide-vocab) wide on average, and held the predicted speed-up in 27 and 32 of 32.
+A drift that lasts a whole turn cancels; one that starts inside a run does not. With turns by
+run (``--turns runs``) the ratio pairs runs timed a method apart: still valid, less paired.
 """
 
 from __future__ import annotations

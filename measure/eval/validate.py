@@ -460,10 +460,11 @@ def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas
 
 
 def _drift_log_sd(profile: CostProfile) -> float | None:
-    """The log-spread of the machine's speed while ``profile`` was timed (its intervals carry
-    it: ``measure.profile.drift``), or None for a profile that did not record it."""
+    """The log-spread of the machine's speed that ``profile``'s intervals carry: its windows'
+    or the machine's floor, the larger (``measure.profile.drift``); None for a profile that
+    did not record it."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
-    return None if drift is None else drift.log_sd
+    return None if drift is None else drift.applied_log_sd
 
 
 def _sentinel_reference(profile: CostProfile, threads: int) -> float | None:

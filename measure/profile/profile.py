@@ -115,6 +115,7 @@ def measure_profile(
     progress: bool = False,
     max_spread: float = WIDE_REL_IQR,
     remeasure_rounds: int = REMEASURE_ROUNDS,
+    drift_floor: float = 0.0,
 ) -> CostProfile:
     """Measure a cost profile of ``model`` (a loaded Hugging Face causal LM) on this machine.
 
@@ -127,9 +128,12 @@ def measure_profile(
     progress: a progress bar (only when stdout is a terminal). max_spread: the IQR / median
     above which a price (``PRICE_FIGURES``) is re-measured, up to ``remeasure_rounds`` more
     times, and, if still wider, marked in the profile's ``wide_prices`` (readers then refuse
-    it unless told to accept it: ``ppdmodel.cost_profile.check_wide_prices``).
+    it unless told to accept it: ``ppdmodel.cost_profile.check_wide_prices``). drift_floor:
+    the machine's drift over minutes as a log-sd in [0, 1) (``measure.profile.drift``); the
+    intervals carry at least it.
     """
     wanted = _check_backends(backends, model_dir)
+    MachineDrift((), 1).with_floor(drift_floor)  # (checked before minutes of timing)
     if not (isinstance(max_spread, int | float) and not isinstance(max_spread, bool)
             and max_spread > 0 and math.isfinite(max_spread)):  # fmt: skip
         raise ValueError(f"max_spread must be a finite fraction > 0, got {max_spread!r}")
@@ -172,7 +176,7 @@ def measure_profile(
         watch.window()
         figures["dist"].update(dist_host_figures(model_dir, model, ks, context_tokens))
         watch.window()
-    drift = watch.drift()
+    drift = watch.drift().with_floor(drift_floor)
     scale = drift_factors(drift, PROFILE_REPLICATES)
     if drift.warning():
         warnings.append(drift.warning())

@@ -17,6 +17,7 @@ from sim.plan import plan
 from sim.plan_grid import PlanSpace
 from sim.plan_intervals import (
     INTERVAL_COLUMNS,
+    merge_flags,
     profile_replicates,
     rival_of,
     spread_sources,
@@ -128,6 +129,30 @@ def test_validate_command_runs_through_ppd_validates_parser(tmp_path, monkeypatc
     args = build_parser().parse_args(shlex.split(command)[1:])
     assert args.d_bar == [22] and args.backend == ["dist"] and args.early_exit == [10]
     assert args.profile == "p.json" and args.max_new_tokens == 64 and args.prompts == "q.jsonl"
+
+
+def test_merged_flags_keep_every_value_with_its_option(tmp_path, monkeypatch):
+    """PPD k = 1 against early exit with one draft token: the second "1" stays (a flat
+    de-duplication of the words once dropped it and left --draft-tokens without a value)."""
+    ppd = ["--d-bar", "15", "--k", "1", "--early-head", "candidates", "--backend", "dist"]
+    early = ["--early-exit", "29", "--draft-tokens", "1"]
+    other = ["--d-bar", "22", "--k", "3", "--early-head", "main", "--backend", "single"]
+    merged = merge_flags([ppd, early, [], other])
+    assert merged == ("--d-bar", "15", "22", "--k", "1", "3", "--early-head", "candidates",
+                      "main", "--backend", "dist", "single", "--early-exit", "29",
+                      "--draft-tokens", "1")  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.jsonl").write_text("{}")
+    args = build_parser().parse_args(shlex.split(validate_command(merged, prompts="q.jsonl"))[1:])
+    assert args.d_bar == [15, 22] and args.k == [1, 3] and args.draft_tokens == [1]
+    assert merge_flags([ppd, None]) is None
+    head = [*ppd, "--head-dir", "HEAD_DIR"]
+    assert merge_flags([head, other]) is None  # one head for every PPD configuration
+    assert merge_flags([head, early]) == (*head, *early)
+    with pytest.raises(ValueError, match="flags must pair each option with one value"):
+        merge_flags([["--k"]])
+    with pytest.raises(ValueError, match="flag_lists must be a sequence of flag lists"):
+        merge_flags("--k 1")
 
 
 def test_validate_flags_per_method_and_verdict_without_rivals(tmp_path):

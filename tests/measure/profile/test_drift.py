@@ -48,6 +48,25 @@ def test_drift_factors_are_lognormal_with_the_windows_spread():
         drift_factors(drift, 0)
 
 
+def test_a_floor_widens_a_quiet_profile_and_leaves_a_moving_one():
+    quiet = MachineDrift((0.0530, 0.0535, 0.0532), threads=1)  # log-sd about 0.5 %
+    floored = quiet.with_floor(0.10)
+    assert floored.applied_log_sd == 0.10 and quiet.applied_log_sd == quiet.log_sd
+    f = drift_factors(floored, 20000, seed=3)
+    assert np.std(np.log(f)) == pytest.approx(0.10, rel=0.03)
+    assert "the intervals carry the machine's floor, 10.0 %" in floored.describe()
+    assert MachineDrift.from_dict(floored.to_dict()) == floored  # recorded in the profile
+    assert floored.to_dict()["applied_log_sd"] == 0.10
+    moving = MachineDrift((0.054, 0.072, 0.055), threads=1).with_floor(0.10)
+    assert moving.applied_log_sd == moving.log_sd > 0.10 and "floor" not in moving.describe()
+    assert np.array_equal(drift_factors(moving, 50), drift_factors(moving.with_floor(0), 50))
+    for bad in (-0.1, 1.0, float("nan"), True, "0.1"):
+        with pytest.raises(ValueError, match=r"the drift floor must be a log-sd in \[0, 1\)"):
+            quiet.with_floor(bad)
+    malformed = {**quiet.to_dict(), "floor_log_sd": "x"}  # an edited profile: its windows only
+    assert MachineDrift.from_dict(malformed).floor_log_sd == 0.0
+
+
 def test_drift_watch_times_windows_at_its_threads():
     torch = pytest.importorskip("torch")
     from tests.measure.tiny_models import tiny_model

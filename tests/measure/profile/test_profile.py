@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -141,11 +142,23 @@ def test_unreadable_profile_files(tmp_path):
         ({"calls": 0}, "calls must be an integer >= 1"),
         ({"context_tokens": 1}, "context_tokens must be an integer >= 2"),
         ({"context_tokens": 10_000}, "context_tokens must be <= max_position_embeddings"),
+        ({"drift_floor": 1.5}, r"the drift floor must be a log-sd in \[0, 1\)"),
     ],
 )
 def test_bad_arguments_are_refused(model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         measure_profile(model, **kwargs)
+
+
+def test_a_drift_floor_widens_the_replicates_of_a_quiet_profile(model):
+    """The machine's floor (``--drift-floor``) is recorded and spreads every replicate: the
+    replicates' layer price then spreads by about the floor, whatever the windows read."""
+    floored = measure_profile(model, ks=(1,), context_tokens=16, repeats=3, warmup=1, calls=1,
+                              threads=1, drift_floor=0.6)  # fmt: skip
+    machine = floored.data["machine"]
+    assert machine["floor_log_sd"] == 0.6 and machine["applied_log_sd"] >= 0.6
+    layers = [r.base.layer_s for r in floored.backends["single"].replicates]
+    assert np.std(np.log(layers)) > 0.45  # (100 replicates: the floor, give or take 10 %)
 
 
 def test_probe_leaves_the_cache_at_its_context_length(model):
