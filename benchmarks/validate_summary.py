@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
-from measure.eval.turn_speedup import turn_speedup
+from measure.eval.turn_speedup import TURN_COLUMNS, read_turn_table
 
 KEY = ["method", "backend"]
 """A row's identity across runs (the method label holds d_bar, k and the placement)."""
@@ -46,31 +47,68 @@ def read_runs(out: Path, prefix: str = "") -> pd.DataFrame:
 
 
 def with_turns(rows: pd.DataFrame, folder: Path) -> pd.DataFrame:
-    """``rows`` with the speed-ups read turn by turn (``measure.eval.turn_speedup``); a
-    validation written before they were recorded gets them from its sentinel.csv (every
-    prompt's seconds, ``--interleave-probes``), else NaN."""
+    """``rows`` with the speed-ups judged turn by turn (``measure.eval.turn_speedup``); a
+    validation written before they were recorded gets them from its turns.csv, else from its
+    sentinel.csv (every prompt's seconds, ``--interleave-probes``) with each prompt's
+    prediction rebuilt from profile.json and traces.jsonl (``turns_from_sentinel``); else NaN."""
     if "speedup_turns" in rows and rows["speedup_turns"].notna().any():
         return rows
-    columns = ("speedup_turns", "speedup_turns_low", "speedup_turns_high", "speedup_turns_rel_err")
-    rows = rows.assign(**dict.fromkeys(columns, float("nan")))
-    path = folder / "sentinel.csv"
-    if not path.exists():
+    rows = rows.assign(**dict.fromkeys(TURN_COLUMNS, float("nan")))
+    if (folder / "turns.csv").exists():
+        table = pd.read_csv(folder / "turns.csv")
+    elif all((folder / n).exists() for n in ("sentinel.csv", "traces.jsonl", "profile.json")):
+        table = turns_from_sentinel(folder)
+    else:
         return rows
-    runs = pd.read_csv(path)
-    runs = runs[(runs["kind"] == "run") & runs["prompt"].notna()]
-    seconds = runs.pivot_table(index=["round", "prompt"], columns="method", values="seconds",
-                               aggfunc="first")  # fmt: skip
-    if "greedy" not in seconds:
-        return rows
+    readings = read_turn_table(table) if len(table) else {}
     for i, r in rows.iterrows():
-        if not str(r["method"]).startswith("ppd ") or r["method"] not in seconds:
+        got = readings.get(r["method"])
+        if got is None:
             continue
-        pair = seconds[["greedy", r["method"]]].dropna()
-        turns = turn_speedup(pair["greedy"] / pair[r["method"]])
-        rows.loc[i, ["speedup_turns", "speedup_turns_low", "speedup_turns_high"]] = (
-            turns.speedup, turns.low, turns.high)  # fmt: skip
-        rows.loc[i, "speedup_turns_rel_err"] = r["speedup_predicted"] / turns.speedup - 1
+        pred = r["speedup_predicted"]
+        rows.loc[i, list(TURN_COLUMNS)] = (pred * got.ratio, pred * got.low, pred * got.high,
+                                           1 / got.ratio - 1, got.coverage)  # fmt: skip
     return rows
+
+
+def turns_from_sentinel(folder: Path) -> pd.DataFrame:
+    """The turn table (``ProfileValidation.turn_table``'s columns) of a validation that kept
+    only sentinel.csv: each prompt's seconds from it, each prompt's predicted ratio rebuilt
+    from the profile and the run's own match sequences (traces.jsonl, in prompt order per
+    configuration), as ``ppd validate`` predicts them (``measure.eval.predict``)."""
+    from measure.eval.predict import predict_greedy, predict_ppd
+    from measure.eval.repeat import PPDConfig
+    from ppdmodel.cost_profile import parse_cost_profile
+
+    profile = parse_cost_profile(json.loads((folder / "profile.json").read_text()))
+    meta = folder / "run.json"
+    limit = json.loads(meta.read_text()).get("max_new_tokens") if meta.exists() else None
+    runs: dict[PPDConfig, list] = {}
+    for line in (folder / "traces.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        config = PPDConfig(d_bar=t["d_bar"], k=t["k"], early_head=t.get("early_head", "main"),
+                           backend=t.get("backend", "single"))  # fmt: skip
+        runs.setdefault(config, []).append(SimpleNamespace(m=t["m"], tokens=t["tokens"]))
+    ratios = {}
+    for config, prompts in runs.items():
+        ppd = predict_ppd(profile, prompts, config, max_new_tokens=limit)
+        greedy = predict_greedy(profile, prompts, config.backend)
+        ratios[config.label] = [g / m for g, m in zip(greedy.per_run_s, ppd.per_run_s,
+                                                       strict=True)]  # fmt: skip
+    sentinel = pd.read_csv(folder / "sentinel.csv")
+    pieces = sentinel[(sentinel["kind"] == "run") & sentinel["prompt"].notna()]
+    seconds = pieces.pivot_table(index=["round", "prompt"], columns="method", values="seconds",
+                                 aggfunc="first")  # fmt: skip
+    rows = []
+    for method, ratio in ratios.items():
+        if method not in seconds or "greedy" not in seconds:
+            continue
+        for (round_, prompt), row in seconds.iterrows():
+            rows.append(dict(method=method, round=int(round_), prompt=int(prompt),
+                             seconds=row[method], greedy_seconds=row["greedy"],
+                             predicted_ratio=ratio[int(prompt)]))  # fmt: skip
+    columns = ["method", "round", "prompt", "seconds", "greedy_seconds", "predicted_ratio"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _cell(x, fmt: str) -> str:
@@ -114,7 +152,7 @@ def run_table(rows: pd.DataFrame) -> str:
         inside = (read["speedup_turns_low"] <= read["speedup_predicted"]) & (
             read["speedup_predicted"] <= read["speedup_turns_high"])  # fmt: skip
         lines.append(
-            f"\nspeed-ups read turn by turn: median |error| {100 * turns.abs().median():.1f} %, "
+            f"\nspeed-ups judged turn by turn: median |error| {100 * turns.abs().median():.1f} %, "
             f"worst {100 * turns.abs().max():.1f} %; predicted inside the measured 95 % interval "
             f"in {int(inside.sum())} of {len(read)}"
         )
@@ -217,7 +255,7 @@ def run_to_run(table: pd.DataFrame) -> str:
             per_run = turns.groupby("run")["speedup_turns_rel_err"].apply(
                 lambda e: 100 * e.abs().median())  # fmt: skip
             probed += (
-                "; read turn by turn "
+                "; judged turn by turn "
                 + ", ".join(f"{run} {per_run[run]:.1f} %" for run in runs)
                 + f" ({_within(turns, 'speedup_turns_rel_err')})"
             )

@@ -57,9 +57,11 @@ too wide to predict from after the profiler re-measured them, each
 
 ``machine`` (optional, informational) records how far the machine's speed moved while the
 profile was taken: ``{"sentinel", "threads", "windows_s", "log_sd", "rel_range"}``, a greedy
-step's layers timed in several windows (``measure.profile.drift``). Its spread is already in
-``cost_replicates`` (each replicate scaled by one draw of it, the same in every backend), so
-no reader needs it to price an interval.
+step's layers timed in several windows (``measure.profile.drift``), and in newer files
+``floor_log_sd`` (the machine's drift over minutes given with ``--drift-floor``, 0 for none)
+and ``applied_log_sd`` (the larger of the two). That spread is already in ``cost_replicates``
+(each replicate scaled by one draw of it, the same in every backend), so no reader needs it to
+price an interval.
 """
 
 from __future__ import annotations

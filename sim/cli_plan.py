@@ -306,6 +306,9 @@ def _print_verdict(result, workload: str, command: str) -> None:
     print(f"verdict: {v.text}")
     if v.too_close and command:
         print(f"settle it (greedy and these configurations only): {command}")
+        if v.untimed:
+            print("  not timed by it (tensor parallelism or a separate draft model; measure on "
+                  f"the target hardware): {', '.join(v.untimed)}")  # fmt: skip
     elif v.too_close:
         print("settle it: one ppd validate command cannot time them all (tensor parallelism, "
               "a separate draft model, or two early heads); measure them on the target "

@@ -273,7 +273,9 @@ def validate_flags(row) -> list[str] | None:
         backend = "single" if row.tp_candidates == 0 else "dist"
         flags = ["--d-bar", str(int(row.d_bar)), "--k", str(int(row.k)), "--early-head",
                  row.early_head, "--backend", backend]  # fmt: skip
-        return flags + ([] if row.head_kind == "shared" else ["--head-dir", "HEAD_DIR"])
+        if row.head_kind == "shared":
+            return flags
+        return [*flags, "--head-dir", f"HEAD_DIR_{row.head_kind}_L{int(row.d_bar)}"]
     if row.method == "early-exit":
         return ["--early-exit", str(int(row.exit_layer)), "--draft-tokens", str(int(row.g))]
     if row.method == "free":
@@ -299,7 +301,11 @@ class Verdict:
     """What the intervals cover (``spread_sources``)."""
     validate_flags: tuple[str, ...] | None = None
     """``ppd validate`` flags that time the recommendation and every rival whose interval
-    overlaps it, else the nearest rival (None: one command cannot time them all)."""
+    overlaps it, else the nearest rival (None: one command cannot time the recommendation
+    beside them)."""
+    untimed: tuple[str, ...] = ()
+    """Those rivals ``ppd validate`` cannot time (tensor parallelism, a separate draft model),
+    left out of ``validate_flags``."""
 
     @property
     def text(self) -> str:
@@ -345,9 +351,12 @@ def verdict(best, rivals: Sequence, covers: str, label) -> Verdict:
         return Verdict(str(best.workload), label(best), mine, covers=covers)
     close = [r for r in rivals if _speedup(r).overlaps(mine)]
     rival = (close or rivals)[0]
-    both = merge_flags([validate_flags(r) for r in (best, *(close or [rival]))])
+    compared = close or [rival]
+    untimed = tuple(label(r) for r in compared if validate_flags(r) is None)
+    timed = [validate_flags(r) for r in (best, *compared)]
+    flags = None if timed[0] is None else merge_flags([f for f in timed if f is not None])
     return Verdict(str(best.workload), label(best), mine, label(rival), _speedup(rival),
-                   bool(close), covers, both)  # fmt: skip
+                   bool(close), covers, flags, untimed)  # fmt: skip
 
 
 SINGLE_VALUED = ("--head-dir",)
@@ -360,7 +369,8 @@ def merge_flags(flag_lists: Sequence) -> tuple[str, ...] | None:
     validate`` times the product of a method's options, so two PPD configurations that differ
     in more than one option give a superset. None where one list is None or the lists need two
     values of a ``SINGLE_VALUED`` option, or PPD configurations with and without one (two
-    heads: one command cannot time both)."""
+    heads: one command cannot time both; ``validate_flags`` names a head by its kind and
+    layer)."""
     if isinstance(flag_lists, str | bytes) or not isinstance(flag_lists, Sequence):
         raise ValueError(f"flag_lists must be a sequence of flag lists, got {flag_lists!r:.60}")
     if any(f is None for f in flag_lists):

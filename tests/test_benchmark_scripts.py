@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -69,27 +70,52 @@ def test_validate_summary_reports_the_paired_errors(tmp_path):
     assert set(summary.read_runs(tmp_path, "a/")["run"]) == {"a/run1", "a/run2"}
 
 
-def test_validate_summary_reads_older_runs_turn_by_turn(tmp_path):
-    """A validation.csv without the turn columns gets them from its sentinel.csv."""
+def test_validate_summary_judges_older_runs_turn_by_turn(tmp_path):
+    """A validation.csv without the turn columns gets them from turns.csv, or from its
+    sentinel.csv with each prompt's prediction rebuilt from profile.json and traces.jsonl."""
+    from measure.eval.predict import predict_greedy, predict_ppd
+    from measure.eval.repeat import PPDConfig
+    from ppdmodel.cost_profile import parse_cost_profile
+    from tests.ppdmodel.profiles import minimal_profile
+
     summary = _load("validate_summary")
-    ppd = "ppd d_bar=2 k=1 main single"
+    config = PPDConfig(d_bar=2, k=1)
+    rows = pd.DataFrame({"method": ["greedy", config.label], "speedup_predicted": [1.0, 0.84]})
+    assert summary.with_turns(rows, tmp_path)["speedup_turns"].isna().all()  # nothing to read
+    # two prompts: 5 tokens, 2 of 4 matched; 3 tokens, none matched
+    traces = [{"d_bar": 2, "k": 1, "early_head": "main", "backend": "single",
+               "m": [1, 0, 1, 0], "tokens": [1] * 5},
+              {"d_bar": 2, "k": 1, "early_head": "main", "backend": "single",
+               "m": [0, 0], "tokens": [1] * 3}]  # fmt: skip
+    (tmp_path / "traces.jsonl").write_text("\n".join(json.dumps(t) for t in traces) + "\n")
+    (tmp_path / "profile.json").write_text(json.dumps(minimal_profile(d=4)))
+    profile = parse_cost_profile(minimal_profile(d=4))
+    runs = [SimpleNamespace(m=t["m"], tokens=t["tokens"]) for t in traces]
+    greedy, ppd = predict_greedy(profile, runs), predict_ppd(profile, runs, config)
+    ratios = [g / m for g, m in zip(greedy.per_run_s, ppd.per_run_s, strict=True)]
     events = [("window", 0.1, "", None, None)]
     for r in (0, 1):
+        slow = 1.5 if r == 1 else 1.0  # a slow spell over round 1: both methods meet it
         for prompt in (0, 1):
-            slow = 1.5 if r == 1 else 1.0  # a slow spell over round 1: both methods meet it
+            greedy_s = slow * (1.0 + prompt)
+            ppd_s = greedy_s / ratios[prompt] / 1.1
             events += [
-                ("run", slow * 1.0, "greedy", r, prompt),
-                ("run", slow * 1.25, ppd, r, prompt),
+                ("run", greedy_s, "greedy", r, prompt),
+                ("run", ppd_s, config.label, r, prompt),
             ]
     pd.DataFrame(events, columns=["kind", "seconds", "method", "round", "prompt"]).to_csv(
         tmp_path / "sentinel.csv", index=False
     )
-    rows = pd.DataFrame({"method": ["greedy", ppd], "speedup_predicted": [1.0, 0.84]})
-    got = summary.with_turns(rows, tmp_path)
-    assert got["speedup_turns"].iloc[1] == pytest.approx(0.8)
-    assert got["speedup_turns_rel_err"].iloc[1] == pytest.approx(0.84 / 0.8 - 1)
+    got = summary.with_turns(rows, tmp_path)  # every turn measured 1.1x its prediction
+    assert got["speedup_turns"].iloc[1] == pytest.approx(0.84 * 1.1)
+    assert got["speedup_turns_rel_err"].iloc[1] == pytest.approx(1 / 1.1 - 1)
+    assert got["speedup_turns_coverage"].iloc[1] == pytest.approx(1 - 2 / 2**4)
     assert got["speedup_turns"].isna().iloc[0]  # greedy's row
-    assert summary.with_turns(rows, tmp_path / "none")["speedup_turns"].isna().all()
+    table = summary.turns_from_sentinel(tmp_path)
+    table.to_csv(tmp_path / "turns.csv", index=False)  # what ppd validate now writes
+    (tmp_path / "sentinel.csv").unlink()
+    again = summary.with_turns(rows, tmp_path)
+    assert again["speedup_turns"].iloc[1] == pytest.approx(0.84 * 1.1)
 
 
 def test_paired_errors_recomputes_a_folder(tmp_path):

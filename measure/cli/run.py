@@ -587,6 +587,7 @@ def _validate(args) -> int:
     result.table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
     result.terms.to_csv(out / "terms.csv", index=False)
+    result.turn_table().to_csv(out / "turns.csv", index=False)
     summary = result.summary()
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if result.interleaved_profile is not None:
@@ -665,7 +666,8 @@ def _validate(args) -> int:
         if paired:
             print(f"paired with the sentinel ({_sentinel_note(summary)}): " + "; ".join(paired))
     print(
-        f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, traces.jsonl, "
+        f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, turns.csv, "
+        "traces.jsonl, "
         "waterfall.png, predicted_vs_measured.png, layer_times.png"
         + (
             ", profile_interleaved.json, sentinel.csv"
@@ -775,21 +777,32 @@ def _sentinel_note(summary: dict) -> str:
 
 
 def turns_line(summary: dict, repeats: int) -> str:
-    """The speed-ups read turn by turn (``measure.eval.turn_speedup``), in one line."""
+    """The speed-ups judged turn by turn (``measure.eval.turn_speedup``), in one line."""
     needed = summary["speedup_turns_rounds_for_target"]
+    coverage = summary["speedup_turns_coverage"]
+    if needed is None:
+        width = (f"too few turns for a 95 % interval (the measured range covers "
+                 f"{100 * coverage:.0f} %: 6 turns or more reach 95 %)")  # fmt: skip
+    else:
+        width = (f"measured to +-{100 * summary['speedup_turns_half_width_max']:.1f} % at worst"
+                 + (f" (about --repeats {needed} would pin every one to +-"
+                    f"{100 * TARGET_HALF_WIDTH:g} %)" if needed > repeats else ""))  # fmt: skip
     return (
-        "speed-ups read turn by turn (each prompt's run against greedy's beside it): median "
-        f"|error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f} %, worst "
-        f"{100 * summary['speedup_turns_worst_abs_rel_err']:.1f} %; predicted inside the "
-        f"measured 95 % interval for {summary['speedup_turns_inside']} of "
-        f"{summary['speedup_turns_with_interval']}; measured to +-"
-        f"{100 * summary['speedup_turns_half_width_max']:.1f} % at worst"
-        + (f" (about --repeats {needed} would pin every one to +-"
-           f"{100 * TARGET_HALF_WIDTH:g} %)" if needed > repeats else "")
-    )  # fmt: skip
+        "speed-ups judged turn by turn (each prompt's run against greedy's beside it and its "
+        f"own prediction): median |error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f}"
+        f" %, worst {100 * summary['speedup_turns_worst_abs_rel_err']:.1f} %; predicted inside "
+        f"the measured interval for {summary['speedup_turns_inside']} of "
+        f"{summary['speedup_turns_with_interval']}; {width}"
+    )
 
 
 def _drift_note(summary: dict, prefix: str = "") -> str:
     """ ", with the machine's drift while timed: log-sd 15.9 %" where the profile recorded one."""
     sd = summary.get(f"{prefix}machine_drift_log_sd")
-    return "" if sd is None else f", with the machine's drift while timed: log-sd {100 * sd:.1f} %"
+    floor = summary.get(f"{prefix}machine_drift_floor_log_sd")
+    if sd is None:
+        return ""
+    note = f", with the machine's drift while timed: log-sd {100 * sd:.1f} %"
+    if floor is not None and floor > sd:
+        note += f" (the intervals carry the machine's floor, {100 * floor:.1f} %)"
+    return note

@@ -79,6 +79,8 @@ class Prediction:
     the runs' own m_t are replayed, so p adds no spread); None: the profile kept no samples."""
     sharing: SharingFactors | None = None
     """The shared-device factors the costs apply and their source (PPD only)."""
+    per_run_s: tuple[float, ...] = ()
+    """The closed form of each run, in the order given (they sum to ``closed_form_s``)."""
 
     def terms(self) -> dict[str, float]:
         """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
@@ -124,6 +126,7 @@ def predict_ppd(
     end = last_pass_excess_s(costs, d=d, config=config, early_head=placement)
     closed = simulated = cuts = 0.0
     tokens = matches = 0
+    per_run = []
     replicates = profile.cost_replicates(
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
@@ -136,7 +139,8 @@ def predict_ppd(
         shape = dict(d=d, d_bar=config.d_bar, k=config.k, costs=costs)
         cut = end if _hit_limit(m, max_new_tokens) else 0.0
         cuts += cut
-        closed += trace_latency_seconds(m=m, early_head=placement, **shape) - cut
+        per_run.append(trace_latency_seconds(m=m, early_head=placement, **shape) - cut)
+        closed += per_run[-1]
         sim_config = sim.SimConfig(
             ell=len(m) + 1,
             matches=sim.Replay(m),
@@ -155,6 +159,7 @@ def predict_ppd(
         closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
         backend=config.backend, interval=interval,
         sharing=profile.sharing(config.backend, config.k, config.early_head),
+        per_run_s=tuple(per_run),
     )  # fmt: skip
 
 
@@ -184,6 +189,7 @@ def predict_greedy(profile: CostProfile, runs, backend: str = GREEDY_BACKEND) ->
     costs = profile.greedy_costs(backend, d_bar=default_d_bar(d))
     closed = simulated = 0.0
     tokens = 0
+    per_run = []
     replicates = profile.cost_replicates(backend, d_bar=default_d_bar(d), greedy=True)
     ells = [len(run.tokens) for run in runs]
     interval = None
@@ -192,11 +198,12 @@ def predict_greedy(profile: CostProfile, runs, backend: str = GREEDY_BACKEND) ->
                                 for c in replicates])  # fmt: skip
     for run in runs:
         ell = len(run.tokens)
-        closed += greedy_latency_seconds(d=d, ell=ell, costs=costs)
+        per_run.append(greedy_latency_seconds(d=d, ell=ell, costs=costs))
+        closed += per_run[-1]
         config = sim.SimConfig(
             d=d, d_bar=default_d_bar(d), k=1, ell=ell, costs=costs, schedule="greedy"
         )
         simulated += sim.simulate(config).latency_s
         tokens += ell
     return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs), backend=backend,
-                      interval=interval)  # fmt: skip
+                      interval=interval, per_run_s=tuple(per_run))  # fmt: skip

@@ -1,4 +1,4 @@
-"""A measured speed-up read turn by turn: each prompt's PPD run against greedy's beside it.
+"""A speed-up judged turn by turn: each prompt's PPD run against greedy's beside it.
 
 ``ppd validate`` reports a measured speed-up as greedy's median seconds over its rounds divided
 by the method's (``JudgedResult.speedup_measured``). The two medians come from different
@@ -7,23 +7,23 @@ moments, and a shared machine changes speed in spells of seconds to minutes
 speed-up moved by 10-15 points between four validations of the same code (issue 24).
 
 Greedy and every method decode prompt i of round r one after the other (turns by prompt,
-``measure.eval.repeat``), seconds apart. ``turn_speedup`` divides greedy's seconds by the
-method's within each such turn and takes the Hodges-Lehmann estimate of the logs of those
-ratios (the median of all pairwise means, Walsh averages): robust to a run that met a stall,
-nearly as efficient as the mean where none did. Its interval is the distribution-free one that
-goes with that estimate (the Walsh averages at the signed-rank statistic's critical ranks,
-assuming only that the log ratios scatter symmetrically about their centre; it covers at least
-``level``): the measurement's own uncertainty, which tells a user whether a second validation
-can agree to within a few points at all (``rounds_for``).
+``measure.eval.repeat``), seconds apart. ``turn_log_errors`` takes, for each such turn, the
+log of the measured ratio (greedy's seconds over the method's) over the predicted ratio of
+the same prompt (greedy's predicted seconds over the method's, ``Prediction.per_run_s``):
+prompts differ in length and in match rate, so only the prompt's own prediction is a fair
+reference. ``read_turns`` takes the Hodges-Lehmann estimate of those errors (the median of all
+pairwise means, Walsh averages: robust to a run that met a stall, nearly as efficient as the
+mean where none did) and the distribution-free interval that goes with it: the Walsh averages
+at the signed-rank statistic's critical ranks, exact up to ``EXACT_TURNS`` turns and normal
+beyond. It assumes the turns' errors independent and scattered symmetrically about one
+centre, and covers ``coverage`` (at least ``level`` from 6 turns on; fewer cannot reach 95 %).
+``TurnReading.ratio`` (measured over predicted) then gives the measured speed-up on the
+prediction's own weighting of the prompts, speedup_predicted x ratio, with its interval: the
+measurement's own uncertainty, which tells a user whether a second validation can agree to
+within a few points at all (``rounds_for``).
 
-Recomputed from the stored per-turn seconds of the 8 turns-by-prompt validations (4 per model)
-of 2026-11-27 (8 PPD configurations each, 3 held-out prompts, 3 rounds; ``python
-benchmarks/validate_summary.py FOLDER1 ... FOLDER4``), one configuration's speed-up error
-changed over the four runs by a median 10.2 points on SmolLM2 and 6.2 on small-wide-vocab,
-against 13.8 and 9.2 for the ratio of medians; the intervals (9 turns) were +-7 % (SmolLM2) and
-+-12 % (small-wide-vocab) wide on average, and held the predicted speed-up in 27 and 32 of 32.
 A drift that lasts a whole turn cancels; one that starts inside a run does not. With turns by
-run (``--turns runs``) the ratio pairs runs timed a method apart: still valid, less paired.
+run (``--turns runs``) a turn pairs runs timed a method apart: still valid, less paired.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ import numpy as np
 from ppdmodel.intervals import LEVEL, check_level
 from ppdmodel.validation import as_int, as_real
 
+TURN_COLUMNS = ("speedup_turns", "speedup_turns_low", "speedup_turns_high",
+                "speedup_turns_rel_err", "speedup_turns_coverage")  # fmt: skip
+"""The columns a turn reading adds to ``ppd validate``'s table (``measure.eval.validate``)."""
 EXACT_TURNS = 60
 """Up to this many turns the interval uses the signed-rank statistic's exact law."""
 TARGET_HALF_WIDTH = 0.025
@@ -47,66 +50,117 @@ known to +-2.5 % differ by about 3.5 % or less, 19 times in 20 (within issue 24'
 def hodges_lehmann(values) -> float:
     """The median of the Walsh averages (x_i + x_j) / 2, i <= j, of ``values`` (one or more
     finite numbers): the Hodges-Lehmann estimate of their centre."""
+    return float(np.median(_walsh(_finite("values", values))))
+
+
+def _finite(name: str, values) -> np.ndarray:
     x = np.asarray(values, dtype=float).ravel()
     if x.size == 0 or not np.all(np.isfinite(x)):
-        raise ValueError(f"values must be one or more finite numbers, got {x!r:.80}")
+        raise ValueError(f"{name} must be one or more finite numbers, got {x!r:.80}")
+    return x
+
+
+def _walsh(x: np.ndarray) -> np.ndarray:
     i, j = np.triu_indices(x.size)
-    return float(np.median((x[i] + x[j]) / 2))
+    return (x[i] + x[j]) / 2
 
 
 @dataclass(frozen=True)
-class TurnSpeedup:
-    """Greedy's seconds over the method's, turn by turn: estimate and interval."""
+class TurnReading:
+    """Measured over predicted speed-up, turn by turn: estimate and interval (ratios)."""
 
-    speedup: float
-    """exp(Hodges-Lehmann of the turns' log ratios)."""
+    ratio: float
+    """exp(Hodges-Lehmann of the turns' log errors): measured / predicted speed-up."""
     low: float
     high: float
-    """The interval over the turns (module docstring), at least ``level``."""
+    """The interval's ends (module docstring)."""
     turns: int
     """Turns behind it (prompts x rounds)."""
+    coverage: float
+    """The interval's coverage under the module's assumptions (exact up to ``EXACT_TURNS``
+    turns, approximate beyond)."""
     level: float = LEVEL
+    """The coverage asked for."""
 
     @property
     def half_width(self) -> float:
         """Half the interval's width relative to the estimate."""
-        return (self.high - self.low) / (2 * self.speedup)
+        return (self.high - self.low) / (2 * self.ratio)
+
+    @property
+    def short(self) -> bool:
+        """Too few turns for an interval of ``level`` (coverage below it by more than the
+        normal approximation's rounding)."""
+        return self.coverage < self.level - 0.005
 
 
-def turn_ratios(greedy_results, method_results) -> np.ndarray:
-    """Greedy's ``wall_s`` / the method's for every (round, prompt) both hold
-    (``TimedMethod.results``: ``results[r][i]``); ValueError when no turn has two positive
-    times."""
-    ratios = []
-    for g_runs, m_runs in zip(greedy_results, method_results, strict=False):
-        for g, m in zip(g_runs, m_runs, strict=False):
-            if g.wall_s > 0 and m.wall_s > 0:
-                ratios.append(g.wall_s / m.wall_s)
-    if not ratios:
+def turn_log_errors(greedy_results, method_results, predicted) -> np.ndarray:
+    """log(measured ratio / predicted ratio) for every turn: ``greedy_results[r][i].wall_s`` /
+    ``method_results[r][i].wall_s`` (``TimedMethod.results``) over ``predicted[i]``, prompt
+    i's predicted greedy seconds over the method's (``log_errors``); ValueError when the
+    shapes differ."""
+    predicted = np.asarray(predicted, dtype=float).ravel()
+    if predicted.size == 0 or not np.all(np.isfinite(predicted) & (predicted > 0)):
+        raise ValueError(f"predicted must be positive finite ratios, one per prompt, got "
+                         f"{predicted!r:.80}")  # fmt: skip
+    if len(greedy_results) != len(method_results):
+        raise ValueError(f"greedy and the method must have the same rounds, got "
+                         f"{len(greedy_results)} and {len(method_results)}")  # fmt: skip
+    g, m, ratio = [], [], []
+    for g_runs, m_runs in zip(greedy_results, method_results, strict=True):
+        if not len(g_runs) == len(m_runs) == predicted.size:
+            raise ValueError(f"every round must hold one run per prompt ({predicted.size}), got "
+                             f"{len(g_runs)} and {len(m_runs)}")  # fmt: skip
+        g += [run.wall_s for run in g_runs]
+        m += [run.wall_s for run in m_runs]
+        ratio += list(predicted)
+    return log_errors(g, m, ratio)
+
+
+def log_errors(greedy_s, method_s, predicted_ratio) -> np.ndarray:
+    """log(greedy_s / method_s / predicted_ratio), element by element (one per turn), leaving
+    out turns with a non-positive or non-finite time; ValueError when none is left."""
+    g, m, r = (np.asarray(x, dtype=float).ravel() for x in (greedy_s, method_s, predicted_ratio))
+    if not g.size == m.size == r.size:
+        raise ValueError(f"greedy_s, method_s and predicted_ratio must have one value per turn, "
+                         f"got {g.size}, {m.size} and {r.size}")  # fmt: skip
+    keep = np.isfinite(g) & np.isfinite(m) & (g > 0) & (m > 0)
+    if not keep.any():
         raise ValueError("no turn has both a greedy and a method run with positive seconds")
-    return np.asarray(ratios)
+    return np.log(g[keep] / m[keep] / r[keep])
 
 
-def turn_speedup(ratios, *, level: float = LEVEL) -> TurnSpeedup:
-    """The turn speed-up of ``ratios`` (greedy / method seconds per turn, ``turn_ratios``) with
-    its interval (module docstring); a single turn gives a point."""
-    values = np.asarray(ratios, dtype=float).ravel()
-    if values.size == 0 or not np.all(np.isfinite(values) & (values > 0)):
-        raise ValueError(f"ratios must be one or more positive finite numbers, got {ratios!r:.80}")
-    logs = np.log(values)
+def read_turn_table(table, *, level: float = LEVEL) -> dict:
+    """{method: TurnReading} of a turn table (``ProfileValidation.turn_table``, ``turns.csv``:
+    ``method``, ``seconds``, ``greedy_seconds``, ``predicted_ratio`` per turn)."""
+    missing = {"method", "seconds", "greedy_seconds", "predicted_ratio"} - set(table.columns)
+    if missing:
+        raise ValueError(f"the turn table lacks the columns {sorted(missing)}")
+    return {
+        method: read_turns(log_errors(rows["greedy_seconds"], rows["seconds"],
+                                      rows["predicted_ratio"]), level=level)
+        for method, rows in table.groupby("method", sort=False)
+    }  # fmt: skip
+
+
+def read_turns(log_errors, *, level: float = LEVEL) -> TurnReading:
+    """The turn reading of ``log_errors`` (``turn_log_errors``): Hodges-Lehmann estimate and
+    signed-rank interval (module docstring); a single turn gives a point of coverage 0."""
+    logs = _finite("log_errors", log_errors)
     level = check_level(level)
-    i, j = np.triu_indices(logs.size)
-    walsh = np.sort((logs[i] + logs[j]) / 2)
-    c = _rank_bound(logs.size, level)
-    low, centre, high = walsh[c], float(np.median(walsh)), walsh[walsh.size - 1 - c]
-    return TurnSpeedup(math.exp(centre), math.exp(low), math.exp(high), int(logs.size), level)
+    walsh = np.sort(_walsh(logs))
+    c, coverage = _rank_bound(logs.size, level)
+    centre = hodges_lehmann(logs)
+    low, high = walsh[c], walsh[walsh.size - 1 - c]
+    return TurnReading(math.exp(centre), math.exp(low), math.exp(high), int(logs.size),
+                       coverage, level)  # fmt: skip
 
 
-def _rank_bound(n: int, level: float) -> int:
-    """The 0-based rank c of the interval's lower end among the n (n + 1) / 2 sorted Walsh
-    averages: the largest c with P(T <= c) <= (1 - level) / 2 for the signed-rank statistic T
-    under symmetry (exact up to ``EXACT_TURNS`` turns, normal beyond); 0 when even the outer
-    averages cover less than ``level`` (then the interval is their whole range)."""
+def _rank_bound(n: int, level: float) -> tuple[int, float]:
+    """(c, coverage): c the 0-based rank of the interval's lower end among the n (n + 1) / 2
+    sorted Walsh averages, the largest with P(T <= c) <= (1 - level) / 2 for the signed-rank
+    statistic T (0 when none is: the interval is then their whole range), and the interval's
+    coverage 1 - 2 P(T <= c) - exact up to ``EXACT_TURNS`` turns, normal beyond."""
     total = n * (n + 1) // 2
     tail = (1 - level) / 2
     if n <= EXACT_TURNS:
@@ -116,20 +170,22 @@ def _rank_bound(n: int, level: float) -> int:
             dist[r:] = (dist[r:] + dist[:-r].copy()) / 2
             dist[:r] /= 2
         cdf = np.cumsum(dist)
-        below = int(np.searchsorted(cdf, tail * (1 + 1e-12), side="right"))
-    else:
-        sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-        z = NormalDist().inv_cdf(1 - tail)
-        below = int(math.floor(total / 2 - z * sd + 0.5))  # (the same count, approximately)
-    return max(0, min(below - 1, (total - 1) // 2))
+        c = max(0, int(np.searchsorted(cdf, tail * (1 + 1e-12), side="right")) - 1)
+        c = min(c, (total - 1) // 2)
+        return c, float(max(0.0, 1 - 2 * cdf[c]))
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    normal = NormalDist(total / 2, sd)
+    c = max(0, int(math.floor(total / 2 - NormalDist().inv_cdf(1 - tail) * sd + 0.5)) - 1)
+    return c, float(1 - 2 * normal.cdf(c + 0.5))
 
 
-def rounds_for(measured: TurnSpeedup, rounds: int, *,
-               target: float = TARGET_HALF_WIDTH) -> int:  # fmt: skip
-    """Rounds that would narrow ``measured`` (taken over ``rounds`` rounds) to ``target``
-    relative half-width, were its turns independent (width ~ 1 / sqrt(turns)); at least 1."""
+def rounds_for(reading: TurnReading, rounds: int, *,
+               target: float = TARGET_HALF_WIDTH) -> int | None:  # fmt: skip
+    """Rounds that would narrow ``reading`` (taken over ``rounds`` rounds) to ``target``
+    relative half-width, were its turns independent (width ~ 1 / sqrt(turns)); at least 1;
+    None for a reading of too few turns to have an interval (``TurnReading.short``)."""
     rounds = as_int("rounds", rounds, minimum=1)
     target = as_real("target", target, strict=True)
-    if measured.half_width <= 0:
-        return 1
-    return max(1, math.ceil(rounds * (measured.half_width / target) ** 2 - 1e-9))
+    if reading.short:
+        return None
+    return max(1, math.ceil(rounds * (reading.half_width / target) ** 2 - 1e-9))

@@ -32,7 +32,13 @@ from measure.eval.paired import SentinelTimeline, paired_rel_err
 from measure.eval.predict import Prediction, predict_greedy, predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
-from measure.eval.turn_speedup import TurnSpeedup, rounds_for, turn_ratios, turn_speedup
+from measure.eval.turn_speedup import (
+    TURN_COLUMNS,
+    TurnReading,
+    read_turns,
+    rounds_for,
+    turn_log_errors,
+)
 from measure.eval.verdict import agreement, verdict_line
 from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
@@ -78,10 +84,7 @@ TABLE_COLUMNS = (
     "paired_rel_err",
     "interleaved_paired_rel_err",
     "sharing",
-    "speedup_turns",
-    "speedup_turns_low",
-    "speedup_turns_high",
-    "speedup_turns_rel_err",
+    *TURN_COLUMNS,
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -104,9 +107,11 @@ prompt's moved to the machine speed it was priced at by the sentinel read around
 ``sharing``: the shared-device factors a PPD row's prediction applied and their source
 (``ppdmodel.cost_profile.SharingFactors.describe``: on a ``dist`` profile with pair factors,
 main's and the batch's own at the row's k, or the nearest measured k).
-``speedup_turns`` (PPD rows; empty elsewhere): the measured speed-up read turn by turn, each
-prompt's run against greedy's of the same round (``measure.eval.turn_speedup``), with its 95 %
-interval (``_low`` / ``_high``) and ``speedup_turns_rel_err``: speedup_predicted / it - 1."""
+``speedup_turns`` (PPD rows; empty elsewhere): the measured speed-up judged turn by turn, each
+prompt's run against greedy's of the same round and against that prompt's own prediction
+(``measure.eval.turn_speedup``: speedup_predicted x the turns' measured / predicted ratio), with
+its interval (``_low`` / ``_high``, covering ``speedup_turns_coverage``: 95 % from 6 turns on)
+and ``speedup_turns_rel_err``: speedup_predicted / it - 1."""
 
 
 @dataclass
@@ -125,8 +130,8 @@ class ConfigResult(JudgedResult):
     """The prediction from the probes interleaved with the rounds (``--interleave-probes``)."""
     interleaved_greedy: Prediction | None = None
     """Greedy's, from the same probes."""
-    turns: TurnSpeedup | None = None
-    """The measured speed-up read turn by turn (``measure.eval.turn_speedup``)."""
+    turns: TurnReading | None = None
+    """Measured over predicted speed-up, turn by turn (``measure.eval.turn_speedup``)."""
 
     @property
     def predicted_s(self) -> float:
@@ -237,6 +242,24 @@ class ProfileValidation:
             interleaved_paired_rel_err=err(interleaved, self.interleaved_profile),
         )
 
+    def turn_table(self) -> pd.DataFrame:
+        """Every turn of every PPD configuration (``turns.csv``): ``method``, ``round``,
+        ``prompt``, ``seconds`` and ``greedy_seconds`` (the two runs of that turn) and
+        ``predicted_ratio`` (that prompt's predicted greedy seconds over the method's): what
+        ``measure.eval.turn_speedup`` judges, kept so a reading can be recomputed."""
+        rows = []
+        greedy = self.timing.greedy.results
+        for r in self.results:
+            ratios = [g / m for g, m in zip(r.greedy_predicted.per_run_s, r.predicted.per_run_s,
+                                            strict=True)]  # fmt: skip
+            for round_, runs in enumerate(self.timing.ppd[r.config].results):
+                for i, run in enumerate(runs):
+                    rows.append(dict(method=r.config.label, round=round_, prompt=i,
+                                     seconds=run.wall_s, greedy_seconds=greedy[round_][i].wall_s,
+                                     predicted_ratio=ratios[i]))  # fmt: skip
+        columns = ["method", "round", "prompt", "seconds", "greedy_seconds", "predicted_ratio"]
+        return pd.DataFrame(rows, columns=columns)
+
     def sentinel_table(self) -> pd.DataFrame:
         """The sentinel's timeline (``--interleave-probes``; empty otherwise): in order, each
         window (``kind`` "window", ``seconds`` its median step layers) and each judged piece
@@ -319,6 +342,7 @@ class ProfileValidation:
                                    for r in self.results),
             "with_interval": sum(r.predicted.interval is not None for r in self.results),
             "machine_drift_log_sd": _drift_log_sd(self.profile),
+            "machine_drift_floor_log_sd": _drift_floor(self.profile),
             **self._speedup_summary(),
             **self._interleaved_summary(),
         }  # fmt: skip
@@ -334,20 +358,22 @@ class ProfileValidation:
         }
 
     def _turn_summary(self) -> dict:
-        """The speed-ups read turn by turn (``measure.eval.turn_speedup``): their errors, how
-        many predicted speed-ups fall inside the measured interval, the widest interval's
-        relative half-width and the rounds that would narrow every one to +-2.5 %."""
-        read = [(r.turns, r.speedup_predicted) for r in self.results if r.turns is not None]
+        """The speed-ups judged turn by turn (``measure.eval.turn_speedup``): their errors, how
+        many predicted speed-ups fall inside the measured interval, the interval's coverage,
+        the widest one's relative half-width and the rounds that would narrow every one to
+        +-2.5 % (None with too few turns for an interval)."""
+        read = [r.turns for r in self.results if r.turns is not None]
         if not read:
             return {}
-        errors = pd.Series([pred / t.speedup - 1 for t, pred in read], dtype=float)
-        rounds = self.timing.greedy.spread.n
+        errors = pd.Series([1 / t.ratio - 1 for t in read], dtype=float)
+        rounds = [rounds_for(t, self.timing.greedy.spread.n) for t in read]
         return {
             **_error_summary(errors, "speedup_turns_"),
-            "speedup_turns_inside": sum(t.low <= pred <= t.high for t, pred in read),
+            "speedup_turns_inside": sum(bool(t.low <= 1 <= t.high) for t in read),
             "speedup_turns_with_interval": len(read),
-            "speedup_turns_half_width_max": max(t.half_width for t, _ in read),
-            "speedup_turns_rounds_for_target": max(rounds_for(t, rounds) for t, _ in read),
+            "speedup_turns_coverage": min(t.coverage for t in read),
+            "speedup_turns_half_width_max": max(t.half_width for t in read),
+            "speedup_turns_rounds_for_target": None if None in rounds else max(rounds),
         }
 
     def _interleaved_summary(self) -> dict:
@@ -460,11 +486,17 @@ def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas
 
 
 def _drift_log_sd(profile: CostProfile) -> float | None:
-    """The log-spread of the machine's speed that ``profile``'s intervals carry: its windows'
-    or the machine's floor, the larger (``measure.profile.drift``); None for a profile that
-    did not record it."""
+    """The log-spread of the machine's speed while ``profile`` was timed (its intervals carry
+    it, or the machine's floor if larger: ``measure.profile.drift``), or None for a profile
+    that did not record it."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
-    return None if drift is None else drift.applied_log_sd
+    return None if drift is None else drift.log_sd
+
+
+def _drift_floor(profile: CostProfile) -> float | None:
+    """The machine's drift floor ``profile`` was measured with, or None without one."""
+    drift = MachineDrift.from_dict(profile.data.get("machine"))
+    return drift.floor_log_sd if drift is not None and drift.floor_log_sd > 0 else None
 
 
 def _sentinel_reference(profile: CostProfile, threads: int) -> float | None:
@@ -475,14 +507,14 @@ def _sentinel_reference(profile: CostProfile, threads: int) -> float | None:
     return drift.median_s if drift is not None and drift.threads == threads else None
 
 
-def _turn_columns(turns: TurnSpeedup | None, predicted: float) -> dict:
+def _turn_columns(turns: TurnReading | None, predicted: float) -> dict:
     """The ``speedup_turns*`` columns of a PPD row (NaN without a turn reading)."""
     if turns is None:
-        return dict.fromkeys(("speedup_turns", "speedup_turns_low", "speedup_turns_high",
-                              "speedup_turns_rel_err"), float("nan"))  # fmt: skip
-    return dict(speedup_turns=turns.speedup, speedup_turns_low=turns.low,
-                speedup_turns_high=turns.high,
-                speedup_turns_rel_err=predicted / turns.speedup - 1)  # fmt: skip
+        return dict.fromkeys(TURN_COLUMNS, float("nan"))
+    return dict(speedup_turns=predicted * turns.ratio, speedup_turns_low=predicted * turns.low,
+                speedup_turns_high=predicted * turns.high,
+                speedup_turns_rel_err=1 / turns.ratio - 1,
+                speedup_turns_coverage=turns.coverage)  # fmt: skip
 
 
 def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
@@ -620,7 +652,20 @@ def validate(
                 greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
                 terms=term_check(profile, config, method.runs),
-                turns=turn_speedup(turn_ratios(timing.greedy.results, method.results)),
+                turns=read_turns(
+                    turn_log_errors(
+                        timing.greedy.results,
+                        method.results,
+                        [
+                            g / m
+                            for g, m in zip(
+                                greedy_preds[config.backend].per_run_s,
+                                predicted.per_run_s,
+                                strict=True,
+                            )
+                        ],
+                    )
+                ),  # fmt: skip
                 **again,
             )
         )

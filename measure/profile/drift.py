@@ -29,7 +29,8 @@ had intervals of +-2-4 %, and 5 of its 10 configurations measured outside them b
 (issue 24). ``floor_log_sd`` (``ppd measure profile --drift-floor``) is the machine's own drift
 over minutes, measured once apart from any profile (``benchmarks/machine_drift.py`` prints it:
 the log-sd of its 80 s windows' medians, 0.10 on the VM); the factors then use the larger of
-the two (``applied_log_sd``).
+the two (``applied_log_sd``). The interleaved probes' profile (``measure.eval.interleaved``)
+takes none: its windows sit beside the runs it prices.
 """
 
 from __future__ import annotations

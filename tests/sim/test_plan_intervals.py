@@ -146,9 +146,11 @@ def test_merged_flags_keep_every_value_with_its_option(tmp_path, monkeypatch):
     args = build_parser().parse_args(shlex.split(validate_command(merged, prompts="q.jsonl"))[1:])
     assert args.d_bar == [15, 22] and args.k == [1, 3] and args.draft_tokens == [1]
     assert merge_flags([ppd, None]) is None
-    head = [*ppd, "--head-dir", "HEAD_DIR"]
+    head = [*ppd, "--head-dir", "HEAD_DIR_translator_L15"]
     assert merge_flags([head, other]) is None  # one head for every PPD configuration
     assert merge_flags([head, early]) == (*head, *early)
+    other_head = [*other, "--head-dir", "HEAD_DIR_translator_L22"]
+    assert merge_flags([head, other_head]) is None  # a head serves one layer
     with pytest.raises(ValueError, match="flags must pair each option with one value"):
         merge_flags([["--k"]])
     with pytest.raises(ValueError, match="flag_lists must be a sequence of flag lists"):
@@ -163,6 +165,17 @@ def test_validate_flags_per_method_and_verdict_without_rivals(tmp_path):
     tensor_parallel = row.copy()
     tensor_parallel["tp_main"] = 2
     assert validate_flags(tensor_parallel) is None  # ppd validate runs one process per side
+    # greedy against two close rivals, one that ppd validate cannot time: the command times
+    # the other and names the untimed one
+    greedy = rows["greedy"].copy()
+    for r, (low, high) in ((greedy, (1.0, 1.0)), (row, (0.95, 1.05)),
+                           (tensor_parallel, (0.9, 1.1))):  # fmt: skip
+        r["speedup_low"], r["speedup_high"], r["speedup"] = low, high, (low + high) / 2
+    names = {id(greedy): "greedy", id(row): "ppd", id(tensor_parallel): "tp"}
+    v = verdict(greedy, [tensor_parallel, row], "x", lambda r: names[id(r)])
+    assert v.too_close and v.rival == "tp" and v.untimed == ("tp",)
+    assert v.validate_flags == tuple(validate_flags(row))
+    assert verdict(tensor_parallel, [row], "x", lambda r: names[id(r)]).validate_flags is None
     alone = verdict(row, [], "x", lambda r: "cfg")
     assert alone.rival == "" and "nothing to compare" in alone.text
     assert isinstance(alone.recommended_speedup, Interval)

@@ -69,12 +69,14 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     assert "no --profile given: measuring one first" in out
     assert "0 parameters fitted" in out and out.count("verdict: ppd d_bar=") == 4
     assert "largest gap between a block timed in the runs and the profile's price" in out
-    assert "speed-ups read turn by turn (each prompt's run against greedy's beside it)" in out
+    assert "speed-ups judged turn by turn (each prompt's run against greedy's beside it" in out
+    assert "too few turns for a 95 % interval (the measured range covers 88 %" in out  # 4 turns
     for name in (
         "profile.json",
         "validation.csv",
         "waterfalls.csv",
         "terms.csv",
+        "turns.csv",
         "traces.jsonl",
         "waterfall.png",
         "predicted_vs_measured.png",
@@ -86,7 +88,12 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     assert set(table["agreement"]) <= {"within 5 %", "5-15 %", "poor"}
     assert (table["rounds"] == 2).all() and table["exact"].all()
     ppd = table.iloc[1:]  # 2 rounds x 2 prompts = 4 turns: the interval is their whole range
-    assert (ppd["speedup_turns_low"] <= ppd["speedup_turns_high"]).all()
+    assert (ppd["speedup_turns_low"] <= ppd["speedup_turns"]).all()
+    assert (ppd["speedup_turns"] <= ppd["speedup_turns_high"]).all()
+    assert ppd["speedup_turns_coverage"].tolist() == [0.875] * 4  # 1 - 2 / 2^4
+    assert ppd["speedup_turns_rel_err"].tolist() == pytest.approx(
+        (ppd["speedup_predicted"] / ppd["speedup_turns"] - 1).tolist()
+    )
     again = tmp_path / "again"  # the saved profile is read back, not measured again
     argv += ["--k", "1", "--profile", str(tmp_path / "profile.json"), "--out", str(again)]
     argv += ["--accept-wide-prices"]  # 3 rounds on a loaded machine may leave a price wide
