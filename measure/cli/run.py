@@ -792,7 +792,9 @@ def turns_line(summary: dict, repeats: int) -> str:
         f"own prediction): median |error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f}"
         f" %, worst {100 * summary['speedup_turns_worst_abs_rel_err']:.1f} %; predicted inside "
         f"the measured interval for {summary['speedup_turns_inside']} of "
-        f"{summary['speedup_turns_with_interval']}; {width}"
+        f"{summary['speedup_turns_with_interval']}, the two intervals overlapping for "
+        f"{summary['speedup_intervals_overlap']} (the predicted one from the profile's cost "
+        f"replicates); {width}"
     )
 
 

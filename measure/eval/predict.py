@@ -81,6 +81,10 @@ class Prediction:
     """The shared-device factors the costs apply and their source (PPD only)."""
     per_run_s: tuple[float, ...] = ()
     """The closed form of each run, in the order given (they sum to ``closed_form_s``)."""
+    replicate_s: tuple[float, ...] = ()
+    """The closed form under each of the profile's cost replicates (behind ``interval``; the
+    same replicates, in the same order, for greedy and PPD on one backend: a speed-up's
+    interval takes the ratio within each, ``speedup_interval``)."""
 
     def terms(self) -> dict[str, float]:
         """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
@@ -130,10 +134,10 @@ def predict_ppd(
     replicates = profile.cost_replicates(
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
-    interval = None
+    interval, drawn = None, []
     if replicates:
-        interval = interval_of([_closed_ppd(c, runs, config, d, placement, max_new_tokens)
-                                for c in replicates])  # fmt: skip
+        drawn = [_closed_ppd(c, runs, config, d, placement, max_new_tokens) for c in replicates]
+        interval = interval_of(drawn)
     for run in runs:
         m = list(run.m)
         shape = dict(d=d, d_bar=config.d_bar, k=config.k, costs=costs)
@@ -159,7 +163,7 @@ def predict_ppd(
         closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
         backend=config.backend, interval=interval,
         sharing=profile.sharing(config.backend, config.k, config.early_head),
-        per_run_s=tuple(per_run),
+        per_run_s=tuple(per_run), replicate_s=tuple(drawn),
     )  # fmt: skip
 
 
@@ -192,10 +196,11 @@ def predict_greedy(profile: CostProfile, runs, backend: str = GREEDY_BACKEND) ->
     per_run = []
     replicates = profile.cost_replicates(backend, d_bar=default_d_bar(d), greedy=True)
     ells = [len(run.tokens) for run in runs]
-    interval = None
+    interval, drawn = None, []
     if replicates:
-        interval = interval_of([sum(greedy_latency_seconds(d=d, ell=ell, costs=c) for ell in ells)
-                                for c in replicates])  # fmt: skip
+        drawn = [sum(greedy_latency_seconds(d=d, ell=ell, costs=c) for ell in ells)
+                 for c in replicates]  # fmt: skip
+        interval = interval_of(drawn)
     for run in runs:
         ell = len(run.tokens)
         per_run.append(greedy_latency_seconds(d=d, ell=ell, costs=costs))
@@ -206,4 +211,15 @@ def predict_greedy(profile: CostProfile, runs, backend: str = GREEDY_BACKEND) ->
         simulated += sim.simulate(config).latency_s
         tokens += ell
     return Prediction(closed, simulated, tokens, 0, costs, None, runs=len(runs), backend=backend,
-                      interval=interval, per_run_s=tuple(per_run))  # fmt: skip
+                      interval=interval, per_run_s=tuple(per_run),
+                      replicate_s=tuple(drawn))  # fmt: skip
+
+
+def speedup_interval(greedy: Prediction, method: Prediction) -> Interval | None:
+    """The predicted speed-up's interval: greedy's closed form over the method's within each
+    cost replicate (a cost both share, e.g. the machine's drift, cancels); None where either
+    kept no replicates or they are not the same replicates (another backend)."""
+    g, m = greedy.replicate_s, method.replicate_s
+    if not g or len(g) != len(m) or greedy.backend != method.backend:
+        return None
+    return interval_of([a / b for a, b in zip(g, m, strict=True)])

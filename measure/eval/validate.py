@@ -29,7 +29,7 @@ from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_b
 from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
 from measure.eval.paired import SentinelTimeline, paired_rel_err
-from measure.eval.predict import Prediction, predict_greedy, predict_ppd
+from measure.eval.predict import Prediction, predict_greedy, predict_ppd, speedup_interval
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.turn_speedup import (
@@ -85,6 +85,8 @@ TABLE_COLUMNS = (
     "interleaved_paired_rel_err",
     "sharing",
     *TURN_COLUMNS,
+    "speedup_predicted_low",
+    "speedup_predicted_high",
 )
 """Columns of ``ProfileValidation.table`` (one row for greedy, one per PPD configuration, one
 per early-exit method). Early-exit rows: ``predicted_s`` is the exact step accounting on the
@@ -111,7 +113,9 @@ main's and the batch's own at the row's k, or the nearest measured k).
 prompt's run against greedy's of the same round and against that prompt's own prediction
 (``measure.eval.turn_speedup``: speedup_predicted x the turns' measured / predicted ratio), with
 its interval (``_low`` / ``_high``, covering ``speedup_turns_coverage``: 95 % from 6 turns on)
-and ``speedup_turns_rel_err``: speedup_predicted / it - 1."""
+and ``speedup_turns_rel_err``: speedup_predicted / it - 1. ``speedup_predicted_low`` /
+``_high`` (PPD rows): the predicted speed-up's 95 % interval, greedy's closed form over the
+configuration's within each cost replicate (``measure.eval.predict.speedup_interval``)."""
 
 
 @dataclass
@@ -210,6 +214,7 @@ class ProfileValidation:
                      r.exact, r.interleaved)
                 | self._paired(r.predicted, r.interleaved, c)
                 | _turn_columns(r.turns, r.speedup_predicted)
+                | _speedup_band(speedup_interval(r.greedy_predicted, r.predicted))
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
         rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
@@ -370,6 +375,16 @@ class ProfileValidation:
         return {
             **_error_summary(errors, "speedup_turns_"),
             "speedup_turns_inside": sum(bool(t.low <= 1 <= t.high) for t in read),
+            "speedup_intervals_overlap": sum(
+                bool(
+                    band is not None
+                    and band.low <= r.speedup_predicted * r.turns.high
+                    and r.speedup_predicted * r.turns.low <= band.high
+                )
+                for r in self.results
+                if r.turns is not None
+                for band in [speedup_interval(r.greedy_predicted, r.predicted)]
+            ),  # fmt: skip
             "speedup_turns_with_interval": len(read),
             "speedup_turns_coverage": min(t.coverage for t in read),
             "speedup_turns_half_width_max": max(t.half_width for t in read),
@@ -505,6 +520,13 @@ def _sentinel_reference(profile: CostProfile, threads: int) -> float | None:
     timed at other threads (another sentinel)."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
     return drift.median_s if drift is not None and drift.threads == threads else None
+
+
+def _speedup_band(band) -> dict:
+    """``speedup_predicted_low`` / ``_high`` (NaN without replicates)."""
+    nan = float("nan")
+    return dict(speedup_predicted_low=band.low if band else nan,
+                speedup_predicted_high=band.high if band else nan)  # fmt: skip
 
 
 def _turn_columns(turns: TurnReading | None, predicted: float) -> dict:

@@ -91,6 +91,7 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     assert (ppd["speedup_turns_low"] <= ppd["speedup_turns"]).all()
     assert (ppd["speedup_turns"] <= ppd["speedup_turns_high"]).all()
     assert ppd["speedup_turns_coverage"].tolist() == [0.875] * 4  # 1 - 2 / 2^4
+    assert (ppd["speedup_predicted_low"] <= ppd["speedup_predicted_high"]).all()  # (finite)
     assert ppd["speedup_turns_rel_err"].tolist() == pytest.approx(
         (ppd["speedup_predicted"] / ppd["speedup_turns"] - 1).tolist()
     )

@@ -19,10 +19,12 @@ from measure.eval.plots import (  # noqa: E402
     plot_waterfalls,
 )
 from measure.eval.predict import (  # noqa: E402
+    Prediction,
     last_pass_excess_s,
     modelled_placement,
     predict_greedy,
     predict_ppd,
+    speedup_interval,
 )
 from measure.eval.repeat import PPDConfig, time_repeated  # noqa: E402
 from measure.eval.text import format_table, format_waterfall  # noqa: E402
@@ -58,6 +60,17 @@ def test_ppd_prediction_is_the_closed_form_per_trace_and_the_simulator_agrees():
     assert sum(pred.terms().values()) * pred.tokens == pytest.approx(pred.closed_form_s)
     no_limit = predict_ppd(PROFILE, RUNS, config)
     assert no_limit.closed_form_s == pytest.approx(sum(per_trace)) and no_limit.last_pass_s == 0
+    assert pred.per_run_s == pytest.approx((per_trace[0] - end, per_trace[1]))  # each prompt's
+
+
+def test_a_predicted_speedup_takes_its_ratio_within_each_replicate():
+    greedy = Prediction(3.0, 3.0, 3, 0, None, replicate_s=(2.0, 3.0, 4.0, 5.0))
+    ppd = Prediction(4.0, 4.0, 3, 1, None, replicate_s=(2.5, 3.75, 5.0, 6.25))
+    band = speedup_interval(greedy, ppd)  # a drift shared by both sides cancels: 0.8 each
+    assert (band.low, band.high) == pytest.approx((0.8, 0.8))
+    assert speedup_interval(greedy, Prediction(4.0, 4.0, 3, 1, None)) is None  # no replicates
+    other = Prediction(4.0, 4.0, 3, 1, None, backend="dist", replicate_s=ppd.replicate_s)
+    assert speedup_interval(greedy, other) is None  # another backend's replicates
 
 
 def test_single_cpu_predicts_both_placements_with_the_main_schedule():
