@@ -373,12 +373,19 @@ def merge_flags(flag_lists: Sequence) -> tuple[str, ...] | None:
     layer)."""
     if isinstance(flag_lists, str | bytes) or not isinstance(flag_lists, Sequence):
         raise ValueError(f"flag_lists must be a sequence of flag lists, got {flag_lists!r:.60}")
+    for i, flags in enumerate(flag_lists):
+        if flags is not None and (
+            isinstance(flags, str | bytes)
+            or not isinstance(flags, Sequence)
+            or len(flags) % 2
+            or not all(isinstance(word, str) for word in flags)
+        ):
+            raise ValueError(f"flag_lists[{i}] must be None or option, value pairs of text "
+                             f"(validate_flags), got {flags!r:.80}")  # fmt: skip
     if any(f is None for f in flag_lists):
         return None
     values: dict[str, list[str]] = {}
     for flags in flag_lists:
-        if len(flags) % 2:
-            raise ValueError(f"flags must pair each option with one value, got {flags!r:.80}")
         for option, value in zip(flags[::2], flags[1::2], strict=True):
             got = values.setdefault(str(option), [])
             if str(value) not in got:

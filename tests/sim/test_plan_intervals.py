@@ -151,8 +151,9 @@ def test_merged_flags_keep_every_value_with_its_option(tmp_path, monkeypatch):
     assert merge_flags([head, early]) == (*head, *early)
     other_head = [*other, "--head-dir", "HEAD_DIR_translator_L22"]
     assert merge_flags([head, other_head]) is None  # a head serves one layer
-    with pytest.raises(ValueError, match="flags must pair each option with one value"):
-        merge_flags([["--k"]])
+    for bad in (["--k"], [1, 2], "--k 1"):
+        with pytest.raises(ValueError, match=r"flag_lists\[0\] must be None or option, value"):
+            merge_flags([bad])
     with pytest.raises(ValueError, match="flag_lists must be a sequence of flag lists"):
         merge_flags("--k 1")
 
