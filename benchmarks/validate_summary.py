@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from measure.eval.turn_speedup import TURN_COLUMNS, read_turn_table
+from measure.eval.turn_speedup import TURN_COLUMNS, read_turn_table, turn_columns
 
 KEY = ["method", "backend"]
 """A row's identity across runs (the method label holds d_bar, k and the placement)."""
@@ -62,12 +62,9 @@ def with_turns(rows: pd.DataFrame, folder: Path) -> pd.DataFrame:
         return rows
     readings = read_turn_table(table) if len(table) else {}
     for i, r in rows.iterrows():
-        got = readings.get(r["method"])
-        if got is None:
-            continue
-        pred = r["speedup_predicted"]
-        rows.loc[i, list(TURN_COLUMNS)] = (pred * got.ratio, pred * got.low, pred * got.high,
-                                           1 / got.ratio - 1, got.coverage)  # fmt: skip
+        if r["method"] in readings:
+            got = turn_columns(readings[r["method"]], r["speedup_predicted"])
+            rows.loc[i, list(got)] = list(got.values())
     return rows
 
 
@@ -76,7 +73,7 @@ def turns_from_sentinel(folder: Path) -> pd.DataFrame:
     only sentinel.csv: each prompt's seconds from it, each prompt's predicted ratio rebuilt
     from the profile and the run's own match sequences (traces.jsonl, in prompt order per
     configuration), as ``ppd validate`` predicts them (``measure.eval.predict``)."""
-    from measure.eval.predict import predict_greedy, predict_ppd
+    from measure.eval.predict import predict_greedy, predict_ppd, predicted_ratios
     from measure.eval.repeat import PPDConfig
     from ppdmodel.cost_profile import parse_cost_profile
 
@@ -93,8 +90,7 @@ def turns_from_sentinel(folder: Path) -> pd.DataFrame:
     for config, prompts in runs.items():
         ppd = predict_ppd(profile, prompts, config, max_new_tokens=limit)
         greedy = predict_greedy(profile, prompts, config.backend)
-        ratios[config.label] = [g / m for g, m in zip(greedy.per_run_s, ppd.per_run_s,
-                                                       strict=True)]  # fmt: skip
+        ratios[config.label] = predicted_ratios(greedy, ppd)
     sentinel = pd.read_csv(folder / "sentinel.csv")
     pieces = sentinel[(sentinel["kind"] == "run") & sentinel["prompt"].notna()]
     seconds = pieces.pivot_table(index=["round", "prompt"], columns="method", values="seconds",

@@ -223,3 +223,12 @@ def speedup_interval(greedy: Prediction, method: Prediction) -> Interval | None:
     if not g or len(g) != len(m) or greedy.backend != method.backend:
         return None
     return interval_of([a / b for a, b in zip(g, m, strict=True)])
+
+
+def predicted_ratios(greedy: Prediction, method: Prediction) -> list[float]:
+    """Each prompt's predicted speed-up: greedy's closed form over the method's, run by run
+    (``per_run_s``; the two must cover the same runs)."""
+    if len(greedy.per_run_s) != len(method.per_run_s):
+        raise ValueError(f"greedy and method must predict the same runs, got "
+                         f"{len(greedy.per_run_s)} and {len(method.per_run_s)}")  # fmt: skip
+    return [g / m for g, m in zip(greedy.per_run_s, method.per_run_s, strict=True)]

@@ -189,3 +189,14 @@ def rounds_for(reading: TurnReading, rounds: int, *,
     if reading.short:
         return None
     return max(1, math.ceil(rounds * (reading.half_width / target) ** 2 - 1e-9))
+
+
+def turn_columns(reading: TurnReading | None, predicted: float) -> dict:
+    """The ``TURN_COLUMNS`` of a table row whose predicted speed-up is ``predicted``: the
+    measured speed-up on the prediction's weighting (predicted x ratio), its interval, the
+    error predicted / measured - 1 and the coverage; NaN without a reading."""
+    if reading is None:
+        return dict.fromkeys(TURN_COLUMNS, float("nan"))
+    values = (predicted * reading.ratio, predicted * reading.low, predicted * reading.high,
+              1 / reading.ratio - 1, reading.coverage)  # fmt: skip
+    return dict(zip(TURN_COLUMNS, values, strict=True))

@@ -29,7 +29,13 @@ from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_b
 from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
 from measure.eval.paired import SentinelTimeline, paired_rel_err
-from measure.eval.predict import Prediction, predict_greedy, predict_ppd, speedup_interval
+from measure.eval.predict import (
+    Prediction,
+    predict_greedy,
+    predict_ppd,
+    predicted_ratios,
+    speedup_interval,
+)
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.terms import term_check
 from measure.eval.turn_speedup import (
@@ -37,12 +43,14 @@ from measure.eval.turn_speedup import (
     TurnReading,
     read_turns,
     rounds_for,
+    turn_columns,
     turn_log_errors,
 )
 from measure.eval.verdict import agreement, verdict_line
 from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
+from ppdmodel.intervals import Interval
 
 TABLE_COLUMNS = (
     "method",
@@ -138,6 +146,11 @@ class ConfigResult(JudgedResult):
     """Measured over predicted speed-up, turn by turn (``measure.eval.turn_speedup``)."""
 
     @property
+    def speedup_band(self):
+        """The predicted speed-up's interval (``measure.eval.predict.speedup_interval``)."""
+        return speedup_interval(self.greedy_predicted, self.predicted)
+
+    @property
     def predicted_s(self) -> float:
         """The closed form's seconds."""
         return self.predicted.closed_form_s
@@ -213,8 +226,8 @@ class ProfileValidation:
                      r.rel_err, r.simulated_rel_err, r.speedup_measured, r.speedup_predicted,
                      r.exact, r.interleaved)
                 | self._paired(r.predicted, r.interleaved, c)
-                | _turn_columns(r.turns, r.speedup_predicted)
-                | _speedup_band(speedup_interval(r.greedy_predicted, r.predicted))
+                | turn_columns(r.turns, r.speedup_predicted)
+                | _speedup_band(r.speedup_band)
             )  # fmt: skip
         rows += [_early_exit_row(o) for o in self.early_exit]
         rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
@@ -255,8 +268,7 @@ class ProfileValidation:
         rows = []
         greedy = self.timing.greedy.results
         for r in self.results:
-            ratios = [g / m for g, m in zip(r.greedy_predicted.per_run_s, r.predicted.per_run_s,
-                                            strict=True)]  # fmt: skip
+            ratios = predicted_ratios(r.greedy_predicted, r.predicted)
             for round_, runs in enumerate(self.timing.ppd[r.config].results):
                 for i, run in enumerate(runs):
                     rows.append(dict(method=r.config.label, round=round_, prompt=i,
@@ -377,13 +389,15 @@ class ProfileValidation:
             "speedup_turns_inside": sum(bool(t.low <= 1 <= t.high) for t in read),
             "speedup_intervals_overlap": sum(
                 bool(
-                    band is not None
-                    and band.low <= r.speedup_predicted * r.turns.high
-                    and r.speedup_predicted * r.turns.low <= band.high
+                    r.speedup_band is not None
+                    and r.speedup_band.overlaps(
+                        Interval(
+                            r.speedup_predicted * r.turns.low, r.speedup_predicted * r.turns.high
+                        )
+                    )
                 )
                 for r in self.results
                 if r.turns is not None
-                for band in [speedup_interval(r.greedy_predicted, r.predicted)]
             ),  # fmt: skip
             "speedup_turns_with_interval": len(read),
             "speedup_turns_coverage": min(t.coverage for t in read),
@@ -501,9 +515,9 @@ def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas
 
 
 def _drift_log_sd(profile: CostProfile) -> float | None:
-    """The log-spread of the machine's speed while ``profile`` was timed (its intervals carry
-    it, or the machine's floor if larger: ``measure.profile.drift``), or None for a profile
-    that did not record it."""
+    """The log-spread of the machine's speed while ``profile`` was timed, from its own windows
+    (its intervals carry it, or the floor where larger: ``_drift_floor``,
+    ``measure.profile.drift``), or None for a profile that did not record it."""
     drift = MachineDrift.from_dict(profile.data.get("machine"))
     return None if drift is None else drift.log_sd
 
@@ -527,16 +541,6 @@ def _speedup_band(band) -> dict:
     nan = float("nan")
     return dict(speedup_predicted_low=band.low if band else nan,
                 speedup_predicted_high=band.high if band else nan)  # fmt: skip
-
-
-def _turn_columns(turns: TurnReading | None, predicted: float) -> dict:
-    """The ``speedup_turns*`` columns of a PPD row (NaN without a turn reading)."""
-    if turns is None:
-        return dict.fromkeys(TURN_COLUMNS, float("nan"))
-    return dict(speedup_turns=predicted * turns.ratio, speedup_turns_low=predicted * turns.low,
-                speedup_turns_high=predicted * turns.high,
-                speedup_turns_rel_err=1 / turns.ratio - 1,
-                speedup_turns_coverage=turns.coverage)  # fmt: skip
 
 
 def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
@@ -678,14 +682,7 @@ def validate(
                     turn_log_errors(
                         timing.greedy.results,
                         method.results,
-                        [
-                            g / m
-                            for g, m in zip(
-                                greedy_preds[config.backend].per_run_s,
-                                predicted.per_run_s,
-                                strict=True,
-                            )
-                        ],
+                        predicted_ratios(greedy_preds[config.backend], predicted),
                     )
                 ),  # fmt: skip
                 **again,

@@ -24,6 +24,7 @@ from measure.eval.predict import (  # noqa: E402
     modelled_placement,
     predict_greedy,
     predict_ppd,
+    predicted_ratios,
     speedup_interval,
 )
 from measure.eval.repeat import PPDConfig, time_repeated  # noqa: E402
@@ -71,6 +72,17 @@ def test_a_predicted_speedup_takes_its_ratio_within_each_replicate():
     assert speedup_interval(greedy, Prediction(4.0, 4.0, 3, 1, None)) is None  # no replicates
     other = Prediction(4.0, 4.0, 3, 1, None, backend="dist", replicate_s=ppd.replicate_s)
     assert speedup_interval(greedy, other) is None  # another backend's replicates
+
+
+def test_predicted_ratios_are_each_prompts_speedup():
+    config = PPDConfig(d_bar=15, k=3)
+    greedy, ppd = predict_greedy(PROFILE, RUNS), predict_ppd(PROFILE, RUNS, config)
+    ratios = predicted_ratios(greedy, ppd)
+    pairs = zip(greedy.per_run_s, ppd.per_run_s, strict=True)
+    assert ratios == pytest.approx([g / m for g, m in pairs])
+    assert sum(greedy.per_run_s) == pytest.approx(greedy.closed_form_s)
+    with pytest.raises(ValueError, match="greedy and method must predict the same runs, got 2"):
+        predicted_ratios(greedy, predict_ppd(PROFILE, RUNS[:1], config))
 
 
 def test_single_cpu_predicts_both_placements_with_the_main_schedule():

@@ -17,6 +17,7 @@ from measure.eval.turn_speedup import (
     hodges_lehmann,
     read_turns,
     rounds_for,
+    turn_columns,
     turn_log_errors,
 )
 
@@ -93,6 +94,13 @@ def test_each_prompt_is_judged_against_its_own_prediction():
     assert (got.ratio, got.low, got.high) == pytest.approx((1.0, 1.0, 1.0))
     pooled = read_turns(turn_log_errors(greedy, method, [1.0] * 3))  # one centre for all
     assert pooled.high / pooled.low > 1.4
+
+
+def test_turn_columns_scale_the_reading_by_the_predicted_speedup():
+    got = turn_columns(TurnReading(1.1, 1.0, 1.2, 9, 0.96), 0.8)
+    assert list(got) == list(ts.TURN_COLUMNS)
+    assert list(got.values()) == pytest.approx([0.88, 0.8, 0.96, 1 / 1.1 - 1, 0.96])
+    assert all(math.isnan(v) for v in turn_columns(None, 0.8).values())
 
 
 def test_turns_read_a_spelled_machine_closer_than_a_ratio_of_medians():
