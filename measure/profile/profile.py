@@ -216,19 +216,39 @@ def is_price(name: str) -> bool:
     return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PRICE_FIGURES)
 
 
+PAIRED_FIGURES = ("batch_startup_s[", "batch_after_head_s[", "embedding_s", "candidate_layer_s[")
+"""Figures combined round by round (``probe_samples``: the start-up is the batch after the head
+less its embedding and layers of the same round); they are only ever replaced together."""
+
+
+def _paired(name: str) -> bool:
+    return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PAIRED_FIGURES)
+
+
 def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> dict:
     """``figures`` with every price whose IQR / median exceeds ``max_spread`` measured again
     (``measure()`` gives fresh figures), up to ``rounds`` times; a price keeps the narrower of
-    its measurements (a quiet spell is what was missing, not more samples of a busy one)."""
+    its measurements (a quiet spell is what was missing, not more samples of a busy one).
+    Where the figures hold a start-up (``PAIRED_FIGURES``), its parts move as one group, kept
+    fresh when the group's widest wide price is narrower, so its rounds stay paired."""
     figures = dict(figures)
     for _ in range(rounds):
         wide = [n for n, s in figures.items() if is_price(n) and s.rel_iqr > max_spread]
         if not wide:
             break
         fresh = measure()
+        grouped = any(n.startswith("batch_startup_s[") for n in figures)
         for name in wide:
+            if grouped and _paired(name):
+                continue
             if name in fresh and fresh[name].rel_iqr < figures[name].rel_iqr:
                 figures[name] = fresh[name]
+        group = [n for n in figures if grouped and _paired(n)]
+        wide_in_group = [n for n in wide if n in group]
+        if wide_in_group and all(n in fresh for n in group):
+            if max(fresh[n].rel_iqr for n in wide_in_group) < max(
+                    figures[n].rel_iqr for n in wide_in_group):  # fmt: skip
+                figures.update({n: fresh[n] for n in group})
     return figures
 
 

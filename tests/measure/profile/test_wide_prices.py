@@ -40,6 +40,30 @@ def test_remeasure_keeps_the_narrower_and_stops_after_the_bounded_rounds():
     assert len(calls) == 1 and out["layer_s"] is narrow  # narrow after one round: stop
 
 
+def test_remeasure_moves_a_start_up_and_its_parts_together():
+    """The start-up is a round-by-round difference of its parts: one part replaced alone
+    would unpair it (a CI run once kept a narrower candidate_layer_s[1] beside the old
+    start-up)."""
+    pytest.importorskip("torch")
+    from measure.profile.profile import remeasure_wide
+
+    wide, narrow = Spread.of([1.0, 1.5, 2.0, 3.0]), Spread.of([1.0, 1.01, 1.02, 1.03])
+    names = ("batch_startup_s[1]", "batch_after_head_s[1]", "embedding_s", "candidate_layer_s[1]")
+    old = {n: Spread.of([1.0, 1.02, 1.04, 1.05]) for n in names} | {"layer_s": wide}
+    old["candidate_layer_s[1]"] = wide
+    fresh = {n: Spread.of([2.0, 2.5, 3.0, 4.0]) for n in names} | {"layer_s": narrow}
+    fresh["candidate_layer_s[1]"] = narrow
+    out = remeasure_wide(old, lambda: fresh, 0.1, 1)
+    assert all(out[n] is fresh[n] for n in names)  # the group, wide parts and all
+    assert out["layer_s"] is narrow
+    worse = {**fresh, "candidate_layer_s[1]": Spread.of([1.0, 2.0, 3.0, 9.0])}
+    out = remeasure_wide(old, lambda: worse, 0.1, 1)
+    assert all(out[n] is old[n] for n in names) and out["layer_s"] is narrow
+    no_startup = {"candidate_layer_s[1]": wide, "embedding_s": wide}  # no group: one by one
+    out = remeasure_wide(no_startup, lambda: fresh, 0.1, 1)
+    assert out["candidate_layer_s[1]"] is narrow and out["embedding_s"] is wide
+
+
 def test_profile_marks_a_price_wider_than_the_threshold():
     torch = pytest.importorskip("torch")
     from measure.profile import measure_profile
