@@ -106,7 +106,7 @@ def test_failing_rank_ends_with_clear_error_within_timeout(fail):
             fail_rank=1,
             link_probe=False,
         )
-    assert time.monotonic() - start < 45
+    assert time.monotonic() - start < 90  # start-up (up to startup_s) + timeout + grace
     message = str(info.value)
     if fail == "crash":
         assert "rank 1" in message and "injected failure" in message

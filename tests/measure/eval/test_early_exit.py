@@ -124,7 +124,8 @@ def test_validate_predicts_planted_early_exit(planted):
     assert rows["iid_s"].gt(0).all() and rows["simulated_s"].isna().all()
     book = result.bookkeeping
     assert book.runs == 10 and book.per_step_s >= 0 and book.per_draft_s >= 0
-    assert book.per_step_s < LAYER_S  # HF's Python, not the planted forwards
+    assert book.per_step_s < 3 * LAYER_S  # HF's Python, not the planted forwards (a loaded
+    # machine reads a few ms; a forward counted in it would add every layer's sleep)
     for o in result.early_exit:
         p = o.predicted
         assert p.predicted_s == pytest.approx(p.draft_s + p.verify_s + p.host_s)

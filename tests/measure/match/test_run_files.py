@@ -28,7 +28,7 @@ def test_second_exclusive_lock_fails_at_once_naming_the_holder(tmp_path):
         with pytest.raises(DirectoryLockedError) as info:
             with dir_lock(tmp_path / "run"):
                 pass
-        assert time.monotonic() - start < 1
+        assert time.monotonic() - start < 5  # at once, with room for a loaded machine
     message = str(info.value)
     assert "in use by another process" in message and "--wait-lock" in message
     assert "(pid " in message
