@@ -776,6 +776,11 @@ def _sentinel_note(summary: dict) -> str:
     )
 
 
+MOVED_ROUNDS_FACTOR = 8
+"""Advice for more than this many times the rounds run reads as a moving machine, not as a
+count to run (``turns_line``)."""
+
+
 def turns_line(summary: dict, repeats: int) -> str:
     """The speed-ups judged turn by turn (``measure.eval.turn_speedup``), in one line."""
     needed = summary["speedup_turns_rounds_for_target"]
@@ -784,9 +789,14 @@ def turns_line(summary: dict, repeats: int) -> str:
         width = (f"too few turns for a 95 % interval (the measured range covers "
                  f"{100 * coverage:.0f} %: 6 turns or more reach 95 %)")  # fmt: skip
     else:
-        width = (f"measured to +-{100 * summary['speedup_turns_half_width_max']:.1f} % at worst"
-                 + (f" (about --repeats {needed} would pin every one to +-"
-                    f"{100 * TARGET_HALF_WIDTH:g} %)" if needed > repeats else ""))  # fmt: skip
+        width = f"measured to +-{100 * summary['speedup_turns_half_width_max']:.1f} % at worst"
+        if needed > MOVED_ROUNDS_FACTOR * repeats:  # not a count of rounds worth suggesting
+            width += (" (turns this far apart mean the machine moved during the rounds: run "
+                      f"again when it is quiet; pinning every one to +-{100 * TARGET_HALF_WIDTH:g}"
+                      f" % would take about --repeats {needed})")  # fmt: skip
+        elif needed > repeats:
+            width += (f" (about --repeats {needed} would pin every one to +-"
+                      f"{100 * TARGET_HALF_WIDTH:g} %)")  # fmt: skip
     return (
         "speed-ups judged turn by turn (each prompt's run against greedy's beside it and its "
         f"own prediction): median |error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f}"

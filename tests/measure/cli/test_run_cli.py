@@ -349,3 +349,20 @@ def test_validate_runs_at_the_profiles_threads_unless_told(capsys):
     args = SimpleNamespace(threads=None)
     _profile_threads(args, SimpleNamespace(data={"backends": {"single": {}}}))  # older file
     assert args.threads is None and capsys.readouterr().err == ""
+
+
+def test_turns_line_advises_rounds_only_where_rounds_would_help():
+    from measure.cli.run import MOVED_ROUNDS_FACTOR, turns_line
+
+    summary = dict(speedup_turns_coverage=0.96, speedup_turns_half_width_max=0.3,
+                   speedup_turns_median_abs_rel_err=0.02, speedup_turns_worst_abs_rel_err=0.09,
+                   speedup_turns_inside=8, speedup_turns_with_interval=8,
+                   speedup_intervals_overlap=8)  # fmt: skip
+    line = lambda needed: turns_line({**summary, "speedup_turns_rounds_for_target": needed}, 3)  # noqa: E731
+    assert line(2).endswith("+-30.0 % at worst")  # already enough rounds
+    assert line(12).endswith("(about --repeats 12 would pin every one to +-2.5 %)")
+    moved = line(3 * MOVED_ROUNDS_FACTOR + 1)
+    assert "machine moved during the rounds: run again when it is quiet" in moved
+    assert "about --repeats 25)" in moved
+    short = turns_line({**summary, "speedup_turns_rounds_for_target": None}, 3)
+    assert "too few turns for a 95 % interval" in short
