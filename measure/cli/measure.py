@@ -21,7 +21,7 @@ from measure.cli.common import (
 )
 from measure.cli.train import register_measure as register_train
 from measure.datasets import Prompt
-from measure.profile.stats import REMEASURE_ROUNDS, WIDE_REL_IQR
+from measure.profile.stats import RANK_REPEATS, REMEASURE_ROUNDS, WIDE_REL_IQR
 from ppdmodel.cli_args import (
     existing_dir,
     existing_file,
@@ -171,7 +171,10 @@ def _add_profile(subparsers) -> None:
         help="back-to-back calls a sample averages (default 3)",
     )
     p.add_argument(
-        "--rank-repeats", type=positive_int, default=8, help="two-rank rounds (default 8)"
+        "--rank-repeats",
+        type=positive_int,
+        default=RANK_REPEATS,
+        help=f"two-rank rounds (default {RANK_REPEATS})",
     )
     p.add_argument(
         "--max-spread",

@@ -59,6 +59,7 @@ from measure.profile.provenance import provenance
 from measure.profile.ranks import RankProbe, probe_ranks
 from measure.profile.replicates import PROFILE_REPLICATES, cost_replicates
 from measure.profile.stats import (
+    RANK_REPEATS,
     REMEASURE_ROUNDS,
     WIDE_REL_IQR,
     LoadMonitor,
@@ -111,7 +112,7 @@ def measure_profile(
     repeats: int = 20,
     warmup: int = 2,
     calls: int = 3,
-    rank_repeats: int = 8,
+    rank_repeats: int = RANK_REPEATS,
     progress: bool = False,
     max_spread: float = WIDE_REL_IQR,
     remeasure_rounds: int = REMEASURE_ROUNDS,
@@ -489,7 +490,8 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
         entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
         if device.type == "cpu":  # elsewhere the ranks run on two devices: nothing is shared
-            entry["pair_slowdowns"] = pair_slowdowns(med, ks, default_d_bar(d))
+            means = {name: s.mean for name, s in fig.items() if name.startswith("pair_")}
+            entry["pair_slowdowns"] = pair_slowdowns(means, ks, default_d_bar(d))
             entry["warnings"] += _pair_warnings(entry["pair_slowdowns"])
         else:
             entry["notes"].append("no pair slowdowns: the dist ranks run on two devices")
@@ -518,20 +520,23 @@ def _pair_warnings(pairs: dict) -> list[str]:
     ]
 
 
-def pair_slowdowns(med, ks, d_bar: int) -> dict:
+def pair_slowdowns(mean, ks, d_bar: int) -> dict:
     """Each side's own slowdown where a ``dist`` run overlaps (``measure.profile.ranks`` pair
     probe at ``d_bar``): main's suffix + final head beside the k-row batch and the batch beside
-    them, median both / median alone, per k. A prediction for k applies them in place of
-    ``shared_device_slowdown`` (the two-greedy-streams figure, one factor for both sides).
-    Where the probe also timed the ``candidates`` placement for every k (the candidate side's
-    early head, then the batch, beside main: ``pair_..._s[k,candidates]``), its factors are
-    ``by_k_candidates``, same shape, which price that placement."""
+    them, mean both / mean alone over the rounds, per k. Means, not medians: a run's overlaps
+    add up, so a spell of sharing costs it as long as the spell lasts; over 8-32 rounds of
+    ``benchmarks/sharing_drift.py`` the ratio of means also moved least between stretches. A
+    prediction for k applies them in place of ``shared_device_slowdown`` (the two-greedy-
+    streams figure, one factor for both sides). Where the probe also timed the ``candidates``
+    placement for every k (the candidate side's early head, then the batch, beside main:
+    ``pair_..._s[k,candidates]``), its factors are ``by_k_candidates``, same shape, which price
+    that placement. ``mean``: figure name -> its mean (``Spread.mean``)."""
 
     def factors(suffix: str) -> dict:
         return {
             str(k): {
-                side: med[f"pair_{key}_both_s[{k}{suffix}]"]
-                / med[f"pair_{key}_alone_s[{k}{suffix}]"]
+                side: mean[f"pair_{key}_both_s[{k}{suffix}]"]
+                / mean[f"pair_{key}_alone_s[{k}{suffix}]"]
                 for side, key in (("main", "main"), ("candidate", "cand"))
             }
             for k in ks
@@ -540,7 +545,7 @@ def pair_slowdowns(med, ks, d_bar: int) -> dict:
     out = {"d_bar": d_bar, "by_k": factors("")}
     names = [f"pair_{key}_{kind}_s[{k},candidates]" for k in ks for key in ("main", "cand")
              for kind in ("both", "alone")]  # fmt: skip
-    if all(name in med for name in names):
+    if all(name in mean for name in names):
         out["by_k_candidates"] = factors(",candidates")
     return out
 

@@ -18,7 +18,7 @@ too, which is harmless: each is still redrawn uniformly). ``scale``
 factor: the machine's drift between the profile's windows. The fitted link of the ``dist``
 backend (latency and bandwidth) is not redrawn: its messages are a small part of a pass. The
 pair probe's samples (``pair_*``) are, so each replicate has its own pair factors
-(``pair_slowdowns``).
+(``pair_slowdowns``, from the drawn samples' means).
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ def cost_replicates(
             if n:
                 if n not in rounds:
                     rounds[n] = block_draw(n, rng)
-                median = float(np.median(np.asarray(spread.samples)[rounds[n]])) * factor
-                drawn[name] = Spread(median, median, median, spread.n)
+                values = np.asarray(spread.samples)[rounds[n]] * factor
+                median = float(np.median(values))
+                drawn[name] = Spread(median, median, median, spread.n, tuple(values.tolist()))
             else:
                 drawn[name] = spread.scaled(float(factor)) if factor != 1 else spread
         entry = build(drawn)

@@ -24,6 +24,10 @@ WIDE_REL_IQR = 0.20
 the profile whose ``dist`` predictions were 7-26 % off (issue 24)."""
 REMEASURE_ROUNDS = 2
 """Extra measurements of a backend's figures while a price is wider than ``WIDE_REL_IQR``."""
+RANK_REPEATS = 16
+"""Timed rounds of a profile's two-rank probe (``measure.profile.ranks``). Its pair factors
+move round to round by about 15 % on a 2-core VM; over 8 rounds they moved 6-7 % between
+stretches of ``benchmarks/sharing_drift.py``, over 16 about 3-4 % (as a ratio of means)."""
 LOADED_FRACTION = 0.5
 """The machine counts as loaded when other work kept more than this fraction of its CPUs busy
 (1-minute load average before a measurement, or after it minus the threads it used)."""
@@ -53,6 +57,11 @@ class Spread:
         q1, median, q3 = np.percentile(values, [25, 50, 75])
         kept = tuple(float(v) for v in values)
         return cls(float(median), float(q1), float(q3), int(values.size), kept)
+
+    @property
+    def mean(self) -> float:
+        """The mean of the samples where kept, else the median (a figure read from quartiles)."""
+        return float(np.mean(self.samples)) if self.samples else self.median
 
     @property
     def iqr(self) -> float:

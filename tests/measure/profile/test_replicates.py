@@ -82,3 +82,23 @@ def test_scale_multiplies_each_replicate():
     for bad in ([1.0, 1.0], [1.0, 0.0, 1.0], [1.0, float("nan"), 1.0]):
         with pytest.raises(ValueError, match="scale"):
             cost_replicates(figures, _build, replicates=3, scale=bad)
+
+
+def test_a_replicate_keeps_its_drawn_samples_for_means():
+    """A pair factor is a ratio of means (``pair_slowdowns``): each replicate's figure carries
+    the rounds it drew (scaled), so its mean is that draw's, not the profile's."""
+    both, alone = Spread.of([1.0, 1.0, 1.0, 4.0, 1.0]), Spread.of([1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def build(fig):
+        assert all(len(s.samples) == 5 for s in fig.values())
+        return {"costs": {"layer_s": fig["both"].mean / fig["alone"].mean,
+                          "host_s": fig["both"].mean}}  # fmt: skip
+
+    reps = cost_replicates({"both": both, "alone": alone}, build, replicates=60, seed=3,
+                           scale=np.full(60, 2.0))  # fmt: skip
+    means = {r["costs"]["host_s"] for r in reps}
+    assert means <= {2.0 * m for m in (1.0, 1.6, 2.2, 2.8, 3.4, 4.0)}  # 0-5 draws of the 4.0
+    assert len(means) > 2
+    ratios = [r["costs"]["layer_s"] for r in reps]
+    assert min(ratios) < both.mean / alone.mean < max(ratios)
+    assert Spread(0.5, 0.4, 0.6, 9).mean == 0.5 and Spread.of([1.0, 2.0, 6.0]).mean == 3.0
