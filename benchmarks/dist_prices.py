@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     for k in args.ks:
         ma, mb = ranks[f"pair_main_alone_s[{k}]"], ranks[f"pair_main_both_s[{k}]"]
         ca, cb = ranks[f"pair_cand_alone_s[{k}]"], ranks[f"pair_cand_both_s[{k}]"]
-        main_x, cand_x = mb.median / ma.median, cb.median / ca.median
+        main_x, cand_x = mb.mean / ma.mean, cb.mean / ca.mean  # as the profile: means
         out["by_k"][k] = {"main_slowdown": main_x, "candidate_slowdown": cand_x,
                           "main_alone_s": ma.median, "cand_alone_s": ca.median}  # fmt: skip
         print(f"k={k}: main suffix+head alone {_fmt(ma)}, both {_fmt(mb)} -> x{main_x:.3f}")

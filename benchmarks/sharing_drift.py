@@ -4,8 +4,9 @@ A ``dist`` prediction prices main's suffix and the candidate batch run at once w
 probe's factors (``measure.profile.ranks``: each side's seconds with both ranks computing over
 its seconds alone). This script keeps two ranks alive (``RankGroup``) and runs the pair probe
 (``pair_samples_on``) in blocks of ``--rounds`` rounds for ``--seconds`` seconds, and reports
-each block's factors, how far they spread, and their lag-1 autocorrelation: a factor that moves
-in spells of minutes cannot be priced from one block taken minutes before a run.
+each block's factors, how far they spread, their lag-1 autocorrelation, and how far a profile's
+factor (``STRETCH_ROUNDS`` consecutive rounds, mean both over mean alone, as
+``measure.profile.profile.pair_slowdowns``) moves between stretches of the record.
 
     python benchmarks/sharing_drift.py --model smollm2 --seconds 480 --out sharing
     -> sharing/blocks.csv, sharing/sharing.png, the summary on stdout
@@ -23,6 +24,8 @@ import numpy as np
 import pandas as pd
 
 SIDES = ("main", "cand")
+STRETCH_ROUNDS = (8, 16, 32)
+"""Rounds of the stretches whose factors' spread the summary prints (a profile's probe)."""
 
 
 def main(argv=None) -> int:
@@ -59,7 +62,7 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         while time.perf_counter() - start < args.seconds:
             samples = pair_samples_on(group, repeats=args.rounds, **probe)
-            row = {"t_s": time.perf_counter() - start}
+            row = {"t_s": time.perf_counter() - start, "rounds": args.rounds}
             for side in SIDES:
                 alone = np.mean(samples[f"pair_{side}_alone_s[{args.k}]"])
                 both = np.mean(samples[f"pair_{side}_both_s[{args.k}]"])
@@ -78,7 +81,10 @@ def main(argv=None) -> int:
 
 
 def summary(blocks: pd.DataFrame) -> str:
-    lines = [f"{len(blocks)} blocks over {blocks['t_s'].iloc[-1]:.0f} s"]
+    if blocks.empty:
+        return "no blocks"
+    per_block = int(blocks["rounds"].iloc[0]) if "rounds" in blocks else 2
+    lines = [f"{len(blocks)} blocks of {per_block} rounds over {blocks['t_s'].iloc[-1]:.0f} s"]
     for side in SIDES:
         f = blocks[f"{side}_factor"].to_numpy()
         alone = blocks[f"{side}_alone_s"].to_numpy() * 1e3
@@ -88,7 +94,20 @@ def summary(blocks: pd.DataFrame) -> str:
         if len(f) > 2:
             x = f - f.mean()
             line += f"; lag-1 autocorrelation {np.corrcoef(x[:-1], x[1:])[0, 1]:.2f}"
-        lines.append(line)
+        lines.append(line + f"; block log-sd {100 * np.std(np.log(f), ddof=1):.1f} %")
+        a, b = blocks[f"{side}_alone_s"].to_numpy(), blocks[f"{side}_both_s"].to_numpy()
+        for rounds in STRETCH_ROUNDS:
+            n = max(1, rounds // per_block)
+            means = [b[i : i + n].sum() / a[i : i + n].sum() for i in range(0, len(a) - n + 1, n)]
+            medians = [np.median(b[i : i + n]) / np.median(a[i : i + n])
+                       for i in range(0, len(a) - n + 1, n)]  # fmt: skip
+            if len(means) >= 3:
+                lines.append(
+                    f"  {side}, stretches of {n * per_block} rounds ({len(means)}): log-sd "
+                    f"{100 * np.std(np.log(means), ddof=1):.1f} % as mean over mean, "
+                    f"{100 * np.std(np.log(medians), ddof=1):.1f} % as median over median "
+                    "(of the blocks)"
+                )
     return "\n".join(lines)
 
 

@@ -13,7 +13,8 @@ noisy figures and a loaded machine are recorded as warnings. The result is a
 --costs``); ``write_profile`` / ``load_profile`` store and read it as JSON; ``reprice``
 rebuilds one from re-measured figures (``ppd validate --interleave-probes``).
 
-How each backend's DecodeCosts come from the figures (medians):
+How each backend's DecodeCosts come from the figures (medians; the ``dist`` pair factors:
+means, ``pair_slowdowns``):
 
 - ``single`` (``threads`` torch threads): layer_s = layers / d of a greedy step; the k-row
   batch per layer as ``LocalCandidates`` runs it; embedding, heads and host time of the step;
@@ -145,6 +146,7 @@ def measure_profile(
     threads = torch.get_num_threads() if threads is None else _positive("threads", threads)
     _positive("repeats", repeats)
     _positive("calls", calls)
+    _positive("rank_repeats", rank_repeats)
     device = next(model.parameters()).device
     d = model.config.get_text_config().num_hidden_layers
     counts = {"single": threads, "dist": DIST_THREADS}
@@ -217,38 +219,56 @@ def is_price(name: str) -> bool:
     return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PRICE_FIGURES)
 
 
-PAIRED_FIGURES = ("batch_startup_s[", "batch_after_head_s[", "embedding_s", "candidate_layer_s[")
-"""Figures combined round by round (``probe_samples``: the start-up is the batch after the head
-less its embedding and layers of the same round); they are only ever replaced together."""
+PAIRED_GROUPS = (
+    ("batch_startup_s[", "batch_after_head_s[", "embedding_s", "candidate_layer_s["),
+    ("stream_both_s", "stream_alone_s"),
+)
+"""Figures combined round by round, each group led by the figure that combines them: the
+start-up is the batch after the head less its embedding and layers of the same round
+(``probe_samples``), the two-stream slowdown both over alone of the same rounds. Where its
+leader is present, a group is only ever replaced as a whole (``remeasure_wide``)."""
 
 
-def _paired(name: str) -> bool:
-    return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PAIRED_FIGURES)
+def _matches(name: str, pattern: str) -> bool:
+    return name == pattern or (pattern.endswith("[") and name.startswith(pattern))
+
+
+def _groups(figures) -> list[list[str]]:
+    """The ``PAIRED_GROUPS`` present in ``figures`` (their leader there), as lists of names."""
+    return [[n for n in figures if any(_matches(n, p) for p in group)]
+            for group in PAIRED_GROUPS
+            if any(_matches(n, group[0]) for n in figures)]  # fmt: skip
 
 
 def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> dict:
     """``figures`` with every price whose IQR / median exceeds ``max_spread`` measured again
     (``measure()`` gives fresh figures), up to ``rounds`` times; a price keeps the narrower of
     its measurements (a quiet spell is what was missing, not more samples of a busy one).
-    Where the figures hold a start-up (``PAIRED_FIGURES``), its parts move as one group, kept
-    fresh when the group's widest wide price is narrower, so its rounds stay paired."""
+    Figures combined round by round (``PAIRED_GROUPS``) move as one group, taken fresh when
+    the group's widest price is narrower there, so their rounds stay paired. Stops early when
+    ``measure()`` supplies none of the wide prices (e.g. the ranks, for a compute figure)."""
     figures = dict(figures)
     for _ in range(rounds):
         wide = [n for n, s in figures.items() if is_price(n) and s.rel_iqr > max_spread]
         if not wide:
             break
         fresh = measure()
-        grouped = any(n.startswith("batch_startup_s[") for n in figures)
+        if not any(n in fresh for n in wide):
+            break
+        groups = _groups(figures)
+        grouped = {n for group in groups for n in group}
         for name in wide:
-            if grouped and _paired(name):
-                continue
-            if name in fresh and fresh[name].rel_iqr < figures[name].rel_iqr:
+            if (
+                name not in grouped
+                and name in fresh
+                and fresh[name].rel_iqr < figures[name].rel_iqr
+            ):
                 figures[name] = fresh[name]
-        group = [n for n in figures if grouped and _paired(n)]
-        wide_in_group = [n for n in wide if n in group]
-        if wide_in_group and all(n in fresh for n in group):
-            if max(fresh[n].rel_iqr for n in wide_in_group) < max(
-                    figures[n].rel_iqr for n in wide_in_group):  # fmt: skip
+        for group in groups:
+            prices = [n for n in group if is_price(n)]
+            if not set(prices) & set(wide) or not all(n in fresh for n in group):
+                continue
+            if max(fresh[n].rel_iqr for n in prices) < max(figures[n].rel_iqr for n in prices):
                 figures.update({n: fresh[n] for n in group})
     return figures
 
@@ -492,6 +512,8 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
         if device.type == "cpu":  # elsewhere the ranks run on two devices: nothing is shared
             means = {name: s.mean for name, s in fig.items() if name.startswith("pair_")}
             entry["pair_slowdowns"] = pair_slowdowns(means, ks, default_d_bar(d))
+            rounds = fig[f"pair_main_both_s[{ks[0]}]"].n
+            entry["notes"].append(f"pair factors: mean both / mean alone over {rounds} rounds")
             entry["warnings"] += _pair_warnings(entry["pair_slowdowns"])
         else:
             entry["notes"].append("no pair slowdowns: the dist ranks run on two devices")

@@ -46,7 +46,8 @@ def cost_replicates(
     scale=None,
 ) -> list[dict]:
     """``replicates`` backend entries, each ``build`` of the figures with every kept sample
-    set redrawn in blocks of rounds (its median taken, times ``scale[i]`` where given);
+    set redrawn in blocks of rounds (its median taken, and the drawn samples kept for
+    ``Spread.mean``, times ``scale[i]`` where given);
     figures without samples stay as they are (scaled). Seeded: the same samples give the same
     replicates."""
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:

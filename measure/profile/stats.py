@@ -25,9 +25,9 @@ the profile whose ``dist`` predictions were 7-26 % off (issue 24)."""
 REMEASURE_ROUNDS = 2
 """Extra measurements of a backend's figures while a price is wider than ``WIDE_REL_IQR``."""
 RANK_REPEATS = 16
-"""Timed rounds of a profile's two-rank probe (``measure.profile.ranks``). Its pair factors
-move round to round by about 15 % on a 2-core VM; over 8 rounds they moved 6-7 % between
-stretches of ``benchmarks/sharing_drift.py``, over 16 about 3-4 % (as a ratio of means)."""
+"""Timed rounds of a profile's two-rank probe (``measure.profile.ranks``). On a 2-vCPU VM the
+pair factor of 2 rounds moves by about 11 % (log-sd); between stretches of 8 rounds it moved
+5-7 %, of 16 rounds 3-4 % as a ratio of means (``benchmarks/sharing_drift.py``)."""
 LOADED_FRACTION = 0.5
 """The machine counts as loaded when other work kept more than this fraction of its CPUs busy
 (1-minute load average before a measurement, or after it minus the threads it used)."""

@@ -151,6 +151,7 @@ def test_unreadable_profile_files(tmp_path):
         ({"ks": (0,)}, "ks must be one or more integers >= 1"),
         ({"repeats": 0}, "repeats must be an integer >= 1"),
         ({"calls": 0}, "calls must be an integer >= 1"),
+        ({"rank_repeats": 0}, "rank_repeats must be an integer >= 1"),
         ({"context_tokens": 1}, "context_tokens must be an integer >= 2"),
         ({"context_tokens": 10_000}, "context_tokens must be <= max_position_embeddings"),
         ({"drift_floor": 1.5}, r"the drift floor must be a log-sd in \[0, 1\)"),

@@ -64,6 +64,44 @@ def test_remeasure_moves_a_start_up_and_its_parts_together():
     assert out["candidate_layer_s[1]"] is narrow and out["embedding_s"] is wide
 
 
+def test_a_group_is_replaced_only_when_its_widest_price_narrows():
+    """k = 1 wide, k = 3 fine: a fresh draw that narrows k = 1 but widens k = 3 beyond it would
+    make the group worse, so the old group stays; the two-stream pair is a group too."""
+    pytest.importorskip("torch")
+    from measure.profile.profile import remeasure_wide
+
+    def rel(r):  # a Spread whose IQR / median is r
+        return Spread.of([1.0 - r, 1.0 - r / 2, 1.0, 1.0 + r / 2, 1.0 + r])
+
+    group = ("batch_startup_s[1]", "batch_after_head_s[1]", "embedding_s", "batch_startup_s[3]",
+             "batch_after_head_s[3]")  # fmt: skip
+    old = {n: rel(0.01) for n in group} | {"candidate_layer_s[1]": rel(0.3),
+                                           "candidate_layer_s[3]": rel(0.05)}  # fmt: skip
+    fresh = {n: rel(0.01) for n in group} | {"candidate_layer_s[1]": rel(0.25),
+                                             "candidate_layer_s[3]": rel(0.4)}  # fmt: skip
+    out = remeasure_wide(old, lambda: fresh, 0.1, 1)
+    assert all(out[n] is old[n] for n in old)
+    better = {**fresh, "candidate_layer_s[3]": rel(0.2)}
+    out = remeasure_wide(old, lambda: better, 0.1, 1)
+    assert all(out[n] is better[n] for n in old)
+    streams = {"stream_both_s": rel(0.3), "stream_alone_s": rel(0.02)}
+    again = {"stream_both_s": rel(0.1), "stream_alone_s": rel(0.03)}
+    out = remeasure_wide(streams, lambda: again, 0.2, 1)
+    assert out["stream_both_s"] is again["stream_both_s"]
+    assert out["stream_alone_s"] is again["stream_alone_s"]  # with it, though it was fine
+
+
+def test_remeasure_stops_when_the_probe_cannot_supply_the_wide_price():
+    pytest.importorskip("torch")
+    from measure.profile.profile import remeasure_wide
+
+    wide = Spread.of([1.0, 1.5, 2.0, 3.0])
+    calls = []
+    out = remeasure_wide({"layer_s": wide, "link_s[4]": wide},
+                         lambda: calls.append(1) or {"link_s[4]": wide}, 0.1, 3)  # fmt: skip
+    assert len(calls) == 1 and out["layer_s"] is wide  # the ranks cannot re-time a layer
+
+
 def test_profile_marks_a_price_wider_than_the_threshold():
     torch = pytest.importorskip("torch")
     from measure.profile import measure_profile
