@@ -91,8 +91,8 @@ def summary(blocks: pd.DataFrame) -> str:
         line = (f"{side}: factor median {np.median(f):.3f}, range {f.min():.3f}-{f.max():.3f}, "
                 f"IQR {np.percentile(f, 25):.3f}-{np.percentile(f, 75):.3f}; alone "
                 f"{alone.min():.1f}-{alone.max():.1f} ms")  # fmt: skip
-        if len(f) > 2:
-            x = f - f.mean()
+        x = f - f.mean()
+        if len(f) > 2 and np.any(x):  # (a constant factor has no autocorrelation)
             line += f"; lag-1 autocorrelation {np.corrcoef(x[:-1], x[1:])[0, 1]:.2f}"
         lines.append(line + f"; block log-sd {100 * np.std(np.log(f), ddof=1):.1f} %")
         a, b = blocks[f"{side}_alone_s"].to_numpy(), blocks[f"{side}_both_s"].to_numpy()

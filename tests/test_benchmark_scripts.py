@@ -1,4 +1,4 @@
-"""The analysis parts of three benchmark scripts, on planted data (no model, no timing)."""
+"""The analysis parts of the benchmark scripts, on planted data (no model, no timing)."""
 
 from __future__ import annotations
 
@@ -154,3 +154,20 @@ def test_ab_validate_refuses_bad_arguments(tmp_path):
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "N must be an integer >= 1, got '0'" in bad.stderr
     assert not (tmp_path / "o").exists()  # nothing made before the arguments are checked
+
+
+def test_sharing_drift_reports_the_stretches_factors():
+    sharing = _load("sharing_drift")
+    # 32 blocks of 2 rounds: alone 40 ms; beside the other rank 1.0x or 1.2x, alternating
+    both = np.where(np.arange(32) % 2 == 0, 0.040, 0.048)
+    blocks = pd.DataFrame({"t_s": np.arange(1, 33) * 2.0, "rounds": 2,
+                           "main_alone_s": 0.040, "main_both_s": both,
+                           "main_factor": both / 0.040, "cand_alone_s": 0.030,
+                           "cand_both_s": 0.033, "cand_factor": 1.1})  # fmt: skip
+    text = sharing.summary(blocks)
+    assert text.startswith("32 blocks of 2 rounds over 64 s")
+    assert "main: factor median 1.100, range 1.000-1.200" in text
+    # every 8-round stretch (4 blocks) holds two of each: the same mean ratio, no spread
+    assert "main, stretches of 8 rounds (8): log-sd 0.0 % as mean over mean" in text
+    assert "cand, stretches of 32 rounds (2)" not in text  # (fewer than 3 stretches: left out)
+    assert sharing.summary(blocks.iloc[:0]) == "no blocks"
