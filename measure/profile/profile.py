@@ -98,7 +98,8 @@ HOST_PROBE_SKIP = 2
 PRICE_FIGURES = ("layer_s", "early_head_s", "final_head_s", "candidate_layer_s[",
                  "stream_alone_s", "stream_both_s")  # fmt: skip
 """Figures (names, or name prefixes ending in "[") that price a pass's large terms and are
-held to the spread threshold; the small ones (host, embedding, copies, link) only warn."""
+held to the spread threshold; the small ones (host, embedding, copies, link) only warn. The
+two-stream figures only where no pair probe ran (``held_prices``)."""
 
 
 def measure_profile(
@@ -193,7 +194,7 @@ def measure_profile(
         {"backend": b, "figure": n, "rel_spread": s.rel_iqr, "threshold": max_spread}
         for b in wanted
         for n, s in figures[b].items()
-        if is_price(n) and s.rel_iqr > max_spread
+        if n in held_prices(figures[b]) and s.rel_iqr > max_spread
     ]
     load = monitor.reading()
     if load.loaded:
@@ -215,8 +216,17 @@ def measure_profile(
 
 
 def is_price(name: str) -> bool:
-    """True for a figure held to the spread threshold (``PRICE_FIGURES``)."""
+    """True for a figure named in ``PRICE_FIGURES``."""
     return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PRICE_FIGURES)
+
+
+def held_prices(figures) -> list[str]:
+    """The names in ``figures`` held to the spread threshold: the prices (``is_price``), less
+    the two-stream figures where the pair probe ran. Its factors then price every overlap of
+    a configuration with k candidates (``pair_slowdowns``), and re-measuring a wide stream
+    figure would re-run the whole rank probe for a figure no PPD prediction reads."""
+    paired = any(n.startswith("pair_") for n in figures)
+    return [n for n in figures if is_price(n) and not (paired and n.startswith("stream_"))]
 
 
 PAIRED_GROUPS = (
@@ -249,7 +259,8 @@ def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> di
     ``measure()`` supplies none of the wide prices (e.g. the ranks, for a compute figure)."""
     figures = dict(figures)
     for _ in range(rounds):
-        wide = [n for n, s in figures.items() if is_price(n) and s.rel_iqr > max_spread]
+        held = held_prices(figures)
+        wide = [n for n in held if figures[n].rel_iqr > max_spread]
         if not wide:
             break
         fresh = measure()
@@ -265,7 +276,7 @@ def remeasure_wide(figures: dict, measure, max_spread: float, rounds: int) -> di
             ):
                 figures[name] = fresh[name]
         for group in groups:
-            prices = [n for n in group if is_price(n)]
+            prices = [n for n in group if n in held]
             if not set(prices) & set(wide) or not all(n in fresh for n in group):
                 continue
             if max(fresh[n].rel_iqr for n in prices) < max(figures[n].rel_iqr for n in prices):

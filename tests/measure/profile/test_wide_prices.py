@@ -182,3 +182,19 @@ def test_validate_refuses_a_wide_profile(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)
     _one_line_refusal(info.value.code, capsys.readouterr().err)
+
+
+def test_the_stream_figures_are_held_only_where_no_pair_probe_ran():
+    """With the pair probe's factors pricing the overlap, a wide two-stream figure would re-run
+    the whole rank probe (16 rounds) for a figure no PPD prediction reads."""
+    pytest.importorskip("torch")
+    from measure.profile.profile import held_prices, remeasure_wide
+
+    wide, narrow = Spread.of([1.0, 1.5, 2.0, 3.0]), Spread.of([1.0, 1.01, 1.02, 1.03])
+    figures = {"stream_both_s": wide, "stream_alone_s": narrow, "layer_s": narrow}
+    assert held_prices(figures) == ["stream_both_s", "stream_alone_s", "layer_s"]
+    paired = {**figures, "pair_main_both_s[1]": wide}
+    assert held_prices(paired) == ["layer_s"]
+    calls = []
+    out = remeasure_wide(paired, lambda: calls.append(1) or {}, 0.1, 2)
+    assert not calls and out["stream_both_s"] is wide
