@@ -193,8 +193,8 @@ def measure_profile(
     wide = [
         {"backend": b, "figure": n, "rel_spread": s.rel_iqr, "threshold": max_spread}
         for b in wanted
-        for n, s in figures[b].items()
-        if n in held_prices(figures[b]) and s.rel_iqr > max_spread
+        for n in held_prices(figures[b])
+        if (s := figures[b][n]).rel_iqr > max_spread
     ]
     load = monitor.reading()
     if load.loaded:
@@ -217,7 +217,7 @@ def measure_profile(
 
 def is_price(name: str) -> bool:
     """True for a figure named in ``PRICE_FIGURES``."""
-    return any(name == p or (p.endswith("[") and name.startswith(p)) for p in PRICE_FIGURES)
+    return any(_matches(name, p) for p in PRICE_FIGURES)
 
 
 def held_prices(figures) -> list[str]:
