@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 
 from measure.eval.turn_speedup import TURN_COLUMNS, read_turn_table, turn_columns
+from ppdmodel.intervals import LEVEL
 
 KEY = ["method", "backend"]
 """A row's identity across runs (the method label holds d_bar, k and the placement)."""
@@ -209,6 +211,52 @@ def _within(rows: pd.DataFrame, column: str) -> str:
     )
 
 
+def _chance(turns: pd.DataFrame) -> str:
+    """'; chance alone allows ...' for the turn-judged rows present in every run
+    (``measure.eval.run_to_run``): each row's error with the log-sds of its measured interval
+    (the turns') and its predicted one (the profile's replicates); '' without both."""
+    from measure.eval.run_to_run import log_sd_of, noise_allowance, rounds_to_hold
+
+    if not {"speedup_predicted_low", "speedup_predicted_high", "rounds"} <= set(turns):
+        return ""  # (a validation from before the predicted speed-ups had intervals)
+    turns = turns.assign(
+        log_err=np.log1p(turns["speedup_turns_rel_err"]),
+        measured_sd=log_sd_of(turns["speedup_turns_low"], turns["speedup_turns_high"],
+                              turns["speedup_turns_coverage"]),
+        predicted_sd=log_sd_of(turns["speedup_predicted_low"], turns["speedup_predicted_high"],
+                               np.full(len(turns), LEVEL)),
+    )  # fmt: skip
+    values = ["log_err", "measured_sd", "predicted_sd", "rounds"]
+    long = turns.dropna(subset=values)  # (runs without intervals drop out whole)
+    table = long.pivot_table(index=KEY, columns="run", values=values, aggfunc="first").dropna()
+    if len(table) == 0 or table["log_err"].shape[1] < 2:
+        return ""
+    wide = {c: table[c] for c in values}
+    sds = np.hypot(wide["measured_sd"].to_numpy(), wide["predicted_sd"].to_numpy())
+    allow = noise_allowance(wide["log_err"].to_numpy(), sds)
+    points = 100 * np.expm1(wide["log_err"].to_numpy())
+    moved = points.max(axis=1) - points.min(axis=1)
+    rounds = int(wide["rounds"].to_numpy().min())
+    pairs = zip(wide["measured_sd"].to_numpy(), wide["predicted_sd"].to_numpy(), strict=True)
+    needed = [rounds_to_hold(ROW_BOUND, rounds, m, p) for m, p in pairs]
+    hold = (f"no number of rounds holds every row to {ROW_BOUND:g} points: the profile's "
+            f"spread alone is wider for {sum(n is None for n in needed)} (more --profile-repeats)"
+            if None in needed else
+            f"about {max(needed)} rounds per run would hold every row to {ROW_BOUND:g} points "
+            f"(these ran {rounds})")  # fmt: skip
+    some = (
+        ""
+        if wide["log_err"].shape[1] == turns["run"].nunique()
+        else (f" over the {wide['log_err'].shape[1]} runs with intervals")
+    )
+    return (
+        f"; chance alone{some}, from each run's intervals, allows a row to change by "
+        f"{allow.rows.min():.1f}-{allow.rows.max():.1f} points and the median |error| to spread "
+        f"by {allow.median:.1f} points ({100 * allow.level:g} %): {int((moved > allow.rows).sum())}"
+        f" of {len(moved)} rows moved more; {hold}"
+    )
+
+
 def run_to_run(table: pd.DataFrame) -> str:
     """Per model: each run's median |error| and the largest change of one row's error."""
     lines = []
@@ -253,7 +301,7 @@ def run_to_run(table: pd.DataFrame) -> str:
             probed += (
                 "; judged turn by turn "
                 + ", ".join(f"{run} {per_run[run]:.1f} %" for run in runs)
-                + f" ({_within(turns, 'speedup_turns_rel_err')})"
+                + f" ({_within(turns, 'speedup_turns_rel_err')}{_chance(turns)})"
             )
         moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
         lines.append(

@@ -70,6 +70,36 @@ def test_validate_summary_reports_the_paired_errors(tmp_path):
     assert set(summary.read_runs(tmp_path, "a/")["run"]) == {"a/run1", "a/run2"}
 
 
+def test_validate_summary_says_what_chance_allows_between_runs(tmp_path):
+    """Two runs of two rows: one row's error moves 1 point with intervals of +-4 %, the other
+    20 points with intervals of +-1 %: only the second moved more than chance allows."""
+    summary = _load("validate_summary")
+    for run, errors in (("run1", (0.0, 0.0)), ("run2", (0.01, 0.20))):
+        folder = tmp_path / run / "m"
+        folder.mkdir(parents=True)
+        measured = np.array([0.8, 0.9]) / (1 + np.array(errors))
+        half = np.array([0.04, 0.01])
+        pd.DataFrame({
+            "method": ["ppd d_bar=2 k=1 main single", "ppd d_bar=2 k=1 main dist"],
+            "backend": ["single", "dist"], "p_hat": [0.5, 0.5], "predicted_s": [1.0, 1.0],
+            "predicted_low_s": [0.9, 0.9], "predicted_high_s": [1.1, 1.1],
+            "measured_s": [1.0, 1.0], "measured_q1_s": [0.9, 0.9], "measured_q3_s": [1.1, 1.1],
+            "rel_err": [0.0, 0.0], "inside": [True, True], "speedup_measured": measured,
+            "speedup_predicted": [0.8, 0.9], "exact": [True, True], "rounds": [4, 4],
+            "speedup_turns": measured, "speedup_turns_low": measured * np.exp(-half),
+            "speedup_turns_high": measured * np.exp(half), "speedup_turns_rel_err": errors,
+            "speedup_turns_coverage": [0.95, 0.95],
+            "speedup_predicted_low": [0.8 * 0.999, 0.9 * 0.999],
+            "speedup_predicted_high": [0.8 * 1.001, 0.9 * 1.001],
+        }).to_csv(folder / "validation.csv", index=False)  # fmt: skip
+    text = summary.run_to_run(summary.read_runs(tmp_path))
+    # (1.4 and 5.7 points in log terms; the errors' centre, +9 % on the second row, widens them)
+    assert "from each run's intervals, allows a row to change by 1.6-5.9 points" in text
+    assert "1 of 2 rows moved more" in text
+    # the +-4 % row: z sqrt(2) (4 % / z) = 5.7 points at 4 rounds -> about 6 rounds for 5
+    assert "about 6 rounds per run would hold every row to 5 points (these ran 4)" in text
+
+
 def test_validate_summary_judges_older_runs_turn_by_turn(tmp_path):
     """A validation.csv without the turn columns gets them from turns.csv, or from its
     sentinel.csv with each prompt's prediction rebuilt from profile.json and traces.jsonl."""
