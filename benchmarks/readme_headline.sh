@@ -14,7 +14,9 @@
 #    held-out question of three categories), NEW_TOKENS new tokens, checked exact;
 # 4. the figure: p (accepted predictions per predictable token), the measured speed-up with
 #    its range over the rounds' quartiles, the predicted one with its 95 % interval (the
-#    profile's cost replicates) and whether the measured median fell inside it.
+#    profile's cost replicates) and whether the measured median fell inside it; then the
+#    speed-up judged turn by turn (measure.eval.turn_speedup: each prompt's PPD run against
+#    greedy's beside it) with its interval, and the script's whole run time.
 # Outputs under OUT (head/, heldout.jsonl, validate/, validate.log).
 # A smoke run on a tiny model: MODEL=DIR LAYER=2 EPOCHS=1 NEW_TOKENS=8 HELDOUT="164 244" \
 #   TRAIN_LIMIT=4 REPEATS=1 PROFILE_REPEATS=2 bash benchmarks/readme_headline.sh
@@ -71,4 +73,13 @@ print(f"p = {r['p_hat']:.3f} over {int(r['tokens'])} tokens; measured {r['speedu
       f"; PPD predicted {r['predicted_s']:.3g} s [{r['predicted_low_s']:.3g}, "
       f"{r['predicted_high_s']:.3g}], measured {r['measured_s']:.3g} s "
       f"({'inside' if r['inside'] else 'OUTSIDE'} the interval); exact: {bool(r['exact'])}")
+if "speedup_turns" in t and pd.notna(r["speedup_turns"]):  # measure.eval.turn_speedup
+    inside = r["speedup_turns_low"] <= r["speedup_predicted"] <= r["speedup_turns_high"]
+    print(f"judged turn by turn: measured {r['speedup_turns']:.3f}x "
+          f"[{r['speedup_turns_low']:.3f}, {r['speedup_turns_high']:.3f}] "
+          f"({100 * r['speedup_turns_coverage']:.0f} % interval), predicted "
+          f"{r['speedup_predicted']:.3f}x [{r['speedup_predicted_low']:.3f}, "
+          f"{r['speedup_predicted_high']:.3f}] ({'inside' if inside else 'OUTSIDE'} the "
+          "measured interval)")
 PY
+echo "readme_headline: $SECONDS s in all"
