@@ -39,6 +39,7 @@ def read_runs(out: Path, prefix: str = "") -> pd.DataFrame:
                 run=run,
                 model=model,
                 load=load.read_text().strip() if load.exists() else "",
+                folder=str(csv.parent),
                 drift=drift.get("machine_drift_log_sd"),
                 interleaved_drift=drift.get("interleaved_machine_drift_log_sd"),
             )
@@ -56,11 +57,8 @@ def with_turns(rows: pd.DataFrame, folder: Path) -> pd.DataFrame:
     if "speedup_turns" in rows and rows["speedup_turns"].notna().any():
         return rows
     rows = rows.assign(**dict.fromkeys(TURN_COLUMNS, float("nan")))
-    if (folder / "turns.csv").exists():
-        table = pd.read_csv(folder / "turns.csv")
-    elif all((folder / n).exists() for n in ("sentinel.csv", "traces.jsonl", "profile.json")):
-        table = turns_from_sentinel(folder)
-    else:
+    table = turn_table(folder)
+    if table is None:
         return rows
     readings = read_turn_table(table) if len(table) else {}
     for i, r in rows.iterrows():
@@ -68,6 +66,16 @@ def with_turns(rows: pd.DataFrame, folder: Path) -> pd.DataFrame:
             got = turn_columns(readings[r["method"]], r["speedup_predicted"])
             rows.loc[i, list(got)] = list(got.values())
     return rows
+
+
+def turn_table(folder: Path) -> pd.DataFrame | None:
+    """A validation folder's turn table: its turns.csv, else rebuilt from its sentinel.csv
+    (``turns_from_sentinel``), else None."""
+    if (folder / "turns.csv").exists():
+        return pd.read_csv(folder / "turns.csv")
+    if all((folder / n).exists() for n in ("sentinel.csv", "traces.jsonl", "profile.json")):
+        return turns_from_sentinel(folder)
+    return None
 
 
 def turns_from_sentinel(folder: Path) -> pd.DataFrame:
@@ -211,49 +219,86 @@ def _within(rows: pd.DataFrame, column: str) -> str:
     )
 
 
+def _turn_noise(turns: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame | None]:
+    """Each (row, run)'s measured log-sd from its run's turns (``run_to_run.turn_noise``:
+    the noise left once each prompt's own error is removed), else from its turns' interval
+    (wider: it counts how prompts differ); and the rows' correlation averaged over the runs
+    (None without turn tables)."""
+    from measure.eval.run_to_run import log_sd_of, turn_noise
+
+    sds = pd.Series(log_sd_of(turns["speedup_turns_low"], turns["speedup_turns_high"],
+                              turns["speedup_turns_coverage"]), index=turns.index)  # fmt: skip
+    correlations = []
+    for folder, rows in turns.groupby("folder", sort=False):
+        table = turn_table(Path(folder)) if folder else None
+        if table is None or not len(table):
+            continue
+        sd, corr = turn_noise(table)
+        for i, method in rows["method"].items():
+            if pd.notna(sd.get(method, np.nan)):
+                sds[i] = sd[method]
+        correlations.append(corr)
+    if not correlations:
+        return sds, None
+    methods = list(dict.fromkeys(turns["method"]))
+    stacked = np.stack([c.reindex(index=methods, columns=methods).to_numpy()
+                        for c in correlations])  # fmt: skip
+    with np.errstate(invalid="ignore"):
+        mean = np.nanmean(stacked, axis=0) if np.isfinite(stacked).any() else stacked[0]
+    mean = np.where(np.isfinite(mean), mean, 0.0)
+    np.fill_diagonal(mean, 1.0)
+    return sds, pd.DataFrame(mean, index=methods, columns=methods)
+
+
 def _chance(turns: pd.DataFrame) -> str:
-    """'; chance alone allows ...' for the turn-judged rows present in every run
-    (``measure.eval.run_to_run``): each row's error with the log-sds of its measured interval
-    (the turns') and its predicted one (the profile's replicates); '' without both."""
+    """'; from the runs' own turns and profile replicates, ...' for the turn-judged rows
+    present in every run with both sides' spreads (``measure.eval.run_to_run``); '' else."""
     from measure.eval.run_to_run import log_sd_of, noise_allowance, rounds_to_hold
 
     if not {"speedup_predicted_low", "speedup_predicted_high", "rounds"} <= set(turns):
         return ""  # (a validation from before the predicted speed-ups had intervals)
+    if "folder" not in turns:
+        turns = turns.assign(folder="")
+    measured, correlation = _turn_noise(turns)
     turns = turns.assign(
         log_err=np.log1p(turns["speedup_turns_rel_err"]),
-        measured_sd=log_sd_of(turns["speedup_turns_low"], turns["speedup_turns_high"],
-                              turns["speedup_turns_coverage"]),
+        measured_sd=measured,
         predicted_sd=log_sd_of(turns["speedup_predicted_low"], turns["speedup_predicted_high"],
-                               np.full(len(turns), LEVEL)),
+                               LEVEL),
     )  # fmt: skip
     values = ["log_err", "measured_sd", "predicted_sd", "rounds"]
     long = turns.dropna(subset=values)  # (runs without intervals drop out whole)
     table = long.pivot_table(index=KEY, columns="run", values=values, aggfunc="first").dropna()
     if len(table) == 0 or table["log_err"].shape[1] < 2:
         return ""
-    wide = {c: table[c] for c in values}
-    sds = np.hypot(wide["measured_sd"].to_numpy(), wide["predicted_sd"].to_numpy())
-    allow = noise_allowance(wide["log_err"].to_numpy(), sds)
-    points = 100 * np.expm1(wide["log_err"].to_numpy())
+    wide = {c: table[c].to_numpy() for c in values}
+    methods = list(table.index.get_level_values("method"))
+    corr = None if correlation is None else correlation.loc[methods, methods].to_numpy()
+    allow = noise_allowance(wide["log_err"], wide["measured_sd"], wide["predicted_sd"],
+                            correlation=corr)  # fmt: skip
+    points = 100 * np.expm1(wide["log_err"])
     moved = points.max(axis=1) - points.min(axis=1)
-    rounds = int(wide["rounds"].to_numpy().min())
-    pairs = zip(wide["measured_sd"].to_numpy(), wide["predicted_sd"].to_numpy(), strict=True)
-    needed = [rounds_to_hold(ROW_BOUND, rounds, m, p) for m, p in pairs]
-    hold = (f"no number of rounds holds every row to {ROW_BOUND:g} points: the profile's "
-            f"spread alone is wider for {sum(n is None for n in needed)} (more --profile-repeats)"
-            if None in needed else
-            f"about {max(needed)} rounds per run would hold every row to {ROW_BOUND:g} points "
-            f"(these ran {rounds})")  # fmt: skip
+    medians = np.median(np.abs(points), axis=0)
+    rounds = wide["rounds"].astype(int)
+    needed = [rounds_to_hold(ROW_BOUND, r, m, p) for r, m, p in
+              zip(rounds, wide["measured_sd"], wide["predicted_sd"], strict=True)]  # fmt: skip
+    ran = "-".join(map(str, sorted({int(rounds.min()), int(rounds.max())})))
+    hold = (f"no number of rounds brings every row's bound under {ROW_BOUND:g} points: the "
+            f"profile's spread alone reaches it for {sum(n is None for n in needed)} of "
+            f"{len(needed)} (more --profile-repeats)" if None in needed else
+            f"about {max(needed)} rounds per run would bring every row's bound under "
+            f"{ROW_BOUND:g} points (these ran {ran})")  # fmt: skip
     some = (
         ""
-        if wide["log_err"].shape[1] == turns["run"].nunique()
-        else (f" over the {wide['log_err'].shape[1]} runs with intervals")
+        if points.shape[1] == turns["run"].nunique()
+        else (f" (the {points.shape[1]} runs with intervals)")
     )
     return (
-        f"; chance alone{some}, from each run's intervals, allows a row to change by "
-        f"{allow.rows.min():.1f}-{allow.rows.max():.1f} points and the median |error| to spread "
-        f"by {allow.median:.1f} points ({100 * allow.level:g} %): {int((moved > allow.rows).sum())}"
-        f" of {len(moved)} rows moved more; {hold}"
+        f"; from the runs' own turns and profile replicates{some}, a row's error would move by "
+        f"at most {allow.rows.min():.1f}-{allow.rows.max():.1f} points (each row's "
+        f"{100 * allow.level:g} % bound) and the median |error| by {allow.median:.1f} points "
+        f"(it moved {medians.max() - medians.min():.1f}); {int((moved > allow.rows).sum())} of "
+        f"{len(moved)} rows moved more ({(1 - allow.level) * len(moved):.1f} expected); {hold}"
     )
 
 

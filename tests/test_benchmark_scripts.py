@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,11 +94,27 @@ def test_validate_summary_says_what_chance_allows_between_runs(tmp_path):
             "speedup_predicted_high": [0.8 * 1.001, 0.9 * 1.001],
         }).to_csv(folder / "validation.csv", index=False)  # fmt: skip
     text = summary.run_to_run(summary.read_runs(tmp_path))
-    # (1.4 and 5.7 points in log terms; the errors' centre, +9 % on the second row, widens them)
-    assert "from each run's intervals, allows a row to change by 1.6-5.9 points" in text
-    assert "1 of 2 rows moved more" in text
-    # the +-4 % row: z sqrt(2) (4 % / z) = 5.7 points at 4 rounds -> about 6 rounds for 5
-    assert "about 6 rounds per run would hold every row to 5 points (these ran 4)" in text
+    # without turn tables, from the measured intervals: z sqrt(2) (1 % / z) and (4 % / z) =
+    # 1.4 and 5.7 points in log terms (the second row's centre, +9 %, widens the first to 1.5)
+    assert "a row's error would move by at most 1.5-5.7 points (each row's 95 % bound)" in text
+    assert "1 of 2 rows moved more (0.1 expected)" in text
+    # the +-4 % row: 5.7 points at 4 rounds -> about (5.7 / 5)^2 4 = 5.2, so 6 rounds
+    assert (
+        "about 6 rounds per run would bring every row's bound under 5 points (these ran 4)" in text
+    )
+    # with turn tables, from the turns: residuals +-d about each prompt's own error (which
+    # differs by +-10 % between the prompts, and stays) give sd d / sqrt(6) = 2 %
+    d = 0.02 * np.sqrt(6)
+    for run, errors in (("run1", (0.0, 0.0)), ("run2", (0.01, 0.20))):
+        turns = [dict(method=method, round=r, prompt=i, greedy_seconds=1.0, predicted_ratio=0.8,
+                      seconds=1 / 0.8 / np.exp(-(e + (0.1 if i else -0.1) + (d if r % 2 else -d))))
+                 for method, e in zip(["ppd d_bar=2 k=1 main single", "ppd d_bar=2 k=1 main dist"],
+                                      errors, strict=True)
+                 for r in range(4) for i in range(2)]  # fmt: skip
+        pd.DataFrame(turns).to_csv(tmp_path / run / "m" / "turns.csv", index=False)
+    text = summary.run_to_run(summary.read_runs(tmp_path))
+    bounds = re.search(r"would move by at most ([\d.]+)-([\d.]+) points", text).groups()
+    assert [float(b) for b in bounds] == pytest.approx([5.54, 5.54 * 1.09], abs=0.15)
 
 
 def test_validate_summary_judges_older_runs_turn_by_turn(tmp_path):
