@@ -797,6 +797,10 @@ def turns_line(summary: dict, repeats: int) -> str:
         elif needed > repeats:
             width += (f" (about --repeats {needed} would pin every one to +-"
                       f"{100 * TARGET_HALF_WIDTH:g} %)")  # fmt: skip
+    repeat = summary.get("speedup_turns_repeat_bound")
+    if repeat is not None:  # measure.eval.run_to_run
+        width += (f"; a repeat (same prompts, fresh profile) would move a configuration's error "
+                  f"by up to {repeat:.1f} points by chance alone (95 %)")  # fmt: skip
     return (
         "speed-ups judged turn by turn (each prompt's run against greedy's beside it and its "
         f"own prediction): median |error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
@@ -37,6 +38,7 @@ from measure.eval.predict import (
     speedup_interval,
 )
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.run_to_run import log_sd_of, noise_allowance, turn_noise
 from measure.eval.terms import term_check
 from measure.eval.turn_speedup import (
     TURN_COLUMNS,
@@ -403,7 +405,33 @@ class ProfileValidation:
             "speedup_turns_coverage": min(t.coverage for t in read),
             "speedup_turns_half_width_max": max(t.half_width for t in read),
             "speedup_turns_rounds_for_target": None if None in rounds else max(rounds),
+            "speedup_turns_repeat_bound": self._repeat_bound(),
         }
+
+    def _repeat_bound(self) -> float | None:
+        """The most a repeat of this validation (same prompts, a fresh profile) would move one
+        configuration's turn-judged error by chance alone, in points (95 %, the worst row;
+        ``measure.eval.run_to_run``): this run's within-prompt turn noise and profile
+        replicates, twice. None with a row of one round or no predicted interval."""
+        rows = [r for r in self.results if r.turns is not None]
+        bands = [r.speedup_band for r in rows]
+        if not rows or None in bands:
+            return None
+        sd, corr = turn_noise(self.turn_table())
+        labels = [r.config.label for r in rows]
+        measured = sd.reindex(labels).to_numpy()
+        if not np.all(np.isfinite(measured)):
+            return None
+        predicted = log_sd_of([b.low for b in bands], [b.high for b in bands],
+                              [b.level for b in bands])  # fmt: skip
+        if not np.all(np.isfinite(predicted)):
+            return None
+        errors = np.log([1 / r.turns.ratio for r in rows])
+        correlation = np.array(corr.reindex(index=labels, columns=labels).fillna(0.0), float)
+        np.fill_diagonal(correlation, 1.0)
+        allow = noise_allowance(np.repeat(errors[:, None], 2, axis=1), measured[:, None],
+                                predicted[:, None], correlation=correlation)  # fmt: skip
+        return float(allow.rows.max())
 
     def _interleaved_summary(self) -> dict:
         """The same figures from the interleaved probes' profile, and both predictions' paired

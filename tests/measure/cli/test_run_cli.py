@@ -366,3 +366,7 @@ def test_turns_line_advises_rounds_only_where_rounds_would_help():
     assert "about --repeats 25)" in moved
     short = turns_line({**summary, "speedup_turns_rounds_for_target": None}, 3)
     assert "too few turns for a 95 % interval" in short
+    repeat = turns_line({**summary, "speedup_turns_rounds_for_target": 2,
+                         "speedup_turns_repeat_bound": 7.46}, 3)  # fmt: skip
+    assert repeat.endswith("a repeat (same prompts, fresh profile) would move a configuration's "
+                           "error by up to 7.5 points by chance alone (95 %)")  # fmt: skip
