@@ -6,7 +6,7 @@
 #    (translation, summarization, qa, math_reasoning; every 4th question of each is held out),
 #    a fixed budget of EPOCHS epochs (default 4) with seed 0 and one torch thread: the same
 #    head on every machine (no wall-clock cap);
-# 2. a fresh cost profile (both backends' figures for k = 1, at the prompts' own context,
+# 2. a fresh cost profile (the dist backend's figures for k = 1, at the prompts' own context,
 #    PROFILE_REPEATS rounds) taken by `ppd validate` just before its rounds;
 # 3. greedy and PPD (d_bar = LAYER, k = 1, early head on the candidate side, main and the
 #    candidates on two ranks: --backend dist) timed in REPEATS interleaved rounds on the
@@ -29,7 +29,7 @@ EPOCHS=${EPOCHS:-4}
 NEW_TOKENS=${NEW_TOKENS:-64}
 HELDOUT=${HELDOUT:-164 244 324}
 TRAIN_LIMIT=${TRAIN_LIMIT:-}
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-6}
 PROFILE_REPEATS=${PROFILE_REPEATS:-20}
 PPD=${PPD:-python -m ppdmodel}
 CATEGORIES=(translation summarization qa math_reasoning)
