@@ -219,35 +219,28 @@ def _within(rows: pd.DataFrame, column: str) -> str:
     )
 
 
-def _turn_noise(turns: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame | None]:
+def _turn_noise(turns: pd.DataFrame) -> tuple[pd.Series, np.ndarray | None]:
     """Each (row, run)'s measured log-sd from its run's turns (``run_to_run.turn_noise``:
     the noise left once each prompt's own error is removed), else from its turns' interval
-    (wider: it counts how prompts differ); and the rows' correlation averaged over the runs
-    (None without turn tables)."""
-    from measure.eval.run_to_run import log_sd_of, turn_noise
+    (wider: it counts how prompts differ); and the rows' correlation (``correlation_of``, in
+    the order of their first appearance in ``turns``) averaged over the runs (None without
+    turn tables)."""
+    from measure.eval.run_to_run import correlation_of, log_sd_of, turn_noise
 
     sds = pd.Series(log_sd_of(turns["speedup_turns_low"], turns["speedup_turns_high"],
                               turns["speedup_turns_coverage"]), index=turns.index)  # fmt: skip
+    methods = list(dict.fromkeys(turns["method"]))
     correlations = []
     for folder, rows in turns.groupby("folder", sort=False):
-        table = turn_table(Path(folder)) if folder else None
+        table = turn_table(Path(folder))
         if table is None or not len(table):
             continue
         sd, corr = turn_noise(table)
         for i, method in rows["method"].items():
             if pd.notna(sd.get(method, np.nan)):
                 sds[i] = sd[method]
-        correlations.append(corr)
-    if not correlations:
-        return sds, None
-    methods = list(dict.fromkeys(turns["method"]))
-    stacked = np.stack([c.reindex(index=methods, columns=methods).to_numpy()
-                        for c in correlations])  # fmt: skip
-    with np.errstate(invalid="ignore"):
-        mean = np.nanmean(stacked, axis=0) if np.isfinite(stacked).any() else stacked[0]
-    mean = np.where(np.isfinite(mean), mean, 0.0)
-    np.fill_diagonal(mean, 1.0)
-    return sds, pd.DataFrame(mean, index=methods, columns=methods)
+        correlations.append(correlation_of(corr, methods))
+    return sds, (np.mean(correlations, axis=0) if correlations else None)
 
 
 def _chance(turns: pd.DataFrame) -> str:
@@ -257,8 +250,6 @@ def _chance(turns: pd.DataFrame) -> str:
 
     if not {"speedup_predicted_low", "speedup_predicted_high", "rounds"} <= set(turns):
         return ""  # (a validation from before the predicted speed-ups had intervals)
-    if "folder" not in turns:
-        turns = turns.assign(folder="")
     measured, correlation = _turn_noise(turns)
     turns = turns.assign(
         log_err=np.log1p(turns["speedup_turns_rel_err"]),
@@ -272,8 +263,9 @@ def _chance(turns: pd.DataFrame) -> str:
     if len(table) == 0 or table["log_err"].shape[1] < 2:
         return ""
     wide = {c: table[c].to_numpy() for c in values}
-    methods = list(table.index.get_level_values("method"))
-    corr = None if correlation is None else correlation.loc[methods, methods].to_numpy()
+    order = list(dict.fromkeys(turns["method"]))
+    rows = [order.index(m) for m in table.index.get_level_values("method")]
+    corr = None if correlation is None else correlation[np.ix_(rows, rows)]
     allow = noise_allowance(wide["log_err"], wide["measured_sd"], wide["predicted_sd"],
                             correlation=corr)  # fmt: skip
     points = 100 * np.expm1(wide["log_err"])

@@ -93,6 +93,17 @@ def turn_noise(table) -> tuple[pd.Series, pd.DataFrame]:
     return pd.Series(sd), wide.corr()
 
 
+def correlation_of(correlation: pd.DataFrame, labels) -> np.ndarray:
+    """``turn_noise``'s correlation for the rows ``labels``, in that order, as the matrix
+    ``noise_allowance`` takes: a pair it could not estimate (a row missing, or no spread)
+    counts as uncorrelated, every row with itself as 1."""
+    labels = list(labels)
+    matrix = np.array(correlation.reindex(index=labels, columns=labels), dtype=float)
+    matrix[~np.isfinite(matrix)] = 0.0
+    np.fill_diagonal(matrix, 1.0)
+    return matrix
+
+
 @dataclass(frozen=True)
 class Allowance:
     """What chance alone lets the runs differ by, in percentage points, at ``level``."""

@@ -38,7 +38,7 @@ from measure.eval.predict import (
     speedup_interval,
 )
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
-from measure.eval.run_to_run import log_sd_of, noise_allowance, turn_noise
+from measure.eval.run_to_run import correlation_of, log_sd_of, noise_allowance, turn_noise
 from measure.eval.terms import term_check
 from measure.eval.turn_speedup import (
     TURN_COLUMNS,
@@ -427,10 +427,12 @@ class ProfileValidation:
         if not np.all(np.isfinite(predicted)):
             return None
         errors = np.log([1 / r.turns.ratio for r in rows])
-        correlation = np.array(corr.reindex(index=labels, columns=labels).fillna(0.0), float)
-        np.fill_diagonal(correlation, 1.0)
-        allow = noise_allowance(np.repeat(errors[:, None], 2, axis=1), measured[:, None],
-                                predicted[:, None], correlation=correlation)  # fmt: skip
+        allow = noise_allowance(
+            np.repeat(errors[:, None], 2, axis=1),
+            measured[:, None],
+            predicted[:, None],
+            correlation=correlation_of(corr, labels),
+        )
         return float(allow.rows.max())
 
     def _interleaved_summary(self) -> dict:

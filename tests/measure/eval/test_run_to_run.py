@@ -6,7 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from measure.eval.run_to_run import log_sd_of, noise_allowance, rounds_to_hold, turn_noise
+from measure.eval.run_to_run import (
+    correlation_of,
+    log_sd_of,
+    noise_allowance,
+    rounds_to_hold,
+    turn_noise,
+)
 
 Z = 1.959963984540054  # the normal law's 97.5 % point
 RANGE3 = 3.3145  # the 95 % point of the range of 3 standard normal draws
@@ -124,6 +130,14 @@ def test_turn_noise_leaves_out_how_prompts_differ():
     assert 0.4 < corr.loc["a", "b"] < 1.0  # they share greedy's noise
     one = _turns({"a": np.zeros((1, 2))})  # one round: no within-prompt spread to take
     assert np.isnan(turn_noise(one)[0]["a"])
+
+
+def test_correlation_of_orders_the_rows_and_fills_what_it_cannot_estimate():
+    corr = pd.DataFrame([[1.0, 0.5, np.nan], [0.5, 1.0, 0.2], [np.nan, 0.2, np.nan]],
+                        index=list("abc"), columns=list("abc"))  # fmt: skip
+    got = correlation_of(corr, ["c", "a", "x"])  # x: a row the turns did not have
+    assert got.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    assert correlation_of(corr, ["b", "a"]).tolist() == [[1.0, 0.5], [0.5, 1.0]]
 
 
 @pytest.mark.parametrize(
