@@ -97,6 +97,11 @@ def correlation_of(correlation: pd.DataFrame, labels) -> np.ndarray:
     """``turn_noise``'s correlation for the rows ``labels``, in that order, as the matrix
     ``noise_allowance`` takes: a pair it could not estimate (a row missing, or no spread)
     counts as uncorrelated, every row with itself as 1."""
+    if not isinstance(correlation, pd.DataFrame) or list(correlation.index) != list(
+        correlation.columns
+    ):
+        raise ValueError(f"correlation must be a square DataFrame labelled alike on both axes "
+                         f"(turn_noise's), got {type(correlation).__name__}")  # fmt: skip
     labels = list(labels)
     matrix = np.array(correlation.reindex(index=labels, columns=labels), dtype=float)
     matrix[~np.isfinite(matrix)] = 0.0

@@ -158,6 +158,11 @@ def test_correlation_of_orders_the_rows_and_fills_what_it_cannot_estimate():
         (lambda: rounds_to_hold(5.0, 4, [0.01, 0.01], [0]), "predicted_sds"),
         (lambda: log_sd_of([0.9, 0.9], [1.1], 0.95), "low and high"),
         (lambda: turn_noise(pd.DataFrame({"method": ["a"]})), "turn columns"),
+        (lambda: correlation_of(np.eye(2), ["a", "b"]), "correlation"),
+        (
+            lambda: correlation_of(pd.DataFrame([[1.0]], index=["a"], columns=["b"]), "a"),
+            "correlation",
+        ),  # fmt: skip
     ],
 )
 def test_bad_input_names_the_parameter(call, name):
