@@ -73,9 +73,12 @@ def format_profile(profile: CostProfile) -> str:
                              f"x{sides['candidate']:.3f} (the candidates placement)")  # fmt: skip
     load = prov.get("load_average", {})
     if load:
+        others, own = load.get("others_measured"), load.get("own_measured")
+        measured = ("" if others is None or own is None
+                    else f", other work {others:.2f} CPUs beside ours {own:.2f}")  # fmt: skip
         lines.append(
             f"load average {load.get('before', 0):.2f} -> {load.get('after', 0):.2f} on "
-            f"{load.get('cpus')} CPUs{' (LOADED)' if load.get('loaded') else ''}"
+            f"{load.get('cpus')} CPUs{measured}{' (LOADED)' if load.get('loaded') else ''}"
         )
     drift = MachineDrift.from_dict(profile.data.get("machine"))
     if drift is not None:

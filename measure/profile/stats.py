@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from measure.profile import cpu_share
+
 NOISY_REL_IQR = 0.10
 """A figure whose interquartile range exceeds this fraction of its median is flagged noisy."""
 WIDE_REL_IQR = 0.20
@@ -30,7 +32,12 @@ pair factor of 2 rounds moves by about 11 % (log-sd); between stretches of 8 rou
 5-7 %, of 16 rounds 3-4 % as a ratio of means (``benchmarks/sharing_drift.py``)."""
 LOADED_FRACTION = 0.5
 """The machine counts as loaded when other work kept more than this fraction of its CPUs busy
-(1-minute load average before a measurement, or after it minus the threads it used)."""
+(measured from CPU times, ``LoadReading``; else the 1-minute load average before a
+measurement, or after it minus the threads it used)."""
+CONTENDED_FRACTION = 0.25
+"""Other work's share of the CPUs that flags a measurement LOADED when the CPUs were full."""
+FULL_FRACTION = 0.9
+"""Other work's and ours together at or above this share of the CPUs: the CPUs were full."""
 
 
 @dataclass(frozen=True)
@@ -125,43 +132,71 @@ def cpu_count() -> int:
 
 @dataclass(frozen=True)
 class LoadReading:
-    """1-minute load averages around a measurement and the CPUs it had."""
+    """How busy other work kept the CPUs around a measurement: measured from CPU times where
+    Linux's ``/proc`` allows (``measure.profile.cpu_share``), else estimated from the 1-minute
+    load averages before and after it."""
 
     before: float
     after: float
     cpus: int
     own_threads: int = 1
     """Threads the measurement itself kept busy (they raise the load read after it)."""
+    shares: cpu_share.CpuShares | None = None
+    """CPUs other work and the measurement's own processes kept busy, from CPU times (None:
+    not measured)."""
 
     @property
     def others(self) -> float:
-        """Estimated CPUs kept busy by other work: max(before, after - own_threads), >= 0."""
+        """CPUs kept busy by other work: the measured figure, else the estimate
+        max(before, after - own_threads), >= 0."""
+        if self.shares is not None:
+            return self.shares.others
         return max(self.before, self.after - self.own_threads, 0.0)
 
     @property
     def loaded(self) -> bool:
-        """True when other work kept more than LOADED_FRACTION of the CPUs busy."""
-        return self.others > LOADED_FRACTION * self.cpus
+        """True when other work kept more than LOADED_FRACTION of the CPUs busy, or (measured)
+        more than CONTENDED_FRACTION of them while the CPUs were full: there other work can
+        take no more than we leave it, yet it slows every step."""
+        if self.others > LOADED_FRACTION * self.cpus:
+            return True
+        shares = self.shares
+        return shares is not None and (
+            shares.others > CONTENDED_FRACTION * self.cpus
+            and shares.others + shares.own >= FULL_FRACTION * self.cpus
+        )
 
     def describe(self) -> str:
-        """'load 0.3 -> 2.1 on 2 CPUs' plus ', LOADED' when flagged."""
+        """'load average 0.30 -> 2.10 on 2 CPUs' (with ', other work 0.05 CPUs beside ours
+        1.40' when measured) plus a LOADED tag when flagged."""
         tag = " (LOADED: timings are not trustworthy)" if self.loaded else ""
-        return f"load average {self.before:.2f} -> {self.after:.2f} on {self.cpus} CPUs{tag}"
+        shares, measured = self.shares, ""
+        if shares is not None:
+            measured = f", other work {shares.others:.2f} CPUs beside ours {shares.own:.2f}"
+        return (f"load average {self.before:.2f} -> {self.after:.2f} on {self.cpus} "
+                f"CPUs{measured}{tag}")  # fmt: skip
 
     def to_dict(self) -> dict:
+        shares = self.shares
         return {"before": self.before, "after": self.after, "cpus": self.cpus,
-                "own_threads": self.own_threads, "loaded": self.loaded}  # fmt: skip
+                "own_threads": self.own_threads,
+                "others_measured": None if shares is None else shares.others,
+                "own_measured": None if shares is None else shares.own,
+                "loaded": self.loaded}  # fmt: skip
 
 
 class LoadMonitor:
-    """Read the load average now; ``reading()`` later gives the LoadReading of the span."""
+    """Read the load average and CPU times now; ``reading()`` later gives the LoadReading of
+    the span."""
 
     def __init__(self, own_threads: int = 1):
         self.before = load_average()
         self.own_threads = own_threads
+        self.start = cpu_share.snapshot()
 
     def reading(self) -> LoadReading:
-        return LoadReading(self.before, load_average(), cpu_count(), self.own_threads)
+        shares = cpu_share.shares_between(self.start, cpu_share.snapshot())
+        return LoadReading(self.before, load_average(), cpu_count(), self.own_threads, shares)
 
 
 TimedTask = Callable[[], "Mapping[str, float] | float"]

@@ -38,8 +38,10 @@ def test_load_monitor_reads_the_load_average(monkeypatch):
     values = iter([0.1, 2.5])
     monkeypatch.setattr(stats, "load_average", lambda: next(values))
     monkeypatch.setattr(stats, "cpu_count", lambda: 2)
+    monkeypatch.setattr(stats.cpu_share, "snapshot", lambda: None)  # no /proc: the estimate
     reading = stats.LoadMonitor(own_threads=1).reading()
     assert (reading.before, reading.after, reading.cpus) == (0.1, 2.5, 2) and reading.loaded
+    assert reading.shares is None
 
 
 def test_run_interleaved_rotates_the_order_and_drops_warmup():
