@@ -218,3 +218,46 @@ def test_sharing_drift_reports_the_stretches_factors():
     assert "main, stretches of 8 rounds (8): log-sd 0.0 % as mean over mean" in text
     assert "cand, stretches of 32 rounds (2)" not in text  # (fewer than 3 stretches: left out)
     assert sharing.summary(blocks.iloc[:0]) == "no blocks"
+
+
+def _event(process, token, a, b, start_ms, end_ms, kind="layers"):
+    return {"process": process, "token": token, "layer_start": a, "layer_end": b,
+            "start_s": start_ms / 1e3, "end_s": end_ms / 1e3, "kind": kind}  # fmt: skip
+
+
+def test_dist_timeline_reads_the_rank_start_and_the_wait_for_the_ids(tmp_path):
+    timeline = _load("dist_timeline")
+    # d = 4, d_bar = 2; pass t: main's prefix [0, 2) ends at p, the suffix starts 0.5 ms later;
+    # the rank's early head for token t + 1 starts `late` ms after p and lasts 6 ms; main's
+    # final head ends at p + 7.5 and its next prefix starts once the ids are in, plus 0.3 ms
+    events, p = [], 0.0
+    for t, late in enumerate((1.0, 3.0, 2.0), start=1):
+        head_end = p + late + 6.0
+        final_end = p + 7.5
+        events += [
+            _event(0, t, 0, 2, p - 2.0, p),
+            _event(0, t, 2, 4, p + 0.5, p + 3.5),
+            _event(0, t, 4, 4, p + 3.5, final_end, "head"),
+            _event(1, t + 1, 2, 2, p + late, head_end, "head"),
+        ]
+        p = max(final_end, head_end) + 0.3 + 2.0  # the next prefix (2 ms) ends here
+    trace = {"d": 4, "d_bar": 2, "k": 1, "backend": "dist", "early_head": "candidates",
+             "events": events}  # fmt: skip
+    other = dict(trace, early_head="main")  # left out
+    (tmp_path / "traces.jsonl").write_text(
+        "\n".join(json.dumps(t) for t in (trace, other)) + "\n", encoding="utf-8"
+    )
+    table = timeline.passes(trace)
+    assert np.allclose(table["send"], 0.5e-3)
+    assert np.allclose(table["rank start"], [1e-3, 3e-3, 2e-3])
+    assert np.allclose(table["ids late"], [-0.5e-3, 1.5e-3, 0.5e-3])
+    # main waits for late ids: its gap is the host's 0.3 ms plus the wait
+    gap = table["main gap"]
+    assert np.allclose(gap.iloc[:2], [0.3e-3, 1.8e-3]) and np.isnan(gap.iloc[2])
+    summary = timeline.summary(timeline.read_traces(tmp_path))
+    assert list(summary["k"]) == [1] and int(summary["passes"][0]) == 3
+    assert summary["rank start p50"][0] == pytest.approx(2.0)
+    assert summary["ids late > 0"][0] == pytest.approx(2 / 3)
+    out = subprocess.run(["python", str(BENCH / "dist_timeline.py"), str(tmp_path)],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "main waited for the ids in 67 % of passes" in out
