@@ -9,12 +9,16 @@ at the link's latency and lets a missed pass end with main's own work. Per pass,
 (milliseconds, 10th / 50th / 90th percentile and mean over the passes):
 
 - ``send``: main's gap between its prefix and its suffix (posting HIDDEN);
-- ``rank start``: from the end of main's prefix to the start of the rank's early head (the
-  message, and the rank's wake-up: the closed form's delta);
-- ``ids late``: the end of the rank's early head after the end of main's final head (> 0: main
-  waits for the ids);
+- ``rank start``: from the end of main's prefix to the start of the last candidate rank's
+  early head (the message, the rank's unpacking of it, and any layer of a rejected batch it
+  was still running; the closed form prices it as the link's latency, delta);
+- ``ids late``: the end of the last rank's early head after the end of main's final head
+  (> 0: main waits for the ids; the ids travel after it, so this is a lower bound);
 - ``main gap``: main's time from the end of its final head to its next prefix (host time and
   any wait for the ids; the profile prices it as ``dist_host_s``).
+
+Only passes followed by another pass are counted (a sequence's last pass, which may end at an
+end-of-sequence token without waiting for the ids, is left out).
 
 Usage: python benchmarks/dist_timeline.py FOLDER_OR_TRACES [...]
 """
@@ -32,33 +36,37 @@ COLUMNS = ("send", "rank start", "ids late", "main gap")
 
 
 def passes(trace: dict) -> pd.DataFrame:
-    """One row per pass t of a ``dist`` trace with the early head on the candidate side: the
-    seconds of ``COLUMNS`` (NaN where a block is missing, e.g. the last pass)."""
+    """One row per pass t of a ``dist`` trace with the early head on the candidate side that
+    is followed by pass t + 1: the seconds of ``COLUMNS``."""
     d, d_bar = trace["d"], trace["d_bar"]
+    prefixes = {(0, d_bar), (d - d_bar, d_bar)}  # fresh, and resumed after a hand-off
     main: dict[int, dict[str, dict]] = {}
-    heads: dict[int, dict] = {}
+    heads: dict[int, list[dict]] = {}
     for ev in trace["events"]:
         if ev["process"] != 0:
-            if ev["kind"] == "head" and ev["process"] == 1:
-                heads[ev["token"]] = ev
+            if ev["kind"] == "head":
+                heads.setdefault(ev["token"], []).append(ev)  # one per candidate rank
             continue
-        span = (ev["layer_start"], ev["layer_end"], ev["kind"])
-        name = {(0, d_bar, "layers"): "prefix", (d_bar, d, "layers"): "suffix",
-                (d, d, "head"): "final"}.get(span)  # fmt: skip
+        span = (ev["layer_start"], ev["layer_end"])
+        name = None
+        if ev["kind"] == "layers":
+            name = "prefix" if span in prefixes else "suffix" if span == (d_bar, d) else None
+        elif ev["kind"] == "head" and span == (d, d):
+            name = "final"
         if name is not None:
             main.setdefault(ev["token"], {})[name] = ev
     rows = []
     for t in sorted(main):
-        blocks, head, nxt = main[t], heads.get(t + 1), main.get(t + 1, {})
-        if not {"prefix", "suffix", "final"} <= set(blocks) or head is None:
+        blocks, ranks, nxt = main[t], heads.get(t + 1), main.get(t + 1, {})
+        if not {"prefix", "suffix", "final"} <= set(blocks) or not ranks or "prefix" not in nxt:
             continue
         prefix_end, final_end = blocks["prefix"]["end_s"], blocks["final"]["end_s"]
         rows.append({
             "token": t,
             "send": blocks["suffix"]["start_s"] - prefix_end,
-            "rank start": head["start_s"] - prefix_end,
-            "ids late": head["end_s"] - final_end,
-            "main gap": nxt["prefix"]["start_s"] - final_end if "prefix" in nxt else np.nan,
+            "rank start": max(h["start_s"] for h in ranks) - prefix_end,
+            "ids late": max(h["end_s"] for h in ranks) - final_end,
+            "main gap": nxt["prefix"]["start_s"] - final_end,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=["token", *COLUMNS])
 

@@ -227,33 +227,37 @@ def _event(process, token, a, b, start_ms, end_ms, kind="layers"):
 
 def test_dist_timeline_reads_the_rank_start_and_the_wait_for_the_ids(tmp_path):
     timeline = _load("dist_timeline")
-    # d = 4, d_bar = 2; pass t: main's prefix [0, 2) ends at p, the suffix starts 0.5 ms later;
-    # the rank's early head for token t + 1 starts `late` ms after p and lasts 6 ms; main's
-    # final head ends at p + 7.5 and its next prefix starts once the ids are in, plus 0.3 ms
+    # d = 6, d_bar = 4 (e = 2); pass t: main's prefix ends at p (fresh [0, 4), or [2, 4) after
+    # a hand-off), the suffix starts 0.5 ms later; each candidate rank's early head for token
+    # t + 1 starts `late` ms after p and lasts 6 ms (a second rank's 1 ms later in pass 2);
+    # main's final head ends at p + 7.5 and its next prefix starts once every rank's ids are
+    # in, plus 0.3 ms
     events, p = [], 0.0
-    for t, late in enumerate((1.0, 3.0, 2.0), start=1):
-        head_end = p + late + 6.0
-        final_end = p + 7.5
+    for t, late in enumerate((1.0, 3.0, 2.0, 1.0), start=1):
+        final_end, head_end = p + 7.5, p + late + 6.0
         events += [
-            _event(0, t, 0, 2, p - 2.0, p),
-            _event(0, t, 2, 4, p + 0.5, p + 3.5),
-            _event(0, t, 4, 4, p + 3.5, final_end, "head"),
-            _event(1, t + 1, 2, 2, p + late, head_end, "head"),
+            _event(0, t, 0 if t != 3 else 2, 4, p - 2.0, p),
+            _event(0, t, 4, 6, p + 0.5, p + 3.5),
+            _event(0, t, 6, 6, p + 3.5, final_end, "head"),
+            _event(1, t + 1, 4, 4, p + late, head_end, "head"),
         ]
+        if t == 2:
+            events.append(_event(2, t + 1, 4, 4, p + late + 1.0, head_end + 1.0, "head"))
+            head_end += 1.0
         p = max(final_end, head_end) + 0.3 + 2.0  # the next prefix (2 ms) ends here
-    trace = {"d": 4, "d_bar": 2, "k": 1, "backend": "dist", "early_head": "candidates",
+    trace = {"d": 6, "d_bar": 4, "k": 1, "backend": "dist", "early_head": "candidates",
              "events": events}  # fmt: skip
     other = dict(trace, early_head="main")  # left out
     (tmp_path / "traces.jsonl").write_text(
         "\n".join(json.dumps(t) for t in (trace, other)) + "\n", encoding="utf-8"
     )
     table = timeline.passes(trace)
+    assert list(table["token"]) == [1, 2, 3]  # the last pass, with no pass after it, left out
     assert np.allclose(table["send"], 0.5e-3)
-    assert np.allclose(table["rank start"], [1e-3, 3e-3, 2e-3])
-    assert np.allclose(table["ids late"], [-0.5e-3, 1.5e-3, 0.5e-3])
-    # main waits for late ids: its gap is the host's 0.3 ms plus the wait
-    gap = table["main gap"]
-    assert np.allclose(gap.iloc[:2], [0.3e-3, 1.8e-3]) and np.isnan(gap.iloc[2])
+    assert np.allclose(table["rank start"], [1e-3, 4e-3, 2e-3])  # the later rank of pass 2
+    assert np.allclose(table["ids late"], [-0.5e-3, 2.5e-3, 0.5e-3])
+    # main waits for late ids (pass 3 follows a resumed prefix): the host's 0.3 ms plus the wait
+    assert np.allclose(table["main gap"], [0.3e-3, 2.8e-3, 0.8e-3])
     summary = timeline.summary(timeline.read_traces(tmp_path))
     assert list(summary["k"]) == [1] and int(summary["passes"][0]) == 3
     assert summary["rank start p50"][0] == pytest.approx(2.0)
