@@ -72,7 +72,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from numbers import Real
 
-from ppdmodel.costs import DecodeCosts, check_early_head
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts, check_early_head
 from ppdmodel.validation import (
     as_int,
     as_path,
@@ -125,6 +125,10 @@ class BackendCosts:
     candidate side (``by_k_candidates``: its early head, then the batch, beside main), as
     recorded (sorted by k; empty: none measured, the ``candidates`` placement takes
     ``pair_slowdowns``)."""
+    host_s_by_placement: Mapping[str, float] = field(default_factory=dict)
+    """PPD's host time per pass for an early-head placement, where measured on real runs of
+    that placement (``dist``: the mean over the profile's short runs, main's wait for the
+    candidate rank's ids included); a placement not in it takes ``base.host_s``."""
 
     def sharing(self, k: int | None = None, early_head: str | None = None) -> SharingFactors:
         """The factors the costs of a configuration with ``k`` candidates and the early head
@@ -165,6 +169,8 @@ class BackendCosts:
             name: getattr(self.base, name) + e * self.per_candidate_layer_s.get(name, 0.0)
             for name in PER_LAYER_FIELDS
         }
+        if early_head in self.host_s_by_placement:
+            grown["host_s"] = self.host_s_by_placement[early_head]
         return self.sharing(k, early_head).applied_to(replace(self.base, **grown))
 
     def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
@@ -487,6 +493,8 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
     greedy_host = entry.get("greedy_host_s")
     if greedy_host is not None:
         greedy_host = _seconds(f"{prefix}.greedy_host_s", greedy_host)
+    by_placement = _host_by_placement(f"{prefix}.host_s_by_placement",
+                                      entry.get("host_s_by_placement", {}))  # fmt: skip
     pair_d_bar, pair_rows, cand_rows = _pair_slowdowns(
         f"{prefix}.pair_slowdowns", entry.get("pair_slowdowns")
     )
@@ -508,6 +516,9 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
     replicates = tuple(rep if rep.pair_slowdowns_candidates else
                        replace(rep, pair_slowdowns_candidates=cand_rows)
                        for rep in replicates)  # fmt: skip
+    replicates = tuple(rep if rep.host_s_by_placement or not by_placement else
+                       replace(rep, host_s_by_placement=by_placement)
+                       for rep in replicates)  # fmt: skip
     return BackendCosts(
         base=DecodeCosts.from_dict({**values, "serial_device": serial}),
         per_candidate_layer_s=per_layer,
@@ -517,7 +528,22 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         pair_slowdowns=pair_rows,
         pair_d_bar=pair_d_bar,
         pair_slowdowns_candidates=cand_rows,
+        host_s_by_placement=by_placement,
     )
+
+
+def _host_by_placement(path: str, value) -> dict[str, float]:
+    """An object mapping early-head placements to host seconds per pass, for field ``path``;
+    ValueError naming it."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"cost profile: {path} must map placements to seconds, got {value!r}")
+    out = {}
+    for placement, seconds in value.items():
+        if placement not in EARLY_HEAD_PLACEMENTS:
+            raise ValueError(f"cost profile: {path} has placement {placement!r}; known "
+                             f"{list(EARLY_HEAD_PLACEMENTS)}")  # fmt: skip
+        out[placement] = _seconds(f"{path}.{placement}", seconds)
+    return out
 
 
 def _factor(path: str, value, *, low: float = 1.0) -> float:

@@ -440,7 +440,10 @@ def dist_host_figures(model_dir, model, ks, context_tokens: int) -> dict[str, Sp
     """``dist_host_s``: main's host time per pass (``measure.profile.host``) on short real
     ``dist`` runs, both early-head placements, at d_bar = ceil(d / 2) and the largest k, on
     ``HOST_PROBE_PROMPTS`` synthetic prompts of about ``context_tokens`` positions; the first
-    ``HOST_PROBE_SKIP`` passes of each run (warm-up) are left out."""
+    ``HOST_PROBE_SKIP`` passes of each run (warm-up) are left out. Also each placement's own,
+    ``dist_host_s[main]`` and ``dist_host_s[candidates]``: with the early head on the candidate
+    side main waits for the rank's ids when its early head outlasts main's suffix and final
+    head, a right-skewed wait that the pooled median leaves out (``host_by_placement``)."""
     config = model.config.get_text_config()
     d = config.num_hidden_layers
     length = max(2, context_tokens - HOST_PROBE_TOKENS // 2)
@@ -448,15 +451,30 @@ def dist_host_figures(model_dir, model, ks, context_tokens: int) -> dict[str, Sp
         torch.roll(context_ids(length, config.vocab_size), shifts=i, dims=1)
         for i in range(HOST_PROBE_PROMPTS)
     ]
-    samples = []
+    samples, figures = [], {}
     for placement in EARLY_HEAD_PLACEMENTS:
         runs = ppd_many(
             str(model_dir), prompts, d_bar=default_d_bar(d), k=max(ks),
             max_new_tokens=HOST_PROBE_TOKENS, backend="dist", early_head=placement, warmup=False,
         )  # fmt: skip
-        for run in runs:
-            samples += host_seconds(run, "dist")[HOST_PROBE_SKIP:]
-    return {"dist_host_s": Spread.of(samples)}
+        own = [s for run in runs for s in host_seconds(run, "dist")[HOST_PROBE_SKIP:]]
+        figures[f"dist_host_s[{placement}]"] = Spread.of(own)
+        samples += own
+    return {"dist_host_s": Spread.of(samples), **figures}
+
+
+def host_by_placement(fig: dict[str, Spread]) -> dict[str, float]:
+    """PPD's host time per pass on ``dist`` for each early-head placement the profile ran:
+    the mean of that placement's samples (``dist_host_figures``). A mean, not a median: a
+    run's time is the sum of its passes, and with the early head on the candidate side main
+    sometimes waits for the rank's ids (on small-wide-vocab, 64 Ki vocabulary: median 0.86 ms,
+    mean 1.58 ms per pass; with the early head on main, median and mean 0.89 ms). Empty for a
+    profile that kept only the pooled figure."""
+    return {
+        placement: fig[name].mean
+        for placement in EARLY_HEAD_PLACEMENTS
+        if (name := f"dist_host_s[{placement}]") in fig and fig[name].n
+    }
 
 
 def _round4(n: int) -> int:
@@ -519,6 +537,8 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
              "notes": notes, "warnings": warnings}  # fmt: skip
     if greedy_host is not None:
         entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
+    if backend == "dist" and (by_placement := host_by_placement(fig)):
+        entry["host_s_by_placement"] = by_placement  # PPD's host per pass, per placement
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
         if device.type == "cpu":  # elsewhere the ranks run on two devices: nothing is shared
             means = {name: s.mean for name, s in fig.items() if name.startswith("pair_")}

@@ -32,9 +32,11 @@ from measure.profile.stats import Spread
 
 PROFILE_REPLICATES = 100
 """Bootstrap replicates a profile stores per backend."""
-REPLICATE_KEYS = ("costs", "per_candidate_layer_s", "greedy_host_s", "pair_slowdowns")
+REPLICATE_KEYS = ("costs", "per_candidate_layer_s", "greedy_host_s", "pair_slowdowns",
+                  "host_s_by_placement")  # fmt: skip
 """The parts of a backend entry a replicate holds (``ppdmodel.cost_profile``): the pair
-factors of a ``dist`` entry too, so a prediction's interval carries their spread."""
+factors and the per-placement host time of a ``dist`` entry too, so a prediction's interval
+carries their spread."""
 
 
 def cost_replicates(

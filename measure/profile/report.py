@@ -62,6 +62,9 @@ def format_profile(profile: CostProfile) -> str:
             if "dist_host_s" in figures:  # the host_s this backend uses (``dist_host_figures``)
                 label = "host per pass, real dist runs"
                 lines.append(f"  {label:34s} {figures['dist_host_s'].describe()}")
+            for placement, seconds in entry.host_s_by_placement.items():
+                label = f"  early head on {placement}"
+                lines.append(f"  {label:34s} mean {1e3 * seconds:.4g} ms (priced for PPD)")
             pair = profile.data["backends"][backend].get("pair_slowdowns") or {}
             for k, sides in pair.get("by_k", {}).items():
                 label = f"where a run overlaps, k={k}"

@@ -134,6 +134,29 @@ def test_greedy_is_priced_on_the_backend_it_is_compared_with():
         parse_cost_profile(data)
 
 
+def test_each_placement_is_priced_with_its_own_host_time_where_measured():
+    data = minimal_profile(serial=True)
+    dist_costs = {**data["backends"]["single"]["costs"], "host_s": 0.0009}
+    by_placement = {"main": 0.0009, "candidates": 0.0016}
+    replicate = {"costs": {**dist_costs, "host_s": 0.001}}  # written without its own
+    data["backends"]["dist"] = {"costs": dist_costs, "host_s_by_placement": by_placement,
+                                "cost_replicates": [replicate]}  # fmt: skip
+    profile = parse_cost_profile(data)
+    priced = {h: profile.costs("dist", d_bar=15, k=1, early_head=h).host_s
+              for h in ("main", "candidates")}  # fmt: skip
+    assert priced == by_placement
+    assert profile.costs("dist", d_bar=15).host_s == 0.0009  # no placement: the entry's own
+    rep = profile.backends["dist"].replicates[0]
+    assert rep.costs(d=30, d_bar=15, early_head="candidates").host_s == 0.0016  # inherited
+    assert profile.costs("single", d_bar=15, early_head="candidates").host_s == 0.0002
+    for bad, message in (({"side": 0.001}, "placement 'side'"),
+                         ({"candidates": -1}, "host_s_by_placement.candidates"),
+                         ([0.001], "must map placements")):  # fmt: skip
+        data["backends"]["dist"]["host_s_by_placement"] = bad
+        with pytest.raises(ValueError, match=message):
+            parse_cost_profile(data)
+
+
 def test_unknown_backend_and_bad_d_bar_are_refused():
     profile = parse_cost_profile(minimal_profile(d=30))
     with pytest.raises(ValueError, match=r"profiled backends \['single'\]"):

@@ -249,6 +249,13 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     runs = len(EARLY_HEAD_PLACEMENTS) * HOST_PROBE_PROMPTS
     assert figures["dist_host_s"]["n"] == runs * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)
     assert dist.host_s == figures["dist_host_s"]["median"] > 0
+    # and each placement's own, priced by its mean (a run's time is the sum of its passes)
+    for placement in EARLY_HEAD_PLACEMENTS:
+        own = figures[f"dist_host_s[{placement}]"]
+        assert own["n"] == HOST_PROBE_PROMPTS * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)
+        priced = profile.costs("dist", d_bar=2, k=1, early_head=placement).host_s
+        assert priced == pytest.approx(float(np.mean(own["samples"])))
+    assert "early head on candidates" in format_profile(profile)
     assert (
         profile.costs("single", d_bar=2).host_s
         == profile.data["figures"]["single"]["host_s"]["median"]
