@@ -169,9 +169,10 @@ class BackendCosts:
             name: getattr(self.base, name) + e * self.per_candidate_layer_s.get(name, 0.0)
             for name in PER_LAYER_FIELDS
         }
+        sharing = self.sharing(k, early_head)  # checks k and early_head, naming them
         if early_head in self.host_s_by_placement:
             grown["host_s"] = self.host_s_by_placement[early_head]
-        return self.sharing(k, early_head).applied_to(replace(self.base, **grown))
+        return sharing.applied_to(replace(self.base, **grown))
 
     def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
         """DecodeCosts that price greedy decoding on this backend's measured compute figures
