@@ -26,23 +26,25 @@ Usage: python benchmarks/dist_timeline.py FOLDER_OR_TRACES [...]
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from sim.formats import MatchTrace
+from sim.formats import read_traces as read_trace_file
+
 COLUMNS = ("send", "rank start", "ids late", "main gap")
 
 
-def passes(trace: dict) -> pd.DataFrame:
+def passes(trace: MatchTrace) -> pd.DataFrame:
     """One row per pass t of a ``dist`` trace with the early head on the candidate side that
     is followed by pass t + 1: the seconds of ``COLUMNS``."""
-    d, d_bar = trace["d"], trace["d_bar"]
+    d, d_bar = trace.d, trace.d_bar
     prefixes = {(0, d_bar), (d - d_bar, d_bar)}  # fresh, and resumed after a hand-off
     main: dict[int, dict[str, dict]] = {}
     heads: dict[int, list[dict]] = {}
-    for ev in trace["events"]:
+    for ev in trace.events or ():
         if ev["process"] != 0:
             if ev["kind"] == "head":
                 heads.setdefault(ev["token"], []).append(ev)  # one per candidate rank
@@ -71,21 +73,20 @@ def passes(trace: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["token", *COLUMNS])
 
 
-def read_traces(path: Path) -> list[dict]:
+def read_traces(path: Path) -> list[MatchTrace]:
     """The traces of a validation folder (its ``traces.jsonl``) or of a traces file."""
     file = path / "traces.jsonl" if path.is_dir() else path
     if not file.is_file():
         raise SystemExit(f"no traces.jsonl at {path}")
-    with file.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_trace_file(file)
 
 
-def summary(traces: list[dict]) -> pd.DataFrame:
+def summary(traces: list[MatchTrace]) -> pd.DataFrame:
     """Per k: passes and the 10th / 50th / 90th percentile and mean of every column, in ms."""
     out = []
-    for k in sorted({t["k"] for t in traces}):
-        chosen = [t for t in traces if t.get("backend") == "dist"
-                  and t.get("early_head") == "candidates" and t["k"] == k]  # fmt: skip
+    for k in sorted({t.k for t in traces}):
+        chosen = [t for t in traces
+                  if t.backend == "dist" and t.early_head == "candidates" and t.k == k]  # fmt: skip
         if not chosen:
             continue
         table = pd.concat([passes(t) for t in chosen], ignore_index=True)

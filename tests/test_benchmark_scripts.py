@@ -245,13 +245,13 @@ def test_dist_timeline_reads_the_rank_start_and_the_wait_for_the_ids(tmp_path):
             events.append(_event(2, t + 1, 4, 4, p + late + 1.0, head_end + 1.0, "head"))
             head_end += 1.0
         p = max(final_end, head_end) + 0.3 + 2.0  # the next prefix (2 ms) ends here
-    trace = {"d": 6, "d_bar": 4, "k": 1, "backend": "dist", "early_head": "candidates",
-             "events": events}  # fmt: skip
+    trace = {"sequence": "p1", "d": 6, "d_bar": 4, "k": 1, "m": [0, 0, 1, 0],
+             "backend": "dist", "early_head": "candidates", "events": events}  # fmt: skip
     other = dict(trace, early_head="main")  # left out
     (tmp_path / "traces.jsonl").write_text(
         "\n".join(json.dumps(t) for t in (trace, other)) + "\n", encoding="utf-8"
     )
-    table = timeline.passes(trace)
+    table = timeline.passes(timeline.read_traces(tmp_path)[0])
     assert list(table["token"]) == [1, 2, 3]  # the last pass, with no pass after it, left out
     assert np.allclose(table["send"], 0.5e-3)
     assert np.allclose(table["rank start"], [1e-3, 4e-3, 2e-3])  # the later rank of pass 2

@@ -46,17 +46,23 @@ def busy_ticks(stat_text: str, cpus: Iterable[int]) -> int:
     wanted = {f"cpu{i}" for i in cpus}
     total = 0
     for line in stat_text.splitlines():
-        name, *values = line.split()
+        name, *values = line.split() or [""]
         if name in wanted:
-            total += sum(int(values[c]) for c in BUSY_COLUMNS if c < len(values))
+            try:
+                total += sum(int(values[c]) for c in BUSY_COLUMNS if c < len(values))
+            except ValueError:
+                raise ValueError(f"stat_text: not a /proc/stat cpu line: {line[:80]!r}") from None
     return total
 
 
 def _parse_process(stat_text: str) -> tuple[int, int]:
     """(parent pid, ticks of the process and its reaped children) from ``/proc/PID/stat``."""
-    fields = stat_text[stat_text.rindex(")") + 2 :].split()  # after "pid (comm) "
-    ppid = int(fields[1])
-    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    try:
+        fields = stat_text[stat_text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        ppid = int(fields[1])
+        utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    except (ValueError, IndexError):
+        raise ValueError(f"process_stats: not a /proc/PID/stat line: {stat_text[:80]!r}") from None
     return ppid, utime + stime + cutime + cstime
 
 
@@ -135,6 +141,10 @@ class CpuShares:
     """By other work (>= 0)."""
     own: float
     """By this process and its descendants."""
+
+    def describe(self) -> str:
+        """'other work 0.05 CPUs beside ours 1.40'."""
+        return f"other work {self.others:.2f} CPUs beside ours {self.own:.2f}"
 
 
 def shares_between(start: CpuSnapshot | None, end: CpuSnapshot | None) -> CpuShares | None:

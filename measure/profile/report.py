@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from measure.profile.cpu_share import CpuShares
 from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
@@ -78,7 +79,7 @@ def format_profile(profile: CostProfile) -> str:
     if load:
         others, own = load.get("others_measured"), load.get("own_measured")
         measured = ("" if others is None or own is None
-                    else f", other work {others:.2f} CPUs beside ours {own:.2f}")  # fmt: skip
+                    else f", {CpuShares(others, own).describe()}")  # fmt: skip
         lines.append(
             f"load average {load.get('before', 0):.2f} -> {load.get('after', 0):.2f} on "
             f"{load.get('cpus')} CPUs{measured}{' (LOADED)' if load.get('loaded') else ''}"

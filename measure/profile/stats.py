@@ -170,9 +170,7 @@ class LoadReading:
         """'load average 0.30 -> 2.10 on 2 CPUs' (with ', other work 0.05 CPUs beside ours
         1.40' when measured) plus a LOADED tag when flagged."""
         tag = " (LOADED: timings are not trustworthy)" if self.loaded else ""
-        shares, measured = self.shares, ""
-        if shares is not None:
-            measured = f", other work {shares.others:.2f} CPUs beside ours {shares.own:.2f}"
+        measured = "" if self.shares is None else f", {self.shares.describe()}"
         return (f"load average {self.before:.2f} -> {self.after:.2f} on {self.cpus} "
                 f"CPUs{measured}{tag}")  # fmt: skip
 

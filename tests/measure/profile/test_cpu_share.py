@@ -42,6 +42,16 @@ def test_tree_ticks_sum_the_process_and_its_descendants_only():
     assert tree_ticks(99, table) == 0
 
 
+def test_text_that_is_not_proc_is_refused_by_name():
+    with pytest.raises(ValueError, match="process_stats: not a /proc/PID/stat line"):
+        tree_ticks(1, {1: "1 (python) S"})  # too few fields
+    with pytest.raises(ValueError, match="process_stats"):
+        tree_ticks(1, {1: "no parenthesis here"})
+    with pytest.raises(ValueError, match="stat_text: not a /proc/stat cpu line"):
+        busy_ticks("cpu0 1 x 3 4 5 6 7 8", [0])
+    assert busy_ticks("\n" + STAT, [0]) == 160  # blank lines are skipped
+
+
 def test_shares_are_busy_time_less_our_own_over_the_span():
     start = CpuSnapshot(wall_s=0.0, busy_s=10.0, own_s=4.0)
     end = CpuSnapshot(wall_s=10.0, busy_s=25.0, own_s=14.0)  # ours 10 s, others 5 s
