@@ -1,4 +1,4 @@
-"""Save a Llama-architecture model with random weights and a published model's shape, for timing.
+"""Save a model with random weights and a published model's shape (or one of ours), for timing.
 
 Timing a decoder needs the shape of a real model, not its weights: this builds one from its
 config on the target device (nothing is downloaded), saves it as safetensors with a byte-level
@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from measure.train.reference_model import train_tokenizer
 
@@ -34,8 +34,15 @@ SHAPES = {
     # its layers, the regime where the early and final heads decide whether PPD pays.
     "small-wide-vocab": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=12,
                              num_attention_heads=4, num_key_value_heads=2, vocab_size=65536),
+    # Ours, kept out of all tuning (issue 24's check on a model the toolkit was not tuned on):
+    # Gemma 3's text architecture (5 sliding-window layers to 1 global, tied embeddings) at the
+    # issue's second model's depth, 18 layers, with an LM head costing about 25 of them.
+    "heldout-gemma3": dict(model_type="gemma3_text", hidden_size=320, intermediate_size=1024,
+                           num_hidden_layers=18, num_attention_heads=5, num_key_value_heads=1,
+                           head_dim=64, vocab_size=98304, sliding_window=64,
+                           tie_word_embeddings=True),
 }  # fmt: skip
-"""Llama-architecture shapes: published models' configs, and ``small-wide-vocab`` (ours)."""
+"""Shapes by name: published models' configs and ours; Llama unless ``model_type`` says."""
 CORPUS = [
     "The quick brown fox jumps over the lazy dog. " * 8,
     "Translate English to French: the house is blue. La maison est bleue. " * 8,
@@ -45,11 +52,13 @@ CORPUS = [
 
 
 def random_llama(shape: str, *, device: str, dtype: str, seed: int = 0, eos_token_id=None):
-    """An eval-mode Llama of `shape` (one of SHAPES) with random weights, built on `device`."""
+    """An eval-mode model of `shape` (one of SHAPES: a Llama unless the shape names another
+    ``model_type``) with random weights, built on `device`."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {sorted(SHAPES)}, got {shape!r}")
-    fields = {"tie_word_embeddings": False, **SHAPES[shape]}
-    config = LlamaConfig(
+    fields = {"model_type": "llama", "tie_word_embeddings": False, **SHAPES[shape]}
+    config = AutoConfig.for_model(
+        fields.pop("model_type"),
         **fields,
         max_position_embeddings=4096,
         rms_norm_eps=1e-5,
@@ -58,7 +67,7 @@ def random_llama(shape: str, *, device: str, dtype: str, seed: int = 0, eos_toke
     )
     torch.manual_seed(seed)
     with torch.device(device):
-        return LlamaForCausalLM(config).to(getattr(torch, dtype)).eval()
+        return AutoModelForCausalLM.from_config(config).to(getattr(torch, dtype)).eval()
 
 
 def build(shape: str, out: Path, *, device: str, dtype: str, seed: int = 0) -> Path:

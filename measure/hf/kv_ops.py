@@ -48,8 +48,22 @@ def append_entries(cache: DynamicCache, layers: Sequence[int], entries: Sequence
         cache.layers[i].update(keys, values)
 
 
+def rewindable(cache: DynamicCache) -> DynamicCache:
+    """``cache``, set so that ``crop_last`` can drop new entries from its sliding-window layers
+    too: past its window such a layer (transformers' ``DynamicSlidingWindowLayer``) forgets its
+    oldest entry on each update, and refuses to crop, unless it records the past. Call it after
+    the prefill (a recording layer keeps every entry until its next crop, which the masks do not
+    expect); what attention sees is unchanged."""
+    for layer in cache.layers:
+        record = getattr(layer, "activate_past_recording", None)
+        if record is not None:
+            record()
+    return cache
+
+
 def crop_last(cache: DynamicCache, layers: Sequence[int], n: int = 1) -> None:
-    """Drop the newest ``n`` positions of ``layers`` (e.g. a speculative entry that lost)."""
+    """Drop the newest ``n`` positions of ``layers`` (e.g. a speculative entry that lost); a
+    sliding-window layer past its window needs a ``rewindable`` cache."""
     for i in layers:
         cache.layers[i].crop(-n)
 

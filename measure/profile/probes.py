@@ -35,6 +35,7 @@ from measure.hf.kv_ops import (
     crop_last,
     last_entries,
     pack,
+    rewindable,
     share_prefix,
     unpack,
 )
@@ -72,6 +73,7 @@ class DecodeProbe:
         self.cache = self.lsm.new_cache()
         with torch.no_grad():
             self.lsm.prefill(ids[:, :-1], self.cache)  # positions 0..S-2, as PPD's prefill
+        rewindable(self.cache)  # timed calls crop what they add, sliding layers too
         self.token = ids[:, -1:]  # [1, 1]
         self.position = context_tokens - 1
         self.hidden = None  # [1, 1, H]: the last step's output of layer d (for the heads)

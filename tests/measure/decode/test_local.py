@@ -257,6 +257,29 @@ def test_kv_ops_pack_roundtrip_and_crop(models):
         unpack(pack(hidden, entries)[:-1], (1, 1, 32), [k.shape for k, _ in entries])
 
 
+def test_rewindable_sliding_cache_crops_back_past_its_window():
+    from measure.hf.kv_ops import rewindable
+    from measure.hf.layer_split import LayerSplitModel
+    from tests.measure.tiny_models import SLIDING_WINDOW, tiny_model
+
+    lsm = LayerSplitModel(tiny_model("gemma3_text", seed=4))
+    ids = torch.arange(2 * SLIDING_WINDOW)[None] % 50 + 3
+    plain, kept = lsm.new_cache(), lsm.new_cache()
+    for cache in (plain, kept):
+        lsm.prefill(ids, cache)
+    rewindable(kept)
+    layers = range(lsm.num_layers)
+    entries = last_entries(kept, layers, 0)
+    with pytest.raises(RuntimeError, match="past"):  # what transformers does without it
+        append_entries(plain, layers, entries)
+        crop_last(plain, layers)
+    before = [(layer.keys.clone(), layer.get_seq_length()) for layer in kept.layers]
+    append_entries(kept, layers, entries)
+    crop_last(kept, layers)
+    after = [(layer.keys, layer.get_seq_length()) for layer in kept.layers]
+    assert all(torch.equal(a, b) and m == n for (a, m), (b, n) in zip(before, after, strict=True))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -188,6 +188,27 @@ def test_probe_leaves_the_cache_at_its_context_length(model):
     assert context_ids(5, 7).tolist() == [[(i * 7919 + 11) % 7 for i in range(5)]]
 
 
+def test_probe_on_sliding_window_layers_past_their_window_keeps_the_cache():
+    """Gemma 3's sliding layers forget their oldest entry on each update past the window and
+    refuse to crop unless they record the past (a held-out 18-layer Gemma 3 failed there): the
+    probe's timed calls still leave every layer as they found it, keys included."""
+    from tests.measure.tiny_models import SLIDING_WINDOW
+
+    gemma = tiny_model("gemma3_text", seed=3)
+    probe = DecodeProbe(gemma, context_tokens=3 * SLIDING_WINDOW)
+    keys = [layer.keys.clone() for layer in probe.cache.layers]
+    lengths = [layer.get_seq_length() for layer in probe.cache.layers]
+    assert min(k.shape[2] for k in keys) < max(k.shape[2] for k in keys)  # windows reached
+    for _ in range(2):
+        probe.step()
+        probe.candidates(3)
+        probe.handoff()
+        probe.early_head(3)
+        assert probe.suffix(1) > 0 and probe.batch(3, 1) > 0 and probe.batch_after_head(2, 1) > 0
+    assert [layer.get_seq_length() for layer in probe.cache.layers] == lengths
+    assert all(torch.equal(a.keys, b) for a, b in zip(probe.cache.layers, keys, strict=True))
+
+
 def test_single_backend_is_priced_as_a_serial_device(profile):
     costs = profile.costs("single", d_bar=2)
     assert costs.serial_device and costs.shared_device and profile.backends["single"].serial
