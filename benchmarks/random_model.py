@@ -41,6 +41,12 @@ SHAPES = {
                            num_hidden_layers=18, num_attention_heads=5, num_key_value_heads=1,
                            head_dim=64, vocab_size=98304, sliding_window=64,
                            tie_word_embeddings=True),
+    # Ours, kept out of all tuning and first run on the final code of 2026-11-27: Qwen 2's
+    # architecture (biased QKV projections, tied embeddings) at the shape of issue 24's first
+    # model scaled down, 16 layers, an LM head costing about 9 of them.
+    "heldout-qwen2": dict(model_type="qwen2", hidden_size=256, intermediate_size=1024,
+                          num_hidden_layers=16, num_attention_heads=4, num_key_value_heads=2,
+                          vocab_size=32768, tie_word_embeddings=True),
 }  # fmt: skip
 """Shapes by name: published models' configs and ours; Llama unless ``model_type`` says."""
 CORPUS = [

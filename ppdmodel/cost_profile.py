@@ -129,6 +129,11 @@ class BackendCosts:
     """PPD's host time per pass for an early-head placement, where measured on real runs of
     that placement (``dist``: the mean over the profile's short runs, main's wait for the
     candidate rank's ids included); a placement not in it takes ``base.host_s``."""
+    batch_startup_s: float = 0.0
+    """The candidate batch's start-up right after an early head on the candidate side, beyond
+    its embedding and layers, where ``base.hidden_dispatch_s`` already holds it (``dist``: the
+    ``candidates`` placement); kept apart so the term check prices the batch with it. 0: none
+    recorded (a ``single`` profile holds its start-up in both dispatch terms)."""
 
     def sharing(self, k: int | None = None, early_head: str | None = None) -> SharingFactors:
         """The factors the costs of a configuration with ``k`` candidates and the early head
@@ -496,6 +501,7 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         greedy_host = _seconds(f"{prefix}.greedy_host_s", greedy_host)
     by_placement = _host_by_placement(f"{prefix}.host_s_by_placement",
                                       entry.get("host_s_by_placement", {}))  # fmt: skip
+    startup = _seconds(f"{prefix}.batch_startup_s", entry.get("batch_startup_s", 0.0))
     pair_d_bar, pair_rows, cand_rows = _pair_slowdowns(
         f"{prefix}.pair_slowdowns", entry.get("pair_slowdowns")
     )
@@ -520,6 +526,9 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
     replicates = tuple(rep if rep.host_s_by_placement or not by_placement else
                        replace(rep, host_s_by_placement=by_placement)
                        for rep in replicates)  # fmt: skip
+    replicates = tuple(rep if isinstance(raw_rep, Mapping) and "batch_startup_s" in raw_rep
+                       else replace(rep, batch_startup_s=startup)
+                       for rep, raw_rep in zip(replicates, raw, strict=True))  # fmt: skip
     return BackendCosts(
         base=DecodeCosts.from_dict({**values, "serial_device": serial}),
         per_candidate_layer_s=per_layer,
@@ -530,6 +539,7 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         pair_d_bar=pair_d_bar,
         pair_slowdowns_candidates=cand_rows,
         host_s_by_placement=by_placement,
+        batch_startup_s=startup,
     )
 
 

@@ -98,7 +98,9 @@ class DecodeCosts:
     message travels: a profile puts there the batch's start-up right after the early head."""
     hidden_dispatch_s: float = 0.0
     """Sending main's layer-d_bar hidden state to the candidate side (early_head="candidates"),
-    seconds (on a ``serial_device``: the batch's start-up, as ``candidate_dispatch_s``)."""
+    seconds (on a ``serial_device``: the batch's start-up, as ``candidate_dispatch_s``; a
+    ``dist`` profile adds the start-up of the batch after the candidate side's own early head,
+    ``BackendCosts.batch_startup_s``)."""
     handoff_s: float = 0.0
     """One accepted hand-off: the matching candidate's hidden state and KV entries to main,
     seconds (a measured constant, or ``link_seconds(latency_s=, nbytes=, ...)``)."""

@@ -187,8 +187,9 @@ class InterleavedProbes:
             for backend in backends:
                 torch.set_num_threads(self._threads(backend))
                 warmup = int(not self.samples[backend])
-                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
-                                    startup=backend == "single")  # fmt: skip
+                got = probe_samples(
+                    self.probe, self.ks[backend], repeats=rounds, warmup=warmup, startup=True
+                )
                 self._add(backend, got)
         finally:
             torch.set_num_threads(previous)

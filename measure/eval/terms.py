@@ -14,7 +14,9 @@ main suffix                main layers [d_bar, d)      e L (one device shared: s
                                                        the candidates run, not counted here)
 final head                 main head at d              final head
 candidate batch            candidate layers [0, e)     embedding + e L_k (completed batches),
-                                                       + the start-up on a single backend
+                                                       + the start-up after an early head (a
+                                                       single backend; dist with the early
+                                                       head on the candidate side)
 early head, candidates     candidate head at d_bar     early head
 hand-off (with wait)       main handoff                hand-off (main also waits there for a
                                                        batch that is not done)
@@ -43,13 +45,19 @@ TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_
                 "sharing_main", "sharing_candidates")  # fmt: skip
 
 
-def _blocks(config: PPDConfig, d: int, costs) -> list[tuple[str, object, float]]:
-    """(name, selector(event) -> bool, price in seconds) of every block of a pass."""
+def _blocks(config: PPDConfig, d: int, costs, dist_startup: float = 0.0):
+    """(name, selector(event) -> bool, price in seconds) of every block of a pass;
+    ``dist_startup``: the batch's start-up after the candidate side's own early head
+    (``BackendCosts.batch_startup_s``), priced inside ``hidden_dispatch_s``."""
     d_bar, e = config.d_bar, d - config.d_bar
     layer_k = costs.candidate_layer_seconds(config.k)
-    # one device, one stream (single backend): the "dispatch" is the batch's start-up after the
-    # early head, timed inside the batch (elsewhere it is a message, outside it)
-    startup = costs.dispatch_seconds(config.early_head) if costs.serial_device else 0.0
+    # the batch's start-up after an early head is timed inside the batch. One device, one
+    # stream (single backend): the whole "dispatch" is that start-up; dist: the start-up is
+    # part of the candidates placement's dispatch (the rest is a message, outside the batch)
+    if costs.serial_device:
+        startup = costs.dispatch_seconds(config.early_head)
+    else:
+        startup = dist_startup if config.early_head == "candidates" else 0.0
 
     def sel(side, kind, a, b):
         def match(ev):
@@ -86,7 +94,8 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     tokens = sum(len(r.tokens) for r in runs)
     events = [ev for r in runs for ev in r.trace.events]
     rows = []
-    for name, match, price in _blocks(config, profile.d, costs):
+    startup = profile.backends[config.backend].batch_startup_s
+    for name, match, price in _blocks(config, profile.d, costs, startup):
         seconds = [ev["end_s"] - ev["start_s"] for ev in events if match(ev)]
         rows.append(_row(name, seconds, price, tokens))
     host = [s for r in runs for s in host_seconds(r, config.backend)]
@@ -96,13 +105,18 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     return pd.DataFrame([{**r, **factors} for r in rows if r["count"]], columns=list(TERM_COLUMNS))
 
 
-def block_prices(profile: CostProfile, config: PPDConfig, costs=None) -> dict[str, float]:
+def block_prices(profile: CostProfile, config: PPDConfig, costs=None,
+                 startup: float | None = None) -> dict[str, float]:  # fmt: skip
     """Each block's price in seconds (the table above) under ``config``, from ``costs``
-    (DecodeCosts; default: the profile's own for the configuration's backend)."""
+    (DecodeCosts) and ``startup`` (``BackendCosts.batch_startup_s``); default: the profile's
+    own for the configuration's backend."""
     costs = costs or profile.costs(
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
-    prices = {name: float(price) for name, _, price in _blocks(config, profile.d, costs)}
+    if startup is None:
+        startup = profile.backends[config.backend].batch_startup_s
+    blocks = _blocks(config, profile.d, costs, startup)
+    prices = {name: float(price) for name, _, price in blocks}
     prices["host per token"] = float(costs.host_s)
     return prices
 
@@ -113,7 +127,9 @@ def price_intervals(profile: CostProfile, config: PPDConfig) -> dict[str, Interv
     replicates = profile.cost_replicates(
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
-    prices = [block_prices(profile, config, costs) for costs in replicates]
+    startups = [rep.batch_startup_s for rep in profile.backends[config.backend].replicates]
+    prices = [block_prices(profile, config, costs, startup)
+              for costs, startup in zip(replicates, startups, strict=True)]  # fmt: skip
     if not prices:
         return {}
     return {name: interval_of([p[name] for p in prices]) for name in prices[0]}

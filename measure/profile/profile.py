@@ -162,7 +162,7 @@ def measure_profile(
             probe = DecodeProbe(model, context_tokens=context_tokens)
             measure = partial(compute_figures, probe, ks, repeats=repeats, warmup=warmup,
                               calls=calls, progress=progress, label=backend,
-                              startup=backend == "single", on_round=watch.midway)  # fmt: skip
+                              startup=True, on_round=watch.midway)  # fmt: skip
             figures[backend] = remeasure_wide(measure(), measure, max_spread, remeasure_rounds)
             watch.window()
     finally:
@@ -314,8 +314,9 @@ def compute_figures(
 def probe_samples(probe: DecodeProbe, ks, *, repeats, warmup=1, calls=1, progress=None,
                   startup: bool = False) -> dict:  # fmt: skip
     """The timed samples behind ``compute_figures`` (lists of seconds per figure name); with
-    ``startup`` (the single backend), ``batch_after_head_s[k]``: the k-row batch at
-    ``default_d_bar(d)`` timed right after an early head (``DecodeProbe.batch_after_head``)."""
+    ``startup``, ``batch_after_head_s[k]``: the k-row batch at ``default_d_bar(d)`` timed right
+    after an early head (``DecodeProbe.batch_after_head``), as the single backend runs it and
+    as a ``dist`` candidate rank does with the early head on its side."""
     d_bar = default_d_bar(probe.d)
     tasks = {
         "step": probe.step,
@@ -528,15 +529,25 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
                 "single backend on CUDA: the two-stream slowdown is taken as 2 (launches "
                 "serialize), not measured; a bandwidth-bound run overlaps more than priced"
             )
-    greedy_host = None
+    greedy_host, dist_startup = None, None
     if backend != "single":
         costs, per_layer, more, greedy_host = _dist_costs(costs, med, shapes, ks, link, device)
         warnings += more
+        dist_startup = batch_startup(med, ks)
+        if dist_startup is not None:
+            costs["hidden_dispatch_s"] += dist_startup
+            notes.append(
+                "hidden_dispatch_s: the hidden state's message, then the candidate batch's "
+                "start-up right after the early head on the candidate rank (batch_startup_s; "
+                "with the early head on main the rank's batch follows a message, not a head)"
+            )
     serial = backend == "single"
     entry = {"costs": costs, "per_candidate_layer_s": per_layer, "serial": serial,
              "notes": notes, "warnings": warnings}  # fmt: skip
     if greedy_host is not None:
         entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
+    if dist_startup is not None:
+        entry["batch_startup_s"] = dist_startup  # within hidden_dispatch_s; the term check's
     if backend == "dist" and (by_placement := host_by_placement(fig)):
         entry["host_s_by_placement"] = by_placement  # PPD's host per pass, per placement
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
@@ -556,7 +567,7 @@ def batch_startup(med: dict, ks) -> float | None:
     the medians of ``batch_startup_s[k]`` (per round, ``batch_after_head_s[k]`` at d_bar =
     ``default_d_bar(d)`` minus the embedding and d - d_bar candidate layers at k timed in the
     same round: ``probe_samples``), averaged over the measured k and floored at 0; None where
-    the profile did not time it (older profiles, ``dist``)."""
+    the profile did not time it (older profiles)."""
     extra = [med[f"batch_startup_s[{k}]"] for k in ks if f"batch_startup_s[{k}]" in med]
     return max(0.0, float(np.mean(extra))) if extra else None
 

@@ -157,6 +157,25 @@ def test_each_placement_is_priced_with_its_own_host_time_where_measured():
             parse_cost_profile(data)
 
 
+def test_the_dist_start_up_is_kept_apart_for_the_term_check_and_inherited_by_replicates():
+    data = minimal_profile(serial=True)
+    dist_costs = {**data["backends"]["single"]["costs"], "hidden_dispatch_s": 0.0013}
+    own = {"costs": dist_costs, "batch_startup_s": 0.0009}
+    data["backends"]["dist"] = {"costs": dist_costs, "batch_startup_s": 0.001,
+                                "cost_replicates": [{"costs": dist_costs}, own]}  # fmt: skip
+    profile = parse_cost_profile(data)
+    dist = profile.backends["dist"]
+    assert dist.batch_startup_s == 0.001 and profile.backends["single"].batch_startup_s == 0.0
+    assert [rep.batch_startup_s for rep in dist.replicates] == [0.001, 0.0009]  # older: entry's
+    # priced where the profile put it (inside the candidates placement's dispatch), not twice
+    costs = profile.costs("dist", d_bar=15, k=1, early_head="candidates")
+    assert costs.hidden_dispatch_s == 0.0013
+    for bad in (-1, "x", math.nan):
+        data["backends"]["dist"]["batch_startup_s"] = bad
+        with pytest.raises(ValueError, match="backends.dist.batch_startup_s"):
+            parse_cost_profile(data)
+
+
 def test_unknown_backend_and_bad_d_bar_are_refused():
     profile = parse_cost_profile(minimal_profile(d=30))
     with pytest.raises(ValueError, match=r"profiled backends \['single'\]"):

@@ -207,7 +207,7 @@ def test_a_new_drift_rescales_every_backend_alike():
 
 
 @pytest.mark.parametrize("early_head", ["main", "candidates"])
-def test_the_batch_price_holds_the_start_up_on_a_serial_device_only(early_head):
+def test_the_batch_price_holds_the_start_up_after_an_early_head_on_its_side(early_head):
     from measure.eval.terms import _blocks
 
     costs = ppdmodel.DecodeCosts(layer_s=1.0, embedding_s=0.25, candidate_dispatch_s=0.5,
@@ -219,3 +219,8 @@ def test_the_batch_price_holds_the_start_up_on_a_serial_device_only(early_head):
     fluid_costs = dataclasses.replace(costs, serial_device=False)  # a message, outside the batch
     fluid = {name: price for name, _, price in _blocks(config, 10, fluid_costs)}
     assert fluid["candidate batch"] == pytest.approx(0.25 + 4 * 1.0)
+    # dist: the start-up after the candidate rank's own early head (none after a message)
+    dist = {name: price for name, _, price in _blocks(config, 10, fluid_costs, 0.125)}
+    assert dist["candidate batch"] == pytest.approx(
+        0.25 + 4 * 1.0 + (0.125 if early_head == "candidates" else 0.0)
+    )

@@ -23,7 +23,13 @@ from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
 from measure.profile.report import format_profile, plot_layer_times  # noqa: E402
 from ppdmodel.cost_profile import COST_FIELDS  # noqa: E402
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS  # noqa: E402
-from tests.measure.tiny_models import NUM_LAYERS, save_tiny_model_dir, tiny_model  # noqa: E402
+from tests.measure.tiny_models import (  # noqa: E402
+    ALL_ARCHS,
+    NUM_LAYERS,
+    SLIDING_WINDOW,
+    save_tiny_model_dir,
+    tiny_model,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -188,17 +194,16 @@ def test_probe_leaves_the_cache_at_its_context_length(model):
     assert context_ids(5, 7).tolist() == [[(i * 7919 + 11) % 7 for i in range(5)]]
 
 
-def test_probe_on_sliding_window_layers_past_their_window_keeps_the_cache():
-    """Gemma 3's sliding layers forget their oldest entry on each update past the window and
-    refuse to crop unless they record the past (a held-out 18-layer Gemma 3 failed there): the
-    probe's timed calls still leave every layer as they found it, keys included."""
-    from tests.measure.tiny_models import SLIDING_WINDOW
-
-    gemma = tiny_model("gemma3_text", seed=3)
-    probe = DecodeProbe(gemma, context_tokens=3 * SLIDING_WINDOW)
+@pytest.mark.parametrize("arch", ALL_ARCHS)
+def test_probe_keeps_the_cache_on_every_architecture(arch):
+    """Every timed call leaves every layer as it found it, keys included, on every layout; on
+    Gemma's sliding layers past their window too, which forget their oldest entry on each update
+    and refuse to crop unless they record the past (a held-out 18-layer Gemma 3 failed there)."""
+    probe = DecodeProbe(tiny_model(arch, seed=3), context_tokens=3 * SLIDING_WINDOW)
     keys = [layer.keys.clone() for layer in probe.cache.layers]
     lengths = [layer.get_seq_length() for layer in probe.cache.layers]
-    assert min(k.shape[2] for k in keys) < max(k.shape[2] for k in keys)  # windows reached
+    if arch.startswith("gemma"):  # windows reached
+        assert min(k.shape[2] for k in keys) < max(k.shape[2] for k in keys)
     for _ in range(2):
         probe.step()
         probe.candidates(3)
@@ -280,6 +285,20 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
         priced = profile.costs("dist", d_bar=2, k=1, early_head=placement).host_s
         assert priced == pytest.approx(float(np.mean(own["samples"])))
     assert "early head on candidates" in format_profile(profile)
+    # the batch's start-up after the candidate rank's own early head: in the candidates
+    # placement's dispatch, after the message; the other placement's rank gets ids, no head
+    startup = batch_startup({n: f["median"] for n, f in figures.items()}, (1,))
+    assert startup is not None and profile.backends["dist"].batch_startup_s == startup
+    costs, link, shape = profile.data["backends"]["dist"]["costs"], link, profile.data["model"]
+    header = costs["candidate_dispatch_s"] - link["latency_s"]  # the ids' message: header + 0
+    bandwidth = link["bandwidth_bytes_per_s"] or math.inf
+    hidden = link["latency_s"] + shape["hidden_size"] * shape["element_bytes"] / bandwidth
+    assert costs["hidden_dispatch_s"] == pytest.approx(header + hidden + startup)
+    assert all(
+        rep.batch_startup_s >= 0 and rep.base.hidden_dispatch_s >= rep.batch_startup_s
+        for rep in profile.backends["dist"].replicates
+    )
+    assert "batch start-up after early head" in format_profile(profile)
     assert (
         profile.costs("single", d_bar=2).host_s
         == profile.data["figures"]["single"]["host_s"]["median"]
