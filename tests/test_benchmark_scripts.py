@@ -203,6 +203,12 @@ def test_ab_validate_refuses_bad_arguments(tmp_path):
     assert not (tmp_path / "o").exists()  # nothing made before the arguments are checked
 
 
+def test_arch_smoke_prints_its_usage_without_an_output_folder():
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "arch_smoke.sh"
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode == 2 and "Usage: benchmarks/arch_smoke.sh OUT" in usage.stdout
+
+
 def test_sharing_drift_reports_the_stretches_factors():
     sharing = _load("sharing_drift")
     # 32 blocks of 2 rounds: alone 40 ms; beside the other rank 1.0x or 1.2x, alternating
