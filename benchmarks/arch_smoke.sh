@@ -14,15 +14,20 @@ cd "$(dirname "$0")/.."
 out=$1; shift
 archs=("$@")
 if [[ ${#archs[@]} -eq 0 ]]; then
-    read -r -a archs <<< "$(python -c 'from tests.measure.tiny_models import ALL_ARCHS; print(*ALL_ARCHS)')"
+    line=$(python -c 'from tests.measure.tiny_models import ALL_ARCHS; print(*ALL_ARCHS)')
+    read -r -a archs <<< "$line"
 fi
+[[ ${#archs[@]} -gt 0 ]] || { echo "no architectures to run" >&2; exit 2; }
 mkdir -p "$out"
 failed=0
 for arch in "${archs[@]}"; do
     dest="$out/$arch"
     mkdir -p "$dest"
-    python -c "import sys; from tests.measure.tiny_models import save_tiny_model_dir; \
-save_tiny_model_dir(sys.argv[1], arch=sys.argv[2])" "$dest/model" "$arch" > /dev/null 2>&1
+    if ! python -c "import sys; from tests.measure.tiny_models import save_tiny_model_dir; \
+save_tiny_model_dir(sys.argv[1], arch=sys.argv[2])" "$dest/model" "$arch" > "$dest/build.txt" 2>&1
+    then
+        echo "$arch: FAILED to build its model: $(tail -1 "$dest/build.txt")"; failed=1; continue
+    fi
     printf '%s\n' \
         '{"prompt": "Translate to French: the quick brown fox jumps over the lazy dog by the river."}' \
         '{"prompt": "Summarize: def add(a, b): return a + b. class Point: x: int. The house is blue."}' \

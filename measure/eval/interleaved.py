@@ -81,6 +81,9 @@ class InterleavedProbes:
         self.device = next(model.parameters()).device
         self.probe = DecodeProbe(model, context_tokens=context)
         self.samples: dict[str, dict[str, list[float]]] = {b: {} for b in self.backends}
+        self.startup = {b: self._priced_startup(profile, b) for b in self.backends}
+        """Backends whose batch start-up the profile taken beforehand priced: only those re-time
+        it, so both predictions price the same terms (a dist profile before 21969f7 did not)."""
         self.context = context
         self.pair_ks, self.pair_d_bar = self._pair_plan(profile)
         self.pair_placements = self._pair_placements(profile, configs)
@@ -95,6 +98,11 @@ class InterleavedProbes:
         """The sentinel's windows and the judged runs, in order (``measure.eval.paired``)."""
         self.seconds = 0.0
         """Wall seconds spent probing, over every gap."""
+
+    @staticmethod
+    def _priced_startup(profile: CostProfile, backend: str) -> bool:
+        figures = profile.data.get("figures", {}).get(backend, {})
+        return any(name.startswith("batch_after_head_s[") for name in figures)
 
     def _threads(self, backend: str) -> int:
         threads = self.before.data["backends"][backend].get("threads")
@@ -187,9 +195,8 @@ class InterleavedProbes:
             for backend in backends:
                 torch.set_num_threads(self._threads(backend))
                 warmup = int(not self.samples[backend])
-                got = probe_samples(
-                    self.probe, self.ks[backend], repeats=rounds, warmup=warmup, startup=True
-                )
+                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
+                                    startup=self.startup[backend])  # fmt: skip
                 self._add(backend, got)
         finally:
             torch.set_num_threads(previous)

@@ -45,7 +45,8 @@ TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_
                 "sharing_main", "sharing_candidates")  # fmt: skip
 
 
-def _blocks(config: PPDConfig, d: int, costs, dist_startup: float = 0.0):
+def _blocks(config: PPDConfig, d: int, costs,
+            dist_startup: float = 0.0) -> list[tuple[str, object, float]]:  # fmt: skip
     """(name, selector(event) -> bool, price in seconds) of every block of a pass;
     ``dist_startup``: the batch's start-up after the candidate side's own early head
     (``BackendCosts.batch_startup_s``), priced inside ``hidden_dispatch_s``."""

@@ -13,7 +13,7 @@ clock of ``measure`` (``measure.clock``):
   layers d_bar+1..d and final head; the candidate rank's k-row batch over its d - d_bar layers
   with its embedding), whole-call seconds, for the pair probe of ``measure.profile.ranks``;
   ``batch_after_head(k, d_bar)``: the same batch right after an early head, as the single
-  backend runs it (its start-up);
+  backend runs it and a ``dist`` candidate rank with the early head on its side (its start-up);
 - ``handoff``: the in-process hand-off of one row's hidden state and KV entries over all d
   layers, and the two halves of the ``dist`` hand-off copy (pack on the candidate rank,
   unpack and append on main).
@@ -189,7 +189,8 @@ class DecodeProbe:
 
     def batch_after_head(self, k: int, d_bar: int) -> float:
         """Seconds of ``batch(k, d_bar)`` right after an untimed early head, the order in which
-        the single backend runs them: the LM head's sweep over its vocabulary leaves the
+        the single backend runs them (and a ``dist`` candidate rank with the early head on its
+        side): the LM head's sweep over its vocabulary leaves the
         batch to start cold (small-wide-vocab, 64 Ki vocabulary: 6.1 ms against 5.1 ms after
         another batch on the 2-vCPU VM)."""
         self.early_head(k)

@@ -547,7 +547,8 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     if greedy_host is not None:
         entry["greedy_host_s"] = greedy_host  # greedy priced on this backend's figures
     if dist_startup is not None:
-        entry["batch_startup_s"] = dist_startup  # within hidden_dispatch_s; the term check's
+        # within hidden_dispatch_s already; kept apart too, for the term check's batch price
+        entry["batch_startup_s"] = dist_startup
     if backend == "dist" and (by_placement := host_by_placement(fig)):
         entry["host_s_by_placement"] = by_placement  # PPD's host per pass, per placement
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:

@@ -196,6 +196,25 @@ def test_cli_probe_rounds_need_the_mode(tmp_path, capsys):
     assert "--probe-rounds needs --interleave-probes" in capsys.readouterr().err
 
 
+def test_the_start_up_is_re_timed_only_where_the_profile_priced_it(slowed):
+    """A profile written before a backend's batch start-up was timed (dist before 21969f7)
+    keeps it unpriced in the interleaved prediction too: both predictions price the same terms."""
+    import json
+
+    from ppdmodel.cost_profile import parse_cost_profile
+
+    model, extra = slowed
+    extra[0] = 0.0
+    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)
+    assert InterleavedProbes(model, profile, [PPDConfig(2, 1)]).startup == {"single": True}
+    older = json.loads(json.dumps(profile.data))
+    figures = older["figures"]["single"]
+    for name in [n for n in figures if n.startswith(("batch_after_head_s[", "batch_startup_s["))]:
+        del figures[name]
+    probes = InterleavedProbes(model, parse_cost_profile(older), [PPDConfig(2, 1)])
+    assert probes.startup == {"single": False}
+
+
 def test_dist_pair_factors_are_probed_between_rounds_on_the_group():
     """A CPU dist profile's pair factors (planted: main x1.2, the batch x1.6) are re-measured
     on the validation's own ranks in every gap, and the interleaved prediction uses them."""
