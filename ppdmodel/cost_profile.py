@@ -156,6 +156,15 @@ class BackendCosts:
                               d_bar=self.pair_d_bar, measured=(main, cand),
                               placement=placement)  # fmt: skip
 
+    def batch_startup(self, early_head: str) -> float:
+        """Seconds the candidate batch's start-up after an early head adds under ``early_head``:
+        a serial backend's whole dispatch (no message travels there), ``batch_startup_s`` with
+        the early head on the candidate side of ``dist``, else 0 (the batch follows a message)."""
+        check_early_head(early_head)
+        if self.serial:
+            return self.base.dispatch_seconds(early_head)
+        return self.batch_startup_s if early_head == "candidates" else 0.0
+
     def placement(self, early_head: str) -> str:
         """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
         check_early_head(early_head)

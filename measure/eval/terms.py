@@ -45,20 +45,12 @@ TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_
                 "sharing_main", "sharing_candidates")  # fmt: skip
 
 
-def _blocks(config: PPDConfig, d: int, costs,
-            dist_startup: float = 0.0) -> list[tuple[str, object, float]]:  # fmt: skip
-    """(name, selector(event) -> bool, price in seconds) of every block of a pass;
-    ``dist_startup``: the batch's start-up after the candidate side's own early head
-    (``BackendCosts.batch_startup_s``), priced inside ``hidden_dispatch_s``."""
+def _blocks(config: PPDConfig, d: int, costs, startup: float) -> list[tuple[str, object, float]]:
+    """(name, selector(event) -> bool, price in seconds) of every block of a pass; ``startup``:
+    the batch's start-up after an early head (``BackendCosts.batch_startup``), timed inside
+    the batch though the prediction prices it in the dispatch."""
     d_bar, e = config.d_bar, d - config.d_bar
     layer_k = costs.candidate_layer_seconds(config.k)
-    # the batch's start-up after an early head is timed inside the batch. One device, one
-    # stream (single backend): the whole "dispatch" is that start-up; dist: the start-up is
-    # part of the candidates placement's dispatch (the rest is a message, outside the batch)
-    if costs.serial_device:
-        startup = costs.dispatch_seconds(config.early_head)
-    else:
-        startup = dist_startup if config.early_head == "candidates" else 0.0
 
     def sel(side, kind, a, b):
         def match(ev):
@@ -95,7 +87,7 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     tokens = sum(len(r.tokens) for r in runs)
     events = [ev for r in runs for ev in r.trace.events]
     rows = []
-    startup = profile.backends[config.backend].batch_startup_s
+    startup = profile.backends[config.backend].batch_startup(config.early_head)
     for name, match, price in _blocks(config, profile.d, costs, startup):
         seconds = [ev["end_s"] - ev["start_s"] for ev in events if match(ev)]
         rows.append(_row(name, seconds, price, tokens))
@@ -109,13 +101,13 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
 def block_prices(profile: CostProfile, config: PPDConfig, costs=None,
                  startup: float | None = None) -> dict[str, float]:  # fmt: skip
     """Each block's price in seconds (the table above) under ``config``, from ``costs``
-    (DecodeCosts) and ``startup`` (``BackendCosts.batch_startup_s``); default: the profile's
-    own for the configuration's backend."""
+    (DecodeCosts) and ``startup`` (``BackendCosts.batch_startup``); default: the profile's own
+    for the configuration's backend."""
     costs = costs or profile.costs(
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
     if startup is None:
-        startup = profile.backends[config.backend].batch_startup_s
+        startup = profile.backends[config.backend].batch_startup(config.early_head)
     blocks = _blocks(config, profile.d, costs, startup)
     prices = {name: float(price) for name, _, price in blocks}
     prices["host per token"] = float(costs.host_s)
@@ -128,7 +120,8 @@ def price_intervals(profile: CostProfile, config: PPDConfig) -> dict[str, Interv
     replicates = profile.cost_replicates(
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
-    startups = [rep.batch_startup_s for rep in profile.backends[config.backend].replicates]
+    reps = profile.backends[config.backend].replicates
+    startups = [rep.batch_startup(config.early_head) for rep in reps]
     prices = [block_prices(profile, config, costs, startup)
               for costs, startup in zip(replicates, startups, strict=True)]  # fmt: skip
     if not prices:

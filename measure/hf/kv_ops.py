@@ -54,6 +54,8 @@ def rewindable(cache: DynamicCache) -> DynamicCache:
     oldest entry on each update, and refuses to crop, unless it records the past. Call it after
     the prefill (a recording layer keeps every entry until its next crop, which the masks do not
     expect); what attention sees is unchanged."""
+    if not isinstance(getattr(cache, "layers", None), list | tuple):
+        raise ValueError(f"cache must be a transformers DynamicCache, got {type(cache).__name__}")
     for layer in cache.layers:
         record = getattr(layer, "activate_past_recording", None)
         if record is not None:

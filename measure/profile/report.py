@@ -48,8 +48,8 @@ def format_profile(profile: CostProfile) -> str:
             if spread is not None:
                 lines.append(f"  {f'candidate batch k={k} (per layer)':34s} {spread.describe()}")
         costs = entry.base
-        startup = costs.candidate_dispatch_s if entry.serial else entry.batch_startup_s
-        if startup > 0:  # a serial backend's dispatch is its start-up (``_backend_entry``)
+        startup = entry.batch_startup("candidates")
+        if startup > 0:
             where = "both placements" if entry.serial else "early head on the candidates"
             label = "batch start-up after early head"
             lines.append(f"  {label:34s} {1e3 * startup:.4g} ms ({where})")

@@ -278,6 +278,8 @@ def test_rewindable_sliding_cache_crops_back_past_its_window():
     crop_last(kept, layers)
     after = [(layer.keys, layer.get_seq_length()) for layer in kept.layers]
     assert all(torch.equal(a, b) and m == n for (a, m), (b, n) in zip(before, after, strict=True))
+    with pytest.raises(ValueError, match="cache must be a transformers DynamicCache"):
+        rewindable([])
 
 
 @pytest.mark.gpu

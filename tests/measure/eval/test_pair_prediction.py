@@ -209,18 +209,24 @@ def test_a_new_drift_rescales_every_backend_alike():
 @pytest.mark.parametrize("early_head", ["main", "candidates"])
 def test_the_batch_price_holds_the_start_up_after_an_early_head_on_its_side(early_head):
     from measure.eval.terms import _blocks
+    from ppdmodel.cost_profile import BackendCosts
 
     costs = ppdmodel.DecodeCosts(layer_s=1.0, embedding_s=0.25, candidate_dispatch_s=0.5,
                                  hidden_dispatch_s=0.75, serial_device=True)  # fmt: skip
     config = PPDConfig(d_bar=6, k=1, early_head=early_head)
+    # a serial backend: its whole dispatch is the start-up, timed inside the batch
+    serial = BackendCosts(base=costs, serial=True, batch_startup_s=0.125)
     startup = 0.5 if early_head == "main" else 0.75
-    prices = {name: price for name, _, price in _blocks(config, 10, costs)}
+    assert serial.batch_startup(early_head) == startup
+    prices = {name: price for name, _, price in _blocks(config, 10, costs, startup)}
     assert prices["candidate batch"] == pytest.approx(0.25 + 4 * 1.0 + startup)
-    fluid_costs = dataclasses.replace(costs, serial_device=False)  # a message, outside the batch
-    fluid = {name: price for name, _, price in _blocks(config, 10, fluid_costs)}
-    assert fluid["candidate batch"] == pytest.approx(0.25 + 4 * 1.0)
-    # dist: the start-up after the candidate rank's own early head (none after a message)
-    dist = {name: price for name, _, price in _blocks(config, 10, fluid_costs, 0.125)}
-    assert dist["candidate batch"] == pytest.approx(
-        0.25 + 4 * 1.0 + (0.125 if early_head == "candidates" else 0.0)
-    )
+    # dist: only the start-up after the candidate rank's own early head (none after a message)
+    fluid_costs = dataclasses.replace(costs, serial_device=False)
+    for recorded in (0.0, 0.125):
+        dist = BackendCosts(base=fluid_costs, batch_startup_s=recorded)
+        expected = recorded if early_head == "candidates" else 0.0
+        assert dist.batch_startup(early_head) == expected
+        got = {n: p for n, _, p in _blocks(config, 10, fluid_costs, dist.batch_startup(early_head))}
+        assert got["candidate batch"] == pytest.approx(0.25 + 4 * 1.0 + expected)
+    with pytest.raises(ValueError, match="early_head"):
+        serial.batch_startup("side")
