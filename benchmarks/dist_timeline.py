@@ -10,8 +10,9 @@ at the link's latency and lets a missed pass end with main's own work. Per pass,
 
 - ``send``: main's gap between its prefix and its suffix (posting HIDDEN);
 - ``rank start``: from the end of main's prefix to the start of the last candidate rank's
-  early head (the message, the rank's unpacking of it, and any layer of a rejected batch it
-  was still running; the closed form prices it as the link's latency, delta);
+  early head (``measure.profile.dispatch``: the message, the rank's unpacking of
+  it, and any time the rank takes to wake or finish other work; the closed form's delta,
+  which ``ppd validate``'s term check prices as "candidate start");
 - ``ids late``: the end of the last rank's early head after the end of main's final head
   (> 0: main waits for the ids; the ids travel after it, so this is a lower bound);
 - ``main gap``: main's time from the end of its final head to its next prefix (host time and
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from measure.profile.dispatch import dispatch_delays
 from sim.formats import MatchTrace
 from sim.formats import read_traces as read_trace_file
 
@@ -57,6 +59,7 @@ def passes(trace: MatchTrace) -> pd.DataFrame:
             name = "final"
         if name is not None:
             main.setdefault(ev["token"], {})[name] = ev
+    rank_start = dispatch_delays(trace.events or (), d=d, d_bar=d_bar, early_head="candidates")
     rows = []
     for t in sorted(main):
         blocks, ranks, nxt = main[t], heads.get(t + 1), main.get(t + 1, {})
@@ -66,7 +69,7 @@ def passes(trace: MatchTrace) -> pd.DataFrame:
         rows.append({
             "token": t,
             "send": blocks["suffix"]["start_s"] - prefix_end,
-            "rank start": max(h["start_s"] for h in ranks) - prefix_end,
+            "rank start": rank_start[t],
             "ids late": max(h["end_s"] for h in ranks) - final_end,
             "main gap": nxt["prefix"]["start_s"] - final_end,
         })  # fmt: skip

@@ -335,7 +335,7 @@ def _block_panel(ax, rows: pd.DataFrame, y: dict) -> None:
     ax.plot(price, ys, "|", color="black", markersize=8)
     colors = [BACKEND_COLORS.get(b, "tab:grey") for b in rows["backend"]]
     ax.scatter(measured, ys, s=14, c=colors, zorder=3)
-    right = 1.3 * max(np.nanmax(measured), np.nanmax(high))
+    right = 1.3 * max(np.nanmax(measured), np.nanmax(high), 1e-3)  # an all-zero block: 1 us
     for yi, ratio in zip(ys, rows["ratio"], strict=True):
         if ratio == ratio:  # NaN for a zero price
             ax.text(right, yi, f"x{ratio:.2f}", fontsize=6, ha="right", va="center")

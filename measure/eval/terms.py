@@ -18,6 +18,10 @@ candidate batch            candidate layers [0, e)     embedding + e L_k (comple
                                                        single backend; dist with the early
                                                        head on the candidate side)
 early head, candidates     candidate head at d_bar     early head
+candidate start            main's split to the         the dispatch message (``dispatch_s``,
+                           candidate side's first      less the batch's start-up it holds);
+                           block of the next token     not on a serial backend: no message
+                           (``measure.profile.dispatch``)
 hand-off (with wait)       main handoff                hand-off (main also waits there for a
                                                        batch that is not done)
 host per token             pass time - main's blocks   host (single backend: the candidate
@@ -37,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from measure.eval.repeat import PPDConfig
+from measure.profile.dispatch import dispatch_delays
 from measure.profile.host import host_seconds
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.intervals import Interval, interval_of
@@ -46,9 +51,9 @@ TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_
 
 
 def _blocks(config: PPDConfig, d: int, costs, startup: float) -> list[tuple[str, object, float]]:
-    """(name, selector(event) -> bool, price in seconds) of every block of a pass; ``startup``:
-    the batch's start-up after an early head (``BackendCosts.batch_startup``), timed inside
-    the batch though the prediction prices it in the dispatch."""
+    """(name, timed(events) -> list of seconds, price in seconds) of every block of a pass;
+    ``startup``: the batch's start-up after an early head (``BackendCosts.batch_startup``),
+    timed inside the batch though the prediction prices it in the dispatch."""
     d_bar, e = config.d_bar, d - config.d_bar
     layer_k = costs.candidate_layer_seconds(config.k)
 
@@ -75,7 +80,17 @@ def _blocks(config: PPDConfig, d: int, costs, startup: float) -> list[tuple[str,
     if 2 * d_bar > d:  # a resumed pass runs layers [e, d_bar); empty when d_bar = d / 2
         blocks.insert(1, ("main prefix, resumed", sel("main", "layers", e, d_bar),
                           (2 * d_bar - d) * costs.layer_s))  # fmt: skip
-    return blocks
+    timed = [(name, _durations(match), price) for name, match, price in blocks]
+    if not costs.serial_device:  # a message starts the candidates: its delay, before the batch
+        at = next(i for i, (name, _, _) in enumerate(timed) if name == "candidate batch")
+        timed.insert(at, ("candidate start", lambda events: list(dispatch_delays(
+            events, d=d, d_bar=d_bar, early_head=config.early_head).values()),
+            costs.dispatch_seconds(config.early_head) - startup))  # fmt: skip
+    return timed
+
+
+def _durations(match):
+    return lambda events: [ev["end_s"] - ev["start_s"] for ev in events if match(ev)]
 
 
 def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
@@ -85,11 +100,10 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
     tokens = sum(len(r.tokens) for r in runs)
-    events = [ev for r in runs for ev in r.trace.events]
     rows = []
     startup = profile.backends[config.backend].batch_startup(config.early_head)
-    for name, match, price in _blocks(config, profile.d, costs, startup):
-        seconds = [ev["end_s"] - ev["start_s"] for ev in events if match(ev)]
+    for name, timed, price in _blocks(config, profile.d, costs, startup):
+        seconds = [s for r in runs for s in timed(r.trace.events)]  # per run: tokens restart
         rows.append(_row(name, seconds, price, tokens))
     host = [s for r in runs for s in host_seconds(r, config.backend)]
     rows.append(_row("host per token", host, costs.host_s, tokens))

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from measure.decode.backends import ppd_many
+from measure.profile.dispatch import dispatch_delays
 from measure.profile.drift import DriftWatch, MachineDrift, drift_factors
 from measure.profile.host import host_seconds
 from measure.profile.link import fit_link
@@ -453,15 +454,54 @@ def dist_host_figures(model_dir, model, ks, context_tokens: int) -> dict[str, Sp
         for i in range(HOST_PROBE_PROMPTS)
     ]
     samples, figures = [], {}
+    d_bar = default_d_bar(d)
     for placement in EARLY_HEAD_PLACEMENTS:
         runs = ppd_many(
-            str(model_dir), prompts, d_bar=default_d_bar(d), k=max(ks),
+            str(model_dir), prompts, d_bar=d_bar, k=max(ks),
             max_new_tokens=HOST_PROBE_TOKENS, backend="dist", early_head=placement, warmup=False,
         )  # fmt: skip
         own = [s for run in runs for s in host_seconds(run, "dist")[HOST_PROBE_SKIP:]]
         figures[f"dist_host_s[{placement}]"] = Spread.of(own)
         samples += own
+        delays = [delay for run in runs for t, delay in dispatch_delays(
+            run.trace.events, d=d, d_bar=d_bar, early_head=placement).items()
+            if t > HOST_PROBE_SKIP]  # fmt: skip
+        if delays:
+            figures[f"dist_dispatch_s[{placement}]"] = Spread.of(delays)
     return {"dist_host_s": Spread.of(samples), **figures}
+
+
+DISPATCH_WARN_RATIO = 2.0
+"""``dispatch_warnings`` names a placement whose candidates started, on average, more than
+this many times their priced dispatch after main's split (and at least 0.5 ms later)."""
+
+
+def dispatch_warnings(fig: dict[str, Spread], costs: dict, per_layer: dict, startup: float,
+                      e: int) -> list[str]:  # fmt: skip
+    """The short real ``dist`` runs' mean delay from main's split to the candidate side's
+    first block (``dist_dispatch_s[placement]``, ``measure.profile.dispatch``)
+    against the dispatch the link probe prices at their e = d - d_bar candidate layers (less
+    the batch's start-up, timed after the delay). Not priced from: one delay per pass cannot
+    hold both the short wait after a match and the longer one after a miss (the rank has been
+    idle, and unpacks main's KV), and the runs' mix of the two is not a judged run's. Named
+    instead, so a prediction whose candidate batch outlasts main's suffix is known to be
+    optimistic by up to the difference per accepted pass."""
+    out = []
+    for placement, name in (("main", "candidate_dispatch_s"), ("candidates", "hidden_dispatch_s")):
+        spread = fig.get(f"dist_dispatch_s[{placement}]")
+        if spread is None or not spread.n:
+            continue
+        price = costs[name] + e * per_layer.get(name, 0.0)
+        price -= startup if placement == "candidates" else 0.0
+        if spread.mean > DISPATCH_WARN_RATIO * price and spread.mean - price > 5e-4:
+            out.append(
+                f"dist, early head on {placement}: the candidates started {1e3 * spread.mean:.3g}"
+                f" ms (mean; median {1e3 * spread.median:.3g} ms) after main's split in the short"
+                f" real runs, the dispatch is priced {1e3 * price:.3g} ms: a pass that waits for"
+                " the candidate batch is predicted too fast by up to the difference (ppd "
+                "validate's term check: 'candidate start')"
+            )
+    return out
 
 
 def host_by_placement(fig: dict[str, Spread]) -> dict[str, float]:
@@ -549,6 +589,9 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     if dist_startup is not None:
         # within hidden_dispatch_s already; kept apart too, for the term check's batch price
         entry["batch_startup_s"] = dist_startup
+    if backend == "dist":
+        e = d - default_d_bar(d)
+        warnings += dispatch_warnings(fig, costs, per_layer, dist_startup or 0.0, e)
     if backend == "dist" and (by_placement := host_by_placement(fig)):
         entry["host_s_by_placement"] = by_placement  # PPD's host per pass, per placement
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
@@ -661,8 +704,9 @@ def _figure_warnings(backend: str, figures: dict[str, Spread]) -> list[str]:
     """Noisy cost-term figures one by one; noisy per-layer figures as one count."""
     per_layer = {k: s for k, s in figures.items() if k.startswith("layer_s[")}
     # the start-up is a difference of figures checked here already (its IQR / its small median)
-    terms = {k: s for k, s in figures.items()
-             if k not in per_layer and not k.startswith("batch_startup_s[")}  # fmt: skip
+    # the dispatch delays are no price: ``dispatch_warnings`` names them against theirs
+    terms = {k: s for k, s in figures.items() if k not in per_layer
+             and not k.startswith(("batch_startup_s[", "dist_dispatch_s["))}  # fmt: skip
     out = noisy_warnings(terms, backend)
     noisy = sum(s.noisy for s in per_layer.values())
     if noisy:

@@ -10,6 +10,7 @@ from measure.profile.cpu_share import CpuShares
 from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 
 TERMS = (
     ("layer_s", "layer, batch 1 (per layer)"),
@@ -71,6 +72,10 @@ def format_profile(profile: CostProfile) -> str:
             for placement, seconds in entry.host_s_by_placement.items():
                 label = f"  early head on {placement}"
                 lines.append(f"  {label:34s} mean {1e3 * seconds:.4g} ms (priced for PPD)")
+            for placement in EARLY_HEAD_PLACEMENTS:  # timed in the same runs, not priced
+                if (name := f"dist_dispatch_s[{placement}]") in figures:
+                    label = f"candidate start ({placement})"
+                    lines.append(f"  {label:34s} {figures[name].describe()} (after main's split)")
             pair = profile.data["backends"][backend].get("pair_slowdowns") or {}
             for k, sides in pair.get("by_k", {}).items():
                 label = f"where a run overlaps, k={k}"

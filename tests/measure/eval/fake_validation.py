@@ -79,7 +79,7 @@ def fake_terms(profile, config: PPDConfig, rng) -> pd.DataFrame:
             continue
         measured = price * rng.uniform(0.85, 1.2)
         rows.append(dict(block=name, count=2 * TOKENS, measured_median_s=measured, price_s=price,
-                         ratio=measured / price,
+                         ratio=measured / price if price > 0 else float("nan"),
                          gap_s_per_token=(measured - price) * 2))  # fmt: skip
     return pd.DataFrame(rows, columns=list(TERM_COLUMNS))
 

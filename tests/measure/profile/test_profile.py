@@ -17,10 +17,12 @@ from measure.profile.profile import (  # noqa: E402
     HOST_PROBE_SKIP,
     HOST_PROBE_TOKENS,
     batch_startup,
+    dispatch_warnings,
     figure,
 )
 from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
 from measure.profile.report import format_profile, plot_layer_times  # noqa: E402
+from measure.profile.stats import Spread  # noqa: E402
 from ppdmodel.cost_profile import COST_FIELDS  # noqa: E402
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS  # noqa: E402
 from tests.measure.tiny_models import (  # noqa: E402
@@ -285,6 +287,11 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
         priced = profile.costs("dist", d_bar=2, k=1, early_head=placement).host_s
         assert priced == pytest.approx(float(np.mean(own["samples"])))
     assert "early head on candidates" in format_profile(profile)
+    # the same runs time each placement's dispatch delay (split to the candidates' start)
+    for placement in EARLY_HEAD_PLACEMENTS:
+        delays = figures[f"dist_dispatch_s[{placement}]"]
+        assert 0 < delays["n"] <= HOST_PROBE_PROMPTS * (HOST_PROBE_TOKENS - HOST_PROBE_SKIP)
+        assert delays["median"] > 0
     # the batch's start-up after the candidate rank's own early head: in the candidates
     # placement's dispatch, after the message; the other placement's rank gets ids, no head
     startup = batch_startup({n: f["median"] for n, f in figures.items()}, (1,))
@@ -361,3 +368,21 @@ def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
     del med["pair_cand_both_s[3,candidates]"]
     assert "by_k_candidates" not in pair_slowdowns(med, (1, 3), 2)
     assert not _pair_warnings(pair_slowdowns(med, (1, 3), 2))
+
+
+def test_dispatch_warnings_name_a_placement_whose_candidates_start_late():
+    """Mean delay vs the dispatch priced at the runs' e candidate layers (less the start-up
+    under "candidates"): named beyond 2x and 0.5 ms, never priced from."""
+    costs = {"candidate_dispatch_s": 0.0002, "hidden_dispatch_s": 0.0012}
+    per_layer = {"candidate_dispatch_s": 0.0001, "hidden_dispatch_s": 0.0001}
+    fig = {
+        "dist_dispatch_s[main]": Spread.of([0.0004, 0.0005, 0.0006]),  # priced 0.6 ms
+        "dist_dispatch_s[candidates]": Spread.of([0.001, 0.002, 0.003]),
+    }  # priced 0.6 ms
+    (only,) = dispatch_warnings(fig, costs, per_layer, startup=0.001, e=4)
+    assert only.startswith("dist, early head on candidates: the candidates started 2 ms")
+    assert "priced 0.6 ms" in only and "'candidate start'" in only
+    assert dispatch_warnings(fig, costs, per_layer, startup=0.0, e=4) == []  # priced 1.6 ms
+    late = {"dist_dispatch_s[main]": Spread.of([0.0004, 0.0005, 0.0006])}  # 2.5x, 0.3 ms more
+    assert dispatch_warnings(late, costs, {}, startup=0.0, e=4) == []
+    assert dispatch_warnings({}, costs, per_layer, startup=0.0, e=4) == []
