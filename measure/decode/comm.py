@@ -3,6 +3,14 @@
 ``Comm`` sends non-blocking, receives blocking, and on a candidate rank can receive main's next
 header on a helper thread (``HeaderReader``) while the rank computes, so it can look for a
 verdict between candidate layers; ``PendingRecv`` is a receive posted early and waited later.
+
+Payloads (main's hidden state and KV entries that follow a CANDS or HIDDEN header) travel on
+their own tag, ``PAYLOAD_TAG``, and a candidate rank keeps the receive of the next one posted
+(``post_payload``) in a buffer at least as large as any payload of its task: gloo fills a
+larger posted buffer from its start. A message whose receive is posted only once its header
+has arrived waits for the sender's side of gloo to answer, and main is computing its suffix
+by then: on two CPU cores that took 3-4 ms per pass (median; 0.2 ms with the receive posted
+first), which delayed every candidate batch after a miss (``benchmarks/dist_timeline.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +22,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+PAYLOAD_TAG = 1
+"""The tag of payload messages; every other message uses tag 0."""
+
 
 class Comm:
     """Point-to-point messages of the protocol on the communication device."""
@@ -21,6 +32,12 @@ class Comm:
     def __init__(self, k: int, device: torch.device, group=None):
         self.width, self.device, self.group, self.pending = 6 + k, device, group, []
         self.reader: HeaderReader | None = None
+        self.payload: PendingRecv | None = None  # a candidate rank's posted payload receive
+        self.payload_peers: set[int] = set()  # main: ranks that sized and posted one
+        # gloo matches messages by tag; NCCL has no tags (and in-order receives), so a payload
+        # receive is posted early on the CPU only
+        self.early_payloads = device.type == "cpu"
+        self.payload_tag = PAYLOAD_TAG if self.early_payloads else 0
 
     def send_header(self, dst: int, kind: int, a=-1, b=-1, c=-1, heads=0, dh=0, cands=()):
         header = torch.full((self.width,), -1, dtype=torch.long)
@@ -58,21 +75,63 @@ class Comm:
         out = torch.empty(shape, dtype=dtype, device=self.device)
         return PendingRecv(dist.irecv(out, src, group=self.group), out, src)
 
-    def send(self, tensor: torch.Tensor, dst: int) -> None:
+    def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         """Non-blocking send; buffers are kept until ``flush``."""
         tensor = tensor.contiguous()
-        self.pending.append((dist.isend(tensor, dst, group=self.group), tensor))
+        self.pending.append((dist.isend(tensor, dst, group=self.group, tag=tag), tensor))
         if len(self.pending) > 64:
             self.flush()
 
-    def recv(self, shape, dtype, src: int) -> torch.Tensor:
+    def send_payload(self, tensor: torch.Tensor, dst: int, *, sized: bool = False) -> None:
+        """Main: a payload to candidate rank ``dst``; ``sized``: its header gave the rank the
+        KV shapes, from which it posts its next payload receive (``post_payload``)."""
+        self.send(tensor, dst, tag=self.payload_tag)
+        if sized and self.early_payloads:
+            self.payload_peers.add(dst)
+
+    def drain_payloads(self, dtype: torch.dtype) -> None:
+        """Main, at the end of a task: one element to every rank whose payload receive is
+        still posted, so none is left to catch a later task's messages."""
+        for dst in sorted(self.payload_peers):
+            self.send_payload(torch.zeros(1, dtype=dtype, device=self.device), dst)
+        self.payload_peers = set()
+
+    def post_payload(self, numel: int, dtype: torch.dtype) -> None:
+        """A candidate rank: post the receive of the next payload, ``numel`` elements at most
+        (a no-op where payloads are not received early)."""
+        if not self.early_payloads:
+            return
+        if self.payload is not None:
+            raise RuntimeError("a payload receive is posted already")
+        out = torch.empty(numel, dtype=dtype, device=self.device)
+        work = dist.irecv(out, 0, group=self.group, tag=self.payload_tag)
+        self.payload = PendingRecv(work, out, 0)
+
+    def recv_payload(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        """A candidate rank: the next payload (``numel`` elements), from the posted receive if
+        there is one (its first elements), else received now."""
+        if self.payload is None:
+            return self.recv((numel,), dtype, 0, tag=self.payload_tag)
+        posted, self.payload = self.payload, None
+        if posted.tensor.numel() < numel or posted.tensor.dtype != dtype:
+            raise RuntimeError(f"payload of {numel} {dtype} elements does not fit the posted "
+                               f"{posted.tensor.numel()} {posted.tensor.dtype}")  # fmt: skip
+        return posted.wait()[:numel]
+
+    def wait_posted_payload(self) -> None:
+        """A candidate rank, at the end of a task: take main's ``drain_payloads`` element."""
+        if self.payload is not None:
+            posted, self.payload = self.payload, None
+            posted.wait()
+
+    def recv(self, shape, dtype, src: int, tag: int = 0) -> torch.Tensor:
         out = torch.empty(shape, dtype=dtype, device=self.device)
-        self._recv(out, src)
+        self._recv(out, src, tag)
         return out
 
-    def _recv(self, out: torch.Tensor, src: int) -> None:
+    def _recv(self, out: torch.Tensor, src: int, tag: int = 0) -> None:
         try:
-            dist.recv(out, src, group=self.group)
+            dist.recv(out, src, group=self.group, tag=tag)
         except RuntimeError as exc:  # say which peer went silent or away
             raise RuntimeError(f"waiting for a message from rank {src} failed: {exc}") from exc
 

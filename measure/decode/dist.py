@@ -33,6 +33,13 @@ HIDDEN 7   position, n_r, pass t,      (early_head="candidates", instead of CAND
                                        n_r candidates (top-k ids j = r-1, r-1 + (W-1), ...)
 =========  ==========================  ==================================================
 
+Payloads (the SYNC entries after CANDS, the flat tensor after HIDDEN) travel on their own tag
+(``comm.PAYLOAD_TAG``, gloo): a candidate rank posts the receive of its next payload as soon as
+it has taken one (``CandidateWorker.payload``), so a payload never waits for main, which is
+computing its suffix by then, to answer the receive (3-4 ms per pass on two CPU cores; see
+``measure.decode.comm``); main sends every rank with a receive still posted one element at
+the end of the task (``Comm.drain_payloads``, taken at STOP).
+
 IDS (r -> 0, after HIDDEN): int64 [n_r], the candidate ids r runs, in row order. Main posts
 its receive when it sends HIDDEN and waits for it only when it has its own token and must
 decide the match (``RemoteCandidates.candidate_ids``); it then sends VERDICT as under "main".
@@ -209,7 +216,7 @@ class RemoteCandidates:
             self.comm.send_header(r, CANDS, position, len(mine), token, heads, dh, mine)
             if kv is None:
                 kv = pack(entries[0][0][:0], entries).to(self.comm.device)
-            self.comm.send(kv, r)
+            self.comm.send_payload(kv, r, sized=True)
         self.holder = None
 
     def start_from_hidden(self, h: torch.Tensor, position: int, token: int) -> None:
@@ -223,12 +230,12 @@ class RemoteCandidates:
             n = len(share(range(self.k), r, self.world))
             if r == self.holder:
                 self.comm.send_header(r, HIDDEN, position, n, token)
-                self.comm.send(hidden, r)
+                self.comm.send_payload(hidden, r)
             else:
                 self.comm.send_header(r, HIDDEN, position, n, token, heads, dh)
                 if with_kv is None:
                     with_kv = pack(h, entries).to(self.comm.device)
-                self.comm.send(with_kv, r)
+                self.comm.send_payload(with_kv, r, sized=True)
             self.id_msgs[r] = self.comm.post_recv((n,), torch.long, r)
         self.holder = None
 
@@ -283,6 +290,7 @@ class CandidateWorker:
         self.k, self.world = k, world_size
         self.hidden_size = lsm.model.config.get_text_config().hidden_size
         self.cache = self.h = self.rows = None
+        self.kv_shape: tuple[int, int] | None = None  # (KV heads, head dim), from main's SYNC
         self.events: list[list[float]] = []
         self.clock = Clock(lsm.device, host_sync=True)  # one host timeline with rank 0
 
@@ -303,6 +311,17 @@ class CandidateWorker:
     def hidden_numel(self, heads: int, dh: int) -> int:
         """Elements of a HIDDEN payload: [H], plus the SYNC entries when heads > 0."""
         return self.hidden_size + (2 * self.e * heads * dh if heads > 0 else 0)
+
+    def payload(self, numel: int, heads: int, dh: int) -> torch.Tensor:
+        """The payload after a CANDS or HIDDEN header (``numel`` elements), then the receive
+        of the next one posted, once a header has given the KV shapes (heads > 0): sized for
+        the largest payload of the task, [H] and the SYNC entries."""
+        flat = self.comm.recv_payload(numel, self.lsm.model.dtype)
+        if heads > 0:
+            self.kv_shape = (heads, dh)
+        if self.kv_shape is not None:
+            self.comm.post_payload(self.hidden_numel(*self.kv_shape), self.lsm.model.dtype)
+        return flat
 
     def from_hidden(self, position: int, n: int, token: int, flat, heads: int, dh: int) -> None:
         """HIDDEN: append the SYNC entries, early head + top-k on main's h, send IDS, run."""

@@ -130,6 +130,7 @@ def _main_task(lsm, task: DistTask, comm: Comm, world: int, link, progress):
             )
         )
         progress(i)
+    comm.drain_payloads(lsm.model.dtype)
     for r in range(1, world):
         comm.send_header(r, STOP)
     return results
@@ -179,14 +180,13 @@ def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int, world
             _maybe_fail(job, rank)
             token = c
             if heads > 0:  # main's KV of the current token follows
-                n = 2 * worker.e * heads * dh
-                worker.sync(comm.recv((n,), lsm.model.dtype, 0), heads, dh)
+                worker.sync(worker.payload(2 * worker.e * heads * dh, heads, dh), heads, dh)
             if b > 0:
                 worker.candidates(a, cands[:b], token)
         elif kind == HIDDEN:  # early_head="candidates": main's hidden state (+ SYNC) follows
             _maybe_fail(job, rank)
             token = c
-            flat = comm.recv((worker.hidden_numel(heads, dh),), lsm.model.dtype, 0)
+            flat = worker.payload(worker.hidden_numel(heads, dh), heads, dh)
             worker.from_hidden(a, b, token, flat, heads, dh)
         elif kind == VERDICT:
             worker.verdict(a, b, c, token)
@@ -196,6 +196,7 @@ def _worker_task(lsm, task: DistTask, comm: Comm, job: DistJob, rank: int, world
             comm.send(comm.recv((a,), torch.float32, 0), 0)
             comm.flush()
         elif kind == STOP:
+            comm.wait_posted_payload()  # main's drain_payloads
             return
         else:
             raise RuntimeError(f"rank {rank}: unknown message kind {kind}")
