@@ -10,7 +10,9 @@ their own tag, ``PAYLOAD_TAG``, and a candidate rank keeps the receive of the ne
 larger posted buffer from its start. A message whose receive is posted only once its header
 has arrived waits for the sender's side of gloo to answer, and main is computing its suffix
 by then: on two CPU cores that took 3-4 ms per pass (median; 0.2 ms with the receive posted
-first), which delayed every candidate batch after a miss (``benchmarks/dist_timeline.py``).
+first), which held back the candidate batch on most passes after a miss
+(``benchmarks/dist_timeline.py``). A task's first payload is received after its header: the
+rank learns the payloads' size from it.
 """
 
 from __future__ import annotations

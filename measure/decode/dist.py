@@ -35,10 +35,11 @@ HIDDEN 7   position, n_r, pass t,      (early_head="candidates", instead of CAND
 
 Payloads (the SYNC entries after CANDS, the flat tensor after HIDDEN) travel on their own tag
 (``comm.PAYLOAD_TAG``, gloo): a candidate rank posts the receive of its next payload as soon as
-it has taken one (``CandidateWorker.payload``), so a payload never waits for main, which is
-computing its suffix by then, to answer the receive (3-4 ms per pass on two CPU cores; see
-``measure.decode.comm``); main sends every rank with a receive still posted one element at
-the end of the task (``Comm.drain_payloads``, taken at STOP).
+it has taken one with the KV shapes (``CandidateWorker.payload``; a task's first payload is
+received after its header), so a payload does not wait for main, which is computing its suffix
+by then, to answer the receive (3-4 ms per pass on two CPU cores; see ``measure.decode.comm``);
+main sends every rank with a receive still posted one element at the end of the task
+(``Comm.drain_payloads``, taken at STOP).
 
 IDS (r -> 0, after HIDDEN): int64 [n_r], the candidate ids r runs, in row order. Main posts
 its receive when it sends HIDDEN and waits for it only when it has its own token and must

@@ -162,6 +162,12 @@ class FakeComm:
     def send(self, tensor, dst):
         self.sent.append((tensor.clone(), dst))
 
+    def recv_payload(self, numel, dtype):
+        return torch.zeros(numel, dtype=dtype)
+
+    def post_payload(self, numel, dtype):
+        self.posted = getattr(self, "posted", []) + [(numel, dtype)]
+
     device = torch.device("cpu")
 
 
@@ -222,6 +228,21 @@ def test_worker_runs_the_early_head_and_reports_its_share(models, rank, world_si
         assert torch.equal(worker.cache.layers[i].values, cache.layers[i].values)
     with pytest.raises(RuntimeError, match="HIDDEN asks for"):
         worker.from_hidden(3, len(mine) + 1, 2, flat, heads=heads, dh=dh)
+
+
+def test_worker_posts_its_next_payload_once_a_header_gave_the_kv_shapes(models):
+    """No receive before the KV shapes are known (a holder's [H] tells none); then, after every
+    payload, one receive sized for the largest: [H] and the SYNC entries of e layers."""
+    model = models["llama"]
+    worker = _worker(model, FakeComm(), d_bar=2)
+    hidden = model.config.hidden_size
+    assert worker.payload(hidden, 0, 0).shape == (hidden,)
+    assert not hasattr(worker.comm, "posted")
+    heads, dh = 2, 8
+    sync = 2 * worker.e * heads * dh
+    worker.payload(hidden + sync, heads, dh)
+    worker.payload(hidden, 0, 0)  # the holder's: sized all the same
+    assert worker.comm.posted == [(hidden + sync, model.dtype)] * 2
 
 
 def test_header_reader_peeks_without_blocking_and_raises_failures():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from measure.eval.repeat import PPDConfig
@@ -113,3 +114,12 @@ def test_term_check_prices_the_candidate_start_where_a_message_starts_the_batch(
     serial = PPDConfig(D_BAR, 3, early_head=early_head)
     assert "candidate start" not in block_prices(parse_cost_profile(
         minimal_profile(d=D, serial=True)), serial)  # fmt: skip
+
+
+def test_largest_gap_leaves_out_the_candidate_start():
+    """A delay, not work: it reaches the measurement through the hand-off's wait."""
+    table = pd.DataFrame([
+        dict(block="candidate start", gap_s_per_token=0.004, ratio=5.0),
+        dict(block="hand-off (with wait)", gap_s_per_token=0.002, ratio=3.0),
+    ])  # fmt: skip
+    assert largest_gap(table).startswith("hand-off (with wait): +2 ms/token (measured x3.00")
