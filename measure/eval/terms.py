@@ -22,8 +22,9 @@ candidate start            main's split to the         the dispatch message (``d
                            candidate side's first      less the batch's start-up it holds);
                            block of the next token     not on a serial backend: no message
                            (``measure.profile.dispatch``)
-hand-off (with wait)       main handoff                hand-off (main also waits there for a
-                                                       batch that is not done)
+hand-off (with wait)       main handoff                hand-off + the wait on a match the
+                                                       prediction prices (w, ``ppdmodel.passes``:
+                                                       main waits there for a batch not done)
 host per token             pass time - main's blocks   host (single backend: the candidate
                                                        blocks it ran are subtracted too)
 =========================  ==========================  ====================================
@@ -45,6 +46,7 @@ from measure.profile.dispatch import dispatch_delays
 from measure.profile.host import host_seconds
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.intervals import Interval, interval_of
+from ppdmodel.passes import pass_times
 
 TERM_COLUMNS = ("block", "count", "measured_median_s", "price_s", "ratio", "gap_s_per_token",
                 "sharing_main", "sharing_candidates")  # fmt: skip
@@ -75,7 +77,7 @@ def _blocks(config: PPDConfig, d: int, costs, startup: float) -> list[tuple[str,
          costs.embedding_s + e * layer_k + startup),
         ("early head, candidates", sel("cand", "head", d_bar, d_bar), costs.early_head_s),
         ("hand-off (with wait)", lambda ev: ev["process"] == 0 and ev["kind"] == "handoff",
-         costs.handoff_s),
+         costs.handoff_s + _wait_s(config, d, costs)),
     ]  # fmt: skip
     if 2 * d_bar > d:  # a resumed pass runs layers [e, d_bar); empty when d_bar = d / 2
         blocks.insert(1, ("main prefix, resumed", sel("main", "layers", e, d_bar),
@@ -87,6 +89,14 @@ def _blocks(config: PPDConfig, d: int, costs, startup: float) -> list[tuple[str,
             events, d=d, d_bar=d_bar, early_head=config.early_head).values()),
             costs.dispatch_seconds(config.early_head) - startup))  # fmt: skip
     return timed
+
+
+def _wait_s(config: PPDConfig, d: int, costs) -> float:
+    """w: how long the closed form has main wait for the accepted batch on a match (0 on a
+    serial device, where the batch is done before main's suffix starts)."""
+    times = pass_times(d=d, d_bar=config.d_bar, k=config.k, costs=costs,
+                       early_head=config.early_head)  # fmt: skip
+    return float(times.wait_s)
 
 
 def _durations(match):

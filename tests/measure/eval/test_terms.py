@@ -11,6 +11,7 @@ from measure.eval.repeat import PPDConfig
 from measure.eval.terms import block_prices, largest_gap, term_check
 from measure.profile.dispatch import dispatch_delays
 from ppdmodel.cost_profile import parse_cost_profile
+from ppdmodel.passes import pass_times
 from tests.ppdmodel.profiles import minimal_profile
 
 D, D_BAR = 4, 3
@@ -123,3 +124,22 @@ def test_largest_gap_leaves_out_the_candidate_start():
         dict(block="hand-off (with wait)", gap_s_per_token=0.002, ratio=3.0),
     ])  # fmt: skip
     assert largest_gap(table).startswith("hand-off (with wait): +2 ms/token (measured x3.00")
+
+
+@pytest.mark.parametrize("early_head_s", [0.02, 0.05])
+def test_the_hand_off_is_priced_with_the_wait_the_prediction_prices(early_head_s):
+    """The hand-off row's event holds main's wait for the batch: priced as eta + w, with w the
+    closed form's (> 0 once the rank's early head and batch outlast main's suffix and head)."""
+    data = _dist_profile().data
+    data["backends"]["dist"]["costs"]["early_head_s"] = early_head_s
+    profile = parse_cost_profile(data)
+    config = PPDConfig(D_BAR, 3, backend="dist", early_head="candidates")
+    costs = profile.costs("dist", d_bar=D_BAR, k=3, early_head="candidates")
+    wait = pass_times(d=D, d_bar=D_BAR, k=3, costs=costs, early_head="candidates").wait_s
+    assert (wait > 0) == (early_head_s > 0.03)
+    price = block_prices(profile, config)["hand-off (with wait)"]
+    assert price == pytest.approx(costs.handoff_s + wait)
+    serial = parse_cost_profile(minimal_profile(d=D, serial=True, early_head_s=early_head_s))
+    on_single = serial.costs("single", d_bar=D_BAR, k=3, early_head="candidates")
+    assert block_prices(serial, PPDConfig(D_BAR, 3, early_head="candidates"))[
+        "hand-off (with wait)"] == pytest.approx(on_single.handoff_s)  # fmt: skip
