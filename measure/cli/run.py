@@ -72,8 +72,10 @@ def register(subparsers) -> None:
         "profile and the runs' own match outcomes (closed form and simulator; nothing is "
         "fitted on the judged runs), and report predicted vs measured median (IQR), the "
         "relative error, a waterfall from Theorem 4.1 to the prediction and a verdict per "
-        "configuration, and which block of a pass departs most from the profile in the runs. "
-        "Writes validation.csv, waterfalls.csv, terms.csv, traces.jsonl, waterfall.png, "
+        "configuration, which block of a pass departs most from the profile in the runs, and "
+        "how the runs' fresh and resumed passes compare with the closed form's. "
+        "Writes validation.csv, waterfalls.csv, terms.csv, passes.csv, traces.jsonl, "
+        "waterfall.png, "
         "predicted_vs_measured.png and layer_times.png (each block's time in the runs beside "
         "the profile's price). --early-exit L --draft-tokens G adds "
         "HF self-speculative early exit (constant draft length g, no confidence stop) to the "
@@ -549,7 +551,13 @@ def _validate(args) -> int:
         plot_predicted_vs_measured,
         plot_waterfalls,
     )
-    from measure.eval.text import format_early_exit, format_gaps, format_table, format_waterfall
+    from measure.eval.text import (
+        format_early_exit,
+        format_gaps,
+        format_passes,
+        format_table,
+        format_waterfall,
+    )
     from measure.eval.validate import check_configs, validate
     from measure.profile.profile import write_profile
     from measure.profile.report import plot_layer_times
@@ -587,6 +595,7 @@ def _validate(args) -> int:
     result.table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
     result.terms.to_csv(out / "terms.csv", index=False)
+    result.passes.to_csv(out / "passes.csv", index=False)
     result.turn_table().to_csv(out / "turns.csv", index=False)
     summary = result.summary()
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -619,6 +628,12 @@ def _validate(args) -> int:
         print("  " + format_waterfall(r))
     print("largest gap between a block timed in the runs and the profile's price:")
     for line in format_gaps(result):
+        print("  " + line)
+    print(
+        "passes timed in the runs against the closed form's time of their kind (x measured /"
+        " predicted; the gap per token; fresh: after a miss, resumed: after a match):"
+    )
+    for line in format_passes(result):
         print("  " + line)
     for line in format_early_exit(result):
         print(line)
@@ -666,7 +681,8 @@ def _validate(args) -> int:
         if paired:
             print(f"paired with the sentinel ({_sentinel_note(summary)}): " + "; ".join(paired))
     print(
-        f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, turns.csv, "
+        f"wrote {out}/validation.csv, summary.json, waterfalls.csv, terms.csv, passes.csv, "
+        "turns.csv, "
         "traces.jsonl, "
         "waterfall.png, predicted_vs_measured.png, layer_times.png"
         + (

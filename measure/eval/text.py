@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from measure.eval.pass_check import describe_passes
 from measure.eval.terms import largest_gap
 from measure.eval.verdict import TERM_LABELS
 
@@ -96,6 +97,20 @@ def format_gaps(validation) -> list[str]:
     where the two sides overlap on one device (not on a serial backend)."""
     return [f"{r.config.label}: {largest_gap(r.terms)}" + _sharing(r.predicted)
             for r in validation.results if r.terms is not None and len(r.terms)]  # fmt: skip
+
+
+def format_passes(validation) -> list[str]:
+    """Per configuration, its fresh and resumed passes against the closed form's time of their
+    kind (``measure.eval.pass_check``), priced by the profile and, where they ran, by the
+    interleaved probes."""
+    lines = []
+    for r in validation.results:
+        if r.passes is None or r.passes.empty:
+            continue
+        by = [f"{name}: {describe_passes(table)}"
+              for name, table in r.passes.groupby("priced_by", sort=False)]  # fmt: skip
+        lines.append(f"{r.config.label}: " + "; ".join(by))
+    return lines
 
 
 def _sharing(prediction) -> str:

@@ -30,6 +30,7 @@ from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_b
 from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
 from measure.eval.paired import SentinelTimeline, paired_rel_err
+from measure.eval.pass_check import pass_check
 from measure.eval.predict import (
     Prediction,
     predict_greedy,
@@ -146,6 +147,10 @@ class ConfigResult(JudgedResult):
     """Greedy's, from the same probes."""
     turns: TurnReading | None = None
     """Measured over predicted speed-up, turn by turn (``measure.eval.turn_speedup``)."""
+    passes: pd.DataFrame | None = None
+    """Fresh and resumed passes, timed in the runs, beside the closed form's time of their
+    kind (``measure.eval.pass_check``), priced by the profile and (``priced_by``
+    ``interleaved``) by the interleaved probes."""
 
     @property
     def speedup_band(self):
@@ -312,6 +317,14 @@ class ProfileValidation:
         """Long table: method plus ``measure.eval.terms.TERM_COLUMNS`` for every config."""
         frames = [r.terms.assign(method=r.config.label) for r in self.results
                   if r.terms is not None]  # fmt: skip
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @property
+    def passes(self) -> pd.DataFrame:
+        """Long table: method plus ``measure.eval.pass_check.PASS_COLUMNS`` and ``priced_by``
+        for every config."""
+        frames = [r.passes.assign(method=r.config.label) for r in self.results
+                  if r.passes is not None]  # fmt: skip
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     @property
@@ -589,6 +602,15 @@ def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
     )
 
 
+def _passes(profile: CostProfile, probed: CostProfile | None, config: PPDConfig,
+            runs) -> pd.DataFrame:  # fmt: skip
+    """The pass check of ``runs`` priced by the profile, then by the interleaved probes."""
+    priced = (("profile", profile), ("interleaved", probed))
+    frames = [pass_check(p, config, runs).assign(priced_by=name)
+              for name, p in priced if p is not None]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
 def check_configs(profile: CostProfile, configs) -> list[PPDConfig]:
     """The configurations, each checked against the profile (backend and k measured)."""
     configs = list(dict.fromkeys(configs))
@@ -708,6 +730,7 @@ def validate(
                 greedy_predicted=greedy_preds[config.backend],
                 exact=timing.exact[config],
                 terms=term_check(profile, config, method.runs),
+                passes=_passes(profile, probed, config, method.runs),
                 turns=read_turns(
                     turn_log_errors(
                         timing.greedy.results,

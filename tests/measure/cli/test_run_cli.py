@@ -69,6 +69,8 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     assert "no --profile given: measuring one first" in out
     assert "0 parameters fitted" in out and out.count("verdict: ppd d_bar=") == 4
     assert "largest gap between a block timed in the runs and the profile's price" in out
+    assert "passes timed in the runs against the closed form's time of their kind" in out
+    assert "ppd d_bar=2 k=1 main single: profile: fresh x" in out
     assert "speed-ups judged turn by turn (each prompt's run against greedy's beside it" in out
     assert "too few turns for a 95 % interval (the measured range covers 88 %" in out  # 4 turns
     for name in (
@@ -76,6 +78,7 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
         "validation.csv",
         "waterfalls.csv",
         "terms.csv",
+        "passes.csv",
         "turns.csv",
         "traces.jsonl",
         "waterfall.png",
@@ -83,6 +86,9 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
         "layer_times.png",
     ):
         assert (tmp_path / name).is_file(), name
+    passes = pd.read_csv(tmp_path / "passes.csv")
+    assert set(passes["priced_by"]) == {"profile"} and passes["method"].nunique() == 4
+    assert set(passes["pass"]) <= {"fresh", "resumed"} and (passes["count"] > 0).all()
     table = pd.read_csv(tmp_path / "validation.csv")
     assert table["method"].iloc[0] == "greedy" and len(table) == 5
     assert set(table["agreement"]) <= {"within 5 %", "5-15 %", "poor"}

@@ -108,6 +108,9 @@ def test_validate_predicts_the_planted_runs_within_5_percent(planted, planted_ha
     prediction = result.results[0].predicted
     assert predicted * prediction.tokens == pytest.approx(prediction.closed_form_s)
     assert prediction.last_pass_s > 0  # the last pass made no early prediction
+    passes = result.passes  # each kind of pass at the closed form's time of its kind
+    assert set(passes["priced_by"]) == {"profile"} and "fresh" in set(passes["pass"])
+    assert passes["ratio"].between(0.93, 1.07).all(), passes
 
 
 def test_validate_predicts_the_candidate_side_early_head(planted, planted_handoff, profile):
