@@ -134,6 +134,11 @@ class BackendCosts:
     its embedding and layers, where ``base.hidden_dispatch_s`` already holds it (``dist``: the
     ``candidates`` placement); kept apart so the term check prices the batch with it. 0: none
     recorded (a ``single`` profile holds its start-up in both dispatch terms)."""
+    rank_startup_s_by_k: tuple[tuple[int, float], ...] = ()
+    """(k, seconds) per k: the start-up of the candidate rank's own call with the early head
+    on its side (``dist``: the pair probe's early head, top-k and k-row batch alone on the rank
+    beyond the one-process prices of those parts), which replaces ``batch_startup_s`` for the
+    ``candidates`` placement at the nearest measured k (sorted by k; empty: none measured)."""
 
     def sharing(self, k: int | None = None, early_head: str | None = None) -> SharingFactors:
         """The factors the costs of a configuration with ``k`` candidates and the early head
@@ -156,14 +161,22 @@ class BackendCosts:
                               d_bar=self.pair_d_bar, measured=(main, cand),
                               placement=placement)  # fmt: skip
 
-    def batch_startup(self, early_head: str) -> float:
+    def batch_startup(self, early_head: str, k: int | None = None) -> float:
         """Seconds the candidate batch's start-up after an early head adds under ``early_head``:
-        a serial backend's whole dispatch (no message travels there), ``batch_startup_s`` with
-        the early head on the candidate side of ``dist``, else 0 (the batch follows a message)."""
+        a serial backend's whole dispatch (no message travels there); with the early head on
+        the candidate side of ``dist``, the rank's own start-up at the nearest measured k
+        (``rank_startup_s_by_k``, given k) or else ``batch_startup_s``; else 0 (the batch
+        follows a message)."""
         check_early_head(early_head)
+        if k is not None:
+            check_positive_int("k", k)
         if self.serial:
             return self.base.dispatch_seconds(early_head)
-        return self.batch_startup_s if early_head == "candidates" else 0.0
+        if early_head != "candidates":
+            return 0.0
+        if k is not None and self.rank_startup_s_by_k:
+            return min(self.rank_startup_s_by_k, key=lambda row: (abs(row[0] - k), row[0]))[1]
+        return self.batch_startup_s
 
     def placement(self, early_head: str) -> str:
         """The schedule that prices ``early_head`` here: ``main`` on a serial backend."""
@@ -186,6 +199,8 @@ class BackendCosts:
         sharing = self.sharing(k, early_head)  # checks k and early_head, naming them
         if early_head in self.host_s_by_placement:
             grown["host_s"] = self.host_s_by_placement[early_head]
+        if early_head == "candidates" and not self.serial:  # the rank's start-up at this k
+            grown["hidden_dispatch_s"] += self.batch_startup(early_head, k) - self.batch_startup_s
         return sharing.applied_to(replace(self.base, **grown))
 
     def greedy_costs(self, *, d: int, d_bar: int) -> DecodeCosts:
@@ -538,6 +553,11 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
     replicates = tuple(rep if isinstance(raw_rep, Mapping) and "batch_startup_s" in raw_rep
                        else replace(rep, batch_startup_s=startup)
                        for rep, raw_rep in zip(replicates, raw, strict=True))  # fmt: skip
+    rank_rows = _rank_startup(f"{prefix}.rank_startup_s_by_k",
+                              entry.get("rank_startup_s_by_k", {}))  # fmt: skip
+    replicates = tuple(rep if isinstance(raw_rep, Mapping) and "rank_startup_s_by_k" in raw_rep
+                       else replace(rep, rank_startup_s_by_k=rank_rows)
+                       for rep, raw_rep in zip(replicates, raw, strict=True))  # fmt: skip
     return BackendCosts(
         base=DecodeCosts.from_dict({**values, "serial_device": serial}),
         per_candidate_layer_s=per_layer,
@@ -549,7 +569,25 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         pair_slowdowns_candidates=cand_rows,
         host_s_by_placement=by_placement,
         batch_startup_s=startup,
+        rank_startup_s_by_k=rank_rows,
     )
+
+
+def _rank_startup(path: str, value) -> tuple[tuple[int, float], ...]:
+    """An object mapping candidate counts k >= 1 to seconds, for field ``path``, as sorted
+    (k, seconds) rows; ValueError naming it."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"cost profile: {path} must map k to seconds, got {value!r}")
+    rows = []
+    for k, seconds in value.items():
+        try:
+            count = int(k)
+        except (TypeError, ValueError):
+            count = 0
+        if count < 1 or str(count) != str(k):
+            raise ValueError(f"cost profile: {path} keys must be integers k >= 1, got {k!r}")
+        rows.append((count, _seconds(f"{path}[{k}]", seconds)))
+    return tuple(sorted(rows))
 
 
 def _host_by_placement(path: str, value) -> dict[str, float]:

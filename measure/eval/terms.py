@@ -111,7 +111,7 @@ def term_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
     )
     tokens = sum(len(r.tokens) for r in runs)
     rows = []
-    startup = profile.backends[config.backend].batch_startup(config.early_head)
+    startup = profile.backends[config.backend].batch_startup(config.early_head, config.k)
     for name, timed, price in _blocks(config, profile.d, costs, startup):
         seconds = [s for r in runs for s in timed(r.trace.events)]  # per run: tokens restart
         rows.append(_row(name, seconds, price, tokens))
@@ -131,7 +131,7 @@ def block_prices(profile: CostProfile, config: PPDConfig, costs=None,
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
     if startup is None:
-        startup = profile.backends[config.backend].batch_startup(config.early_head)
+        startup = profile.backends[config.backend].batch_startup(config.early_head, config.k)
     blocks = _blocks(config, profile.d, costs, startup)
     prices = {name: float(price) for name, _, price in blocks}
     prices["host per token"] = float(costs.host_s)
@@ -145,7 +145,7 @@ def price_intervals(profile: CostProfile, config: PPDConfig) -> dict[str, Interv
         config.backend, d_bar=config.d_bar, k=config.k, early_head=config.early_head
     )
     reps = profile.backends[config.backend].replicates
-    startups = [rep.batch_startup(config.early_head) for rep in reps]
+    startups = [rep.batch_startup(config.early_head, config.k) for rep in reps]
     prices = [block_prices(profile, config, costs, startup)
               for costs, startup in zip(replicates, startups, strict=True)]  # fmt: skip
     if not prices:

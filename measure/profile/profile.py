@@ -592,6 +592,13 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     if backend == "dist":
         e = d - default_d_bar(d)
         warnings += dispatch_warnings(fig, costs, per_layer, dist_startup or 0.0, e)
+        if rank := rank_startup(med, costs, ks, e):
+            entry["rank_startup_s_by_k"] = rank
+            notes.append(
+                "rank_startup_s_by_k: the candidate rank's early head, top-k and batch timed as "
+                "one call on the rank (pair probe, alone) beyond the one-process prices of those "
+                "parts, per k; it replaces batch_startup_s with the early head on the candidates"
+            )
     if backend == "dist" and (by_placement := host_by_placement(fig)):
         entry["host_s_by_placement"] = by_placement  # PPD's host per pass, per placement
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
@@ -614,6 +621,24 @@ def batch_startup(med: dict, ks) -> float | None:
     the profile did not time it (older profiles)."""
     extra = [med[f"batch_startup_s[{k}]"] for k in ks if f"batch_startup_s[{k}]" in med]
     return max(0.0, float(np.mean(extra))) if extra else None
+
+
+def rank_startup(med: dict, costs: dict, ks, e: int) -> dict[str, float]:
+    """Per k, what the candidate rank's own call with the early head on its side costs beyond
+    the one-process prices of its parts: the median of ``pair_cand_alone_s[k,candidates]``
+    (the pair probe's early head, top-k and k-row batch at ``default_d_bar(d)``, e = d -
+    d_bar layers, alone on the rank) less early head + embedding + e layers at k, floored at
+    0. A run's candidate rank makes that call; on the 2-vCPU VM it took 0.7-6.9 ms (k = 3)
+    beyond its parts where the one-process start-up (``batch_startup``) read 0.2-1.5 ms.
+    Empty where the pair probe did not time that placement."""
+    out = {}
+    for k in ks:
+        name = f"pair_cand_alone_s[{k},candidates]"
+        if name in med:
+            parts = (costs["early_head_s"] + costs["embedding_s"]
+                     + e * costs["candidate_layer_s_by_k"][str(k)])  # fmt: skip
+            out[str(k)] = max(0.0, float(med[name]) - parts)
+    return out
 
 
 def _pair_warnings(pairs: dict) -> list[str]:

@@ -33,7 +33,7 @@ from measure.profile.stats import Spread
 PROFILE_REPLICATES = 100
 """Bootstrap replicates a profile stores per backend."""
 REPLICATE_KEYS = ("costs", "per_candidate_layer_s", "greedy_host_s", "pair_slowdowns",
-                  "host_s_by_placement", "batch_startup_s")  # fmt: skip
+                  "host_s_by_placement", "batch_startup_s", "rank_startup_s_by_k")  # fmt: skip
 """The parts of a backend entry a replicate holds (``ppdmodel.cost_profile``): the pair
 factors and the per-placement host time of a ``dist`` entry too, so a prediction's interval
 carries their spread."""

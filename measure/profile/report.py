@@ -54,6 +54,10 @@ def format_profile(profile: CostProfile) -> str:
             where = "both placements" if entry.serial else "early head on the candidates"
             label = "batch start-up after early head"
             lines.append(f"  {label:34s} {1e3 * startup:.4g} ms ({where})")
+        if entry.rank_startup_s_by_k:
+            label = "start-up on the candidate rank"
+            per_k = ", ".join(f"k={k} {1e3 * s:.4g} ms" for k, s in entry.rank_startup_s_by_k)
+            lines.append(f"  {label:34s} {per_k} (early head on the candidates: priced)")
         lines.append(f"  {'shared-device slowdown':34s} {costs.shared_device_slowdown:.3f}")
         if backend == "dist":
             link = profile.data.get("link") or {}

@@ -176,6 +176,42 @@ def test_the_dist_start_up_is_kept_apart_for_the_term_check_and_inherited_by_rep
             parse_cost_profile(data)
 
 
+def test_the_rank_start_up_prices_the_candidates_placement_at_the_nearest_k():
+    """The rank's own start-up (per k) replaces the one-process one inside the candidates
+    placement's dispatch; the main placement, k None and older replicates are as before."""
+    data = minimal_profile(serial=True)
+    dist_costs = {**data["backends"]["single"]["costs"], "hidden_dispatch_s": 0.0013}
+    own = {"costs": dist_costs, "batch_startup_s": 0.001, "rank_startup_s_by_k": {"1": 0.002}}
+    data["backends"]["dist"] = {"costs": dist_costs, "batch_startup_s": 0.001,
+                                "rank_startup_s_by_k": {"3": 0.003, "1": 0.0015},
+                                "cost_replicates": [{"costs": dist_costs}, own]}  # fmt: skip
+    profile = parse_cost_profile(data)
+    dist = profile.backends["dist"]
+    assert dist.rank_startup_s_by_k == ((1, 0.0015), (3, 0.003))
+    assert [rep.rank_startup_s_by_k for rep in dist.replicates] == [((1, 0.0015), (3, 0.003)),
+                                                                     ((1, 0.002),)]  # fmt: skip
+    assert dist.batch_startup("candidates", 2) == 0.0015  # nearest k, the smaller on a tie
+    assert dist.batch_startup("candidates", 4) == 0.003
+    assert dist.batch_startup("candidates") == 0.001 and dist.batch_startup("main", 3) == 0.0
+    at = {k: profile.costs("dist", d_bar=15, k=k, early_head="candidates").hidden_dispatch_s
+          for k in (1, 3)}  # fmt: skip
+    assert at[1] == pytest.approx(0.0013 + 0.0005) and at[3] == pytest.approx(0.0013 + 0.002)
+    assert profile.costs("dist", d_bar=15, k=3, early_head="main").hidden_dispatch_s == 0.0013
+    assert profile.costs("dist", d_bar=15, early_head="candidates").hidden_dispatch_s == 0.0013
+    rep = dist.replicates[1].costs(d=30, d_bar=15, k=3, early_head="candidates")
+    assert rep.hidden_dispatch_s == pytest.approx(0.0013 + 0.001)
+    # a serial backend keeps its whole dispatch as the start-up, whatever k
+    assert profile.backends["single"].batch_startup("candidates", 3) == 0.0
+    with pytest.raises(ValueError, match="k must be"):
+        dist.batch_startup("candidates", 0)
+    for bad, message in (({"x": 0.001}, r"keys must be integers k >= 1, got 'x'"),
+                         ({"0": 0.001}, "got '0'"), ({"1": -1}, r"rank_startup_s_by_k\[1\]"),
+                         ([0.001], "must map k to seconds")):  # fmt: skip
+        data["backends"]["dist"]["rank_startup_s_by_k"] = bad
+        with pytest.raises(ValueError, match=message):
+            parse_cost_profile(data)
+
+
 def test_unknown_backend_and_bad_d_bar_are_refused():
     profile = parse_cost_profile(minimal_profile(d=30))
     with pytest.raises(ValueError, match=r"profiled backends \['single'\]"):

@@ -19,6 +19,7 @@ from measure.profile.profile import (  # noqa: E402
     batch_startup,
     dispatch_warnings,
     figure,
+    rank_startup,
 )
 from measure.profile.ranks import RankProbe, probe_ranks  # noqa: E402
 from measure.profile.report import format_profile, plot_layer_times  # noqa: E402
@@ -306,6 +307,18 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
         for rep in profile.backends["dist"].replicates
     )
     assert "batch start-up after early head" in format_profile(profile)
+    # the rank's own call (pair probe, alone) beyond its one-process parts, per k
+    entry = profile.data["backends"]["dist"]
+    med = {n: f["median"] for n, f in figures.items()}
+    assert entry["rank_startup_s_by_k"] == pytest.approx(
+        rank_startup(med, entry["costs"], (1,), profile.d - 2)
+    )
+    rank = profile.backends["dist"].batch_startup("candidates", 1)
+    assert rank == pytest.approx(entry["rank_startup_s_by_k"]["1"])
+    priced = profile.costs("dist", d_bar=2, k=1, early_head="candidates").hidden_dispatch_s
+    one_process = profile.costs("dist", d_bar=2, early_head="candidates").hidden_dispatch_s
+    assert priced == pytest.approx(one_process - startup + rank)  # in place of, not beside
+    assert "start-up on the candidate rank" in format_profile(profile)
     assert (
         profile.costs("single", d_bar=2).host_s
         == profile.data["figures"]["single"]["host_s"]["median"]
@@ -348,6 +361,17 @@ def test_a_link_fit_without_a_slope_prices_messages_at_the_latency(tmp_path, mon
     )  # fmt: skip
     dist = profile.costs("dist", d_bar=2)
     assert dist.candidate_dispatch_s >= 1e-5 and math.isfinite(dist.candidate_dispatch_s)
+
+
+def test_rank_startup_is_the_ranks_call_beyond_its_parts_per_k_floored_at_zero():
+    costs = {"early_head_s": 0.004, "embedding_s": 0.001,
+             "candidate_layer_s_by_k": {"1": 0.001, "3": 0.002}}  # fmt: skip
+    med = {"pair_cand_alone_s[1,candidates]": 0.0095, "pair_cand_alone_s[3,candidates]": 0.02}
+    got = rank_startup(med, costs, (1, 3), 4)  # parts: 4 + 1 + 4 x 1 = 9 ms, 4 + 1 + 8 = 13
+    assert got == pytest.approx({"1": 0.0005, "3": 0.007})
+    med["pair_cand_alone_s[1,candidates]"] = 0.008  # faster than its parts: noise, none
+    assert rank_startup(med, costs, (1, 3), 4)["1"] == 0.0
+    assert rank_startup({}, costs, (1, 3), 4) == {}  # the placement was not probed
 
 
 def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
