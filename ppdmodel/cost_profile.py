@@ -156,7 +156,7 @@ class BackendCosts:
         rows, placement = self.pair_slowdowns, None
         if early_head == "candidates" and self.pair_slowdowns_candidates:
             rows, placement = self.pair_slowdowns_candidates, "candidates"
-        measured, main, cand = min(rows, key=lambda row: (abs(row[0] - k), row[0]))
+        measured, main, cand = _nearest_k(rows, k)
         return SharingFactors(max(main, 1.0), max(cand, 1.0), "pair", k=k, measured_k=measured,
                               d_bar=self.pair_d_bar, measured=(main, cand),
                               placement=placement)  # fmt: skip
@@ -175,7 +175,7 @@ class BackendCosts:
         if early_head != "candidates":
             return 0.0
         if k is not None and self.rank_startup_s_by_k:
-            return min(self.rank_startup_s_by_k, key=lambda row: (abs(row[0] - k), row[0]))[1]
+            return _nearest_k(self.rank_startup_s_by_k, k)[1]
         return self.batch_startup_s
 
     def placement(self, early_head: str) -> str:
@@ -571,6 +571,11 @@ def _backend(name: str, entry, prefix: str | None = None, *, pairs: bool = True)
         batch_startup_s=startup,
         rank_startup_s_by_k=rank_rows,
     )
+
+
+def _nearest_k(rows, k: int) -> tuple:
+    """The row (k first) of ``rows`` measured nearest to ``k``; the smaller k on a tie."""
+    return min(rows, key=lambda row: (abs(row[0] - k), row[0]))
 
 
 def _rank_startup(path: str, value) -> tuple[tuple[int, float], ...]:

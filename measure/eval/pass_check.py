@@ -60,14 +60,8 @@ def predicted_pass_s(profile: CostProfile, config: PPDConfig) -> dict[str, float
     )
     times = pass_times(d=profile.d, d_bar=config.d_bar, k=config.k, costs=costs,
                        early_head=config.early_head)  # fmt: skip
-    rest = float(times.main_rest_s)
-    return {
-        "fresh": float(times.fresh_prefix_s) + rest,
-        "resumed": float(times.wait_s)
-        + float(times.handoff_s)
-        + float(times.resumed_prefix_s)
-        + rest,
-    }
+    fresh = float(times.miss_only_s)  # B = P_f + E_m + tau
+    return {"fresh": fresh, "resumed": fresh - float(times.saving_s)}  # B - S
 
 
 def pass_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
@@ -85,14 +79,13 @@ def pass_check(profile: CostProfile, config: PPDConfig, runs) -> pd.DataFrame:
         if not seconds:
             continue
         mean, price = float(np.mean(seconds)), predicted[kind]
-        rows.append(dict(
-            pass_=kind, count=len(seconds), measured_mean_s=mean,
-            measured_median_s=float(np.median(seconds)), predicted_s=price,
-            ratio=mean / price if price > 0 else float("nan"),
-            gap_s_per_token=(mean - price) * len(seconds) / tokens,
-        ))  # fmt: skip
-    frame = pd.DataFrame(rows).rename(columns={"pass_": "pass"})
-    return frame.reindex(columns=list(PASS_COLUMNS))
+        rows.append({
+            "pass": kind, "count": len(seconds), "measured_mean_s": mean,
+            "measured_median_s": float(np.median(seconds)), "predicted_s": price,
+            "ratio": mean / price if price > 0 else float("nan"),
+            "gap_s_per_token": (mean - price) * len(seconds) / tokens,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=list(PASS_COLUMNS))
 
 
 def describe_passes(table: pd.DataFrame) -> str:

@@ -631,6 +631,8 @@ def rank_startup(med: dict, costs: dict, ks, e: int) -> dict[str, float]:
     0. A run's candidate rank makes that call; on the 2-vCPU VM it took 0.7-6.9 ms (k = 3)
     beyond its parts where the one-process start-up (``batch_startup``) read 0.2-1.5 ms.
     Empty where the pair probe did not time that placement."""
+    if isinstance(e, bool) or not isinstance(e, int) or e < 0:
+        raise ValueError(f"e must be an integer >= 0 (candidate layers), got {e!r}")
     out = {}
     for k in ks:
         name = f"pair_cand_alone_s[{k},candidates]"

@@ -372,6 +372,9 @@ def test_rank_startup_is_the_ranks_call_beyond_its_parts_per_k_floored_at_zero()
     med["pair_cand_alone_s[1,candidates]"] = 0.008  # faster than its parts: noise, none
     assert rank_startup(med, costs, (1, 3), 4)["1"] == 0.0
     assert rank_startup({}, costs, (1, 3), 4) == {}  # the placement was not probed
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="e must be an integer >= 0"):
+            rank_startup(med, costs, (1, 3), bad)
 
 
 def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
