@@ -18,12 +18,14 @@ from measure.cli.common import (
 )
 from measure.decode.settings import DEFAULT_SETTINGS, TURNS
 from measure.degenerate import summarize
+from measure.eval.profile_check import CHECK_SECONDS, IF_STALE
 from measure.eval.turn_speedup import TARGET_HALF_WIDTH
 from ppdmodel.cli_args import (
     default_d_bar,
     existing_dir,
     existing_file,
     int_at_least,
+    nonnegative_float,
     nonnegative_int,
     output_dir,
     positive_float,
@@ -167,6 +169,24 @@ def register(subparsers) -> None:
         type=positive_int,
         default=None,
         help="probe rounds before every judged round with --interleave-probes (default 2)",
+    )
+    validate.add_argument(
+        "--check-seconds",
+        type=nonnegative_float,
+        default=CHECK_SECONDS,
+        help="seconds of greedy steps (at least 4 per backend) that re-time the profile's price "
+        "of a greedy token, and read other work's CPUs, before the judged runs (a given "
+        "--profile) and after them: is the profile still this machine's? (0: no check; "
+        f"default {CHECK_SECONDS:g})",
+    )
+    validate.add_argument(
+        "--if-stale",
+        choices=IF_STALE,
+        default="warn",
+        help="when the check before the runs finds a given --profile stale (its price of a "
+        "greedy token outside its 95 %% interval, or other work busier by half a CPU or more): "
+        "warn and go on (the default), remeasure (a new profile, saved in --out) or refuse "
+        "(exit 2 before the runs)",
     )
     validate.set_defaults(func=honours_no_progress(_validate))
 
@@ -586,6 +606,9 @@ def _validate(args) -> int:
     write_run_sidecar(out, args, d)
     profile = _validation_profile(args, loaded.profile, model, ids, out)
     configs = _ppd_configs(args, _values(d_bar))
+    checker = ProfileChecker(args, model, configs)
+    if loaded.profile is not None:  # (a profile measured just now is this machine's)
+        profile = checker.before(profile, ids, out)
     result = validate(
         model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
         max_new_tokens=args.max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
@@ -597,7 +620,8 @@ def _validate(args) -> int:
     result.terms.to_csv(out / "terms.csv", index=False)
     result.passes.to_csv(out / "passes.csv", index=False)
     result.turn_table().to_csv(out / "turns.csv", index=False)
-    summary = result.summary()
+    checker.after(profile)
+    summary = {**result.summary(), **checker.summary()}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if result.interleaved_profile is not None:
         write_profile(out / "profile_interleaved.json", result.interleaved_profile)
@@ -740,11 +764,6 @@ def context_warning(profile, context: int) -> str | None:
 def _validation_profile(args, given, model, ids, out: Path):
     """The --profile (``given``, read and checked before the model loaded), or a profile
     measured now and saved."""
-    import torch
-
-    from measure.profile.profile import measure_profile, write_profile
-    from measure.profile.report import format_profile
-
     context = round(sum(map(len, ids)) / len(ids) + args.max_new_tokens / 2)
     if given is not None:
         profile = given
@@ -762,6 +781,17 @@ def _validation_profile(args, given, model, ids, out: Path):
         "no --profile given: measuring one first (context "
         f"{context} tokens, backends {sorted(set(args.backend))}, k {sorted(set(args.k))})"
     )
+    return _measure_now(args, model, context, out, drift_floor=args.drift_floor / 100)
+
+
+def _measure_now(args, model, context: int, out: Path, *, drift_floor: float):
+    """A profile of ``model`` measured now at ``context`` cached positions (``--backend``,
+    ``--k``, ``--profile-repeats``), saved as ``out/profile.json`` and printed."""
+    import torch
+
+    from measure.profile.profile import measure_profile, write_profile
+    from measure.profile.report import format_profile
+
     profile = measure_profile(
         model,
         model_dir=args.model,
@@ -771,7 +801,7 @@ def _validation_profile(args, given, model, ids, out: Path):
         context_tokens=context,
         repeats=args.profile_repeats,
         progress=not args.no_progress,
-        drift_floor=args.drift_floor / 100,
+        drift_floor=drift_floor,
     )
     path = write_profile(out / "profile.json", profile)
     print(format_profile(profile))
@@ -779,6 +809,73 @@ def _validation_profile(args, given, model, ids, out: Path):
     for note in check_wide_prices(profile, accept=True):  # measured now: said, not refused
         print(note)
     return profile
+
+
+class ProfileChecker:
+    """``ppd validate``'s profile check (``measure.eval.profile_check``): a greedy token priced
+    now beside the profile's price, before the judged runs (a given profile, with
+    ``--if-stale``) and after them; each check printed and kept for summary.json."""
+
+    def __init__(self, args, model, configs):
+        self.args, self.model = args, model
+        self.backends = list(dict.fromkeys(c.backend for c in configs))
+        self.checks = []
+        self.remeasured = False
+        self.skipped = None
+        self._probe = None
+
+    def _check(self, profile, when: str) -> list:
+        from measure.eval.profile_check import check_profile
+        from measure.profile.probes import DecodeProbe
+
+        if not self.args.check_seconds or self.skipped:
+            return []
+        context = profile.data.get("model", {}).get("context_tokens")
+        if not isinstance(context, int):
+            self.skipped = "the profile records no context length to re-time it at"
+            print(f"profile check: skipped ({self.skipped})")
+            return []
+        if self._probe is None or self._probe.position != context - 1:
+            self._probe = DecodeProbe(self.model, context_tokens=context)
+        checks = check_profile(self.model, profile, self.backends, when=when,
+                               seconds=self.args.check_seconds, probe=self._probe)  # fmt: skip
+        self.checks += checks
+        for c in checks:
+            print("profile check: " + c.describe())
+        return checks
+
+    def before(self, profile, ids, out: Path):
+        """``profile``, or a new one measured now when the check finds it stale and
+        ``--if-stale remeasure``; ValueError (exit 2) with ``--if-stale refuse``."""
+        from measure.eval.profile_check import stale_note
+
+        note = stale_note(self._check(profile, "before"))
+        if note is None:
+            return profile
+        if self.args.if_stale == "refuse":
+            raise ValueError(f"--if-stale refuse: {note}")
+        if self.args.if_stale == "warn":
+            print(f"profile warning: {note}")
+            return profile
+        print(f"profile check: {note}; --if-stale remeasure: measuring a new profile")
+        machine = profile.data.get("machine") or {}
+        floor = machine.get("floor_log_sd", 0.0)  # the given profile's floor, kept
+        context = profile.data["model"]["context_tokens"]
+        self.remeasured = True
+        return _measure_now(self.args, self.model, context, out,
+                            drift_floor=floor if isinstance(floor, float) else 0.0)  # fmt: skip
+
+    def after(self, profile) -> None:
+        from measure.eval.profile_check import stale_note
+
+        note = stale_note(self._check(profile, "after"))
+        if note:
+            print(f"profile warning: {note}")
+
+    def summary(self) -> dict:
+        """summary.json's ``profile_check`` (each check) and ``profile_remeasured``."""
+        return {"profile_check": [c.to_dict() for c in self.checks],
+                "profile_remeasured": self.remeasured}  # fmt: skip
 
 
 def _sentinel_note(summary: dict) -> str:

@@ -44,10 +44,11 @@ import time
 import torch
 
 from measure.eval.paired import SentinelTimeline
+from measure.eval.profile_check import probe_threads
 from measure.eval.repeat import PPDConfig
 from measure.profile.drift import DriftWatch, MachineDrift
 from measure.profile.probes import DecodeProbe
-from measure.profile.profile import DIST_THREADS, probe_samples, reprice
+from measure.profile.profile import probe_samples, reprice
 from measure.profile.ranks import pair_samples_on
 from measure.profile.stats import spreads
 from ppdmodel.cost_profile import CostProfile
@@ -92,7 +93,7 @@ class InterleavedProbes:
         self.run_gaps = 0
         """Single probe rounds run before a judged run (``before_run``)."""
         machine = MachineDrift.from_dict(profile.data.get("machine"))
-        threads = machine.threads if machine else self._threads(self.backends[0])
+        threads = machine.threads if machine else probe_threads(self.before, self.backends[0])
         self.watch = DriftWatch(model, context_tokens=context, threads=threads)
         self.timeline = SentinelTimeline(threads)
         """The sentinel's windows and the judged runs, in order (``measure.eval.paired``)."""
@@ -103,10 +104,6 @@ class InterleavedProbes:
     def _priced_startup(profile: CostProfile, backend: str) -> bool:
         figures = profile.data.get("figures", {}).get(backend, {})
         return any(name.startswith("batch_after_head_s[") for name in figures)
-
-    def _threads(self, backend: str) -> int:
-        threads = self.before.data["backends"][backend].get("threads")
-        return threads if isinstance(threads, int) else (DIST_THREADS if backend == "dist" else 1)
 
     def _pair_plan(self, profile: CostProfile) -> tuple[tuple[int, ...], int | None]:
         """The pair ks to probe (the profile's measured k nearest to each judged ``dist`` k)
@@ -193,7 +190,7 @@ class InterleavedProbes:
         previous = torch.get_num_threads()
         try:
             for backend in backends:
-                torch.set_num_threads(self._threads(backend))
+                torch.set_num_threads(probe_threads(self.before, backend))
                 warmup = int(not self.samples[backend])
                 got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
                                     startup=self.startup[backend])  # fmt: skip
