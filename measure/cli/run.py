@@ -18,7 +18,7 @@ from measure.cli.common import (
 )
 from measure.decode.settings import DEFAULT_SETTINGS, TURNS
 from measure.degenerate import summarize
-from measure.eval.profile_check import CHECK_SECONDS, IF_STALE
+from measure.eval.profile_check import CHECK_ROUNDS, CHECK_SECONDS, IF_STALE
 from measure.eval.turn_speedup import TARGET_HALF_WIDTH
 from ppdmodel.cli_args import (
     default_d_bar,
@@ -63,6 +63,7 @@ def register(subparsers) -> None:
         "cost profile (ppd measure profile): the verdict then names the largest cost term "
         "and says how well the profile predicted the run",
     )
+    _add_profile_check(run, ("warn", "refuse"))
     run.set_defaults(func=honours_no_progress(_run))
     validate = subparsers.add_parser(
         "validate",
@@ -170,24 +171,7 @@ def register(subparsers) -> None:
         default=None,
         help="probe rounds before every judged round with --interleave-probes (default 2)",
     )
-    validate.add_argument(
-        "--check-seconds",
-        type=nonnegative_float,
-        default=CHECK_SECONDS,
-        help="seconds of greedy steps (at least 4 per backend) that re-time the profile's price "
-        "of a greedy token, and read other work's CPUs, before the judged runs (a given "
-        "--profile) and after them: is the profile still this machine's? (0: no check; "
-        f"default {CHECK_SECONDS:g})",
-    )
-    validate.add_argument(
-        "--if-stale",
-        choices=IF_STALE,
-        default="warn",
-        help="when the check before the runs finds a given --profile stale (its price of a "
-        "greedy token outside its 95 %% interval, or other work busier by half a CPU or more): "
-        "warn and go on (the default), remeasure (a new profile, saved in --out) or refuse "
-        "(exit 2 before the runs)",
-    )
+    _add_profile_check(validate, IF_STALE)
     validate.set_defaults(func=honours_no_progress(_validate))
 
 
@@ -214,6 +198,30 @@ def _add_robust_timing(p: argparse.ArgumentParser, profile_help: str) -> None:
     )
     p.add_argument("--profile", type=existing_file, metavar="FILE", default=None, help=profile_help)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_profile_check(p: argparse.ArgumentParser, choices) -> None:
+    """``--check-seconds`` and ``--if-stale`` (``choices``): is a given profile still this
+    machine's (``measure.eval.profile_check``)?"""
+    p.add_argument(
+        "--check-seconds",
+        type=nonnegative_float,
+        default=CHECK_SECONDS,
+        help=f"seconds of greedy steps (at least {CHECK_ROUNDS} per backend) that re-time the "
+        "profile's price of a greedy token, and read other work's CPUs, before the runs (a given "
+        "--profile) and after them: is the profile still this machine's? (0: no check; "
+        f"default {CHECK_SECONDS:g})",
+    )
+    p.add_argument(
+        "--if-stale",
+        choices=choices,
+        default="warn",
+        help="when the check before the runs finds a given --profile stale (its price of a "
+        "greedy token outside its 95 %% interval, or other work busier by half a CPU or more): "
+        "warn and go on (the default)"
+        + (", remeasure (a new profile, saved in --out)" if "remeasure" in choices else "")
+        + " or refuse (exit 2 before the runs)",
+    )
 
 
 def _add_common(p: argparse.ArgumentParser, grid: bool = False) -> None:
@@ -448,6 +456,10 @@ def _run(args) -> int:
                                            loaded.d_bar, loaded.eos, loaded.head)  # fmt: skip
     decoding, seeds = _sampling(args, names)
     settings = run_settings(args, eos_token_id=eos, decoding=decoding)
+    out = Path(args.out)
+    checker = ProfileChecker(args, model, [args.backend])
+    if loaded.profile is not None and args.backend in loaded.profile.backends:
+        checker.before(loaded.profile, out)
     report = table3(
         model,
         ids,
@@ -463,7 +475,8 @@ def _run(args) -> int:
         seeds=seeds,
     )
     _warn_degenerate("run", names, report.greedy, eos)
-    out = Path(args.out)
+    if loaded.profile is not None and args.backend in loaded.profile.backends:
+        checker.after(loaded.profile)
     out.mkdir(parents=True, exist_ok=True)
     report.table.to_csv(out / "report.csv", index=False)
     write_traces(out / "traces.jsonl", [r.trace for runs in report.ppd.values() for r in runs])
@@ -606,9 +619,9 @@ def _validate(args) -> int:
     write_run_sidecar(out, args, d)
     profile = _validation_profile(args, loaded.profile, model, ids, out)
     configs = _ppd_configs(args, _values(d_bar))
-    checker = ProfileChecker(args, model, configs)
+    checker = ProfileChecker(args, model, [c.backend for c in configs])
     if loaded.profile is not None:  # (a profile measured just now is this machine's)
-        profile = checker.before(profile, ids, out)
+        profile = checker.before(profile, out)
     result = validate(
         model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
         max_new_tokens=args.max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
@@ -816,9 +829,9 @@ class ProfileChecker:
     now beside the profile's price, before the judged runs (a given profile, with
     ``--if-stale``) and after them; each check printed and kept for summary.json."""
 
-    def __init__(self, args, model, configs):
+    def __init__(self, args, model, backends):
         self.args, self.model = args, model
-        self.backends = list(dict.fromkeys(c.backend for c in configs))
+        self.backends = list(dict.fromkeys(backends))
         self.checks = []
         self.remeasured = False
         self.skipped = None
@@ -844,7 +857,7 @@ class ProfileChecker:
             print("profile check: " + c.describe())
         return checks
 
-    def before(self, profile, ids, out: Path):
+    def before(self, profile, out: Path):
         """``profile``, or a new one measured now when the check finds it stale and
         ``--if-stale remeasure``; ValueError (exit 2) with ``--if-stale refuse``."""
         from measure.eval.profile_check import stale_note

@@ -191,3 +191,19 @@ def test_cli_warns_refuses_or_remeasures_a_stale_profile(tmp_path, capsys):
     assert "profile check" not in capsys.readouterr().out
     summary = json.loads((tmp_path / "off" / "summary.json").read_text())
     assert summary["profile_check"] == [] and summary["profile_remeasured"] is False
+    # ppd run --profile: checked the same way (warn or refuse; nothing to remeasure there)
+    run = ["run", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
+    run += ["--d-bar", "2", "--k", "1", "--repeats", "1", "--no-progress", "--no-assistant"]
+    run += ["--profile", str(path)]
+    with pytest.raises(SystemExit) as info:
+        main([*run, "--if-stale", "remeasure", "--out", str(tmp_path / "run-x")])
+    assert info.value.code == 2 and "invalid choice: 'remeasure'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main([*run, "--if-stale", "refuse", "--out", str(tmp_path / "run-refused")])
+    assert info.value.code == 2
+    assert "ppd run: error: --if-stale refuse: the profile is stale" in capsys.readouterr().err
+    assert main([*run, "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "profile check: single, before the runs: " in out
+    assert "profile check: single, after the runs: " in out
+    assert "profile warning: the profile is stale for this machine now (single " in out
