@@ -177,6 +177,13 @@ def run_table(rows: pd.DataFrame) -> str:
             + (f" (the machine's speed between the gaps: log-sd {100 * gaps.iloc[0]:.1f} %)"
                if len(gaps) else "")
         )  # fmt: skip
+    checked = rows["checked_rel_err"].dropna() if "checked_rel_err" in rows else []
+    if len(checked):  # the profile scaled by its check (measure.eval.profile_check)
+        ppd = rows.loc[rows["method"] != "greedy", "checked_rel_err"].dropna()
+        lines.append(
+            f"\nthe profile scaled by its check: median |error| {100 * ppd.abs().median():.1f} %, "
+            f"worst {100 * ppd.abs().max():.1f} %"
+        )
     paired = [
         f"{name} {100 * rows[col].abs().median():.1f} % (worst {100 * rows[col].abs().max():.1f} %)"
         for name, col in _paired_columns(rows)
@@ -312,6 +319,16 @@ def run_to_run(table: pd.DataFrame) -> str:
                     f"{run} {inter[run].abs().median():.1f} %" for run in runs if run in inter
                 )
                 + f" ({_within(rows, 'interleaved_rel_err')})"
+            )
+        if "checked_rel_err" in rows and rows["checked_rel_err"].notna().any():
+            ppd_rows = rows[rows["method"] != "greedy"]
+            checked = _errors(ppd_rows, "checked_rel_err")
+            probed += (
+                "; the profile scaled by its check "
+                + ", ".join(
+                    f"{run} {checked[run].abs().median():.1f} %" for run in runs if run in checked
+                )
+                + f" ({_within(ppd_rows, 'checked_rel_err')})"
             )
         for name, column in _paired_columns(rows):
             per_run = rows.groupby("run")[column].apply(lambda e: 100 * e.abs().median())

@@ -18,7 +18,13 @@ from measure.cli.common import (
 )
 from measure.decode.settings import DEFAULT_SETTINGS, TURNS
 from measure.degenerate import summarize
-from measure.eval.profile_check import CHECK_ROUNDS, CHECK_SECONDS, IF_STALE
+from measure.eval.profile_check import (
+    CHECK_ROUNDS,
+    CHECK_SECONDS,
+    IF_STALE,
+    checked_columns,
+    checked_summary,
+)
 from measure.eval.turn_speedup import TARGET_HALF_WIDTH
 from ppdmodel.cli_args import (
     default_d_bar,
@@ -620,21 +626,21 @@ def _validate(args) -> int:
     profile = _validation_profile(args, loaded.profile, model, ids, out)
     configs = _ppd_configs(args, _values(d_bar))
     checker = ProfileChecker(args, model, [c.backend for c in configs])
-    if loaded.profile is not None:  # (a profile measured just now is this machine's)
-        profile = checker.before(profile, out)
+    profile = checker.before(profile, out, given=loaded.profile is not None)
     result = validate(
         model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
         max_new_tokens=args.max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
         interleave_probes=probe_rounds,
     )  # fmt: skip
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
-    result.table.to_csv(out / "validation.csv", index=False)
+    checker.after(profile)
+    table = checked_columns(result.table, checker.checks)
+    table.to_csv(out / "validation.csv", index=False)
     result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
     result.terms.to_csv(out / "terms.csv", index=False)
     result.passes.to_csv(out / "passes.csv", index=False)
     result.turn_table().to_csv(out / "turns.csv", index=False)
-    checker.after(profile)
-    summary = {**result.summary(), **checker.summary()}
+    summary = {**result.summary(), **checker.summary(), **checked_summary(table)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if result.interleaved_profile is not None:
         write_profile(out / "profile_interleaved.json", result.interleaved_profile)
@@ -690,6 +696,8 @@ def _validate(args) -> int:
         f"interval for {summary['inside_interval']} of {summary['with_interval']} "
         f"configuration(s) with one (profile cost replicates{_drift_note(summary)})"
     )
+    if "checked_median_abs_rel_err" in summary:
+        print(checked_line(summary, checker.checks))
     if "speedup_median_abs_rel_err" in summary:
         print(
             "speed-ups over greedy (a drift of the whole machine leaves them): median |error| "
@@ -825,15 +833,18 @@ def _measure_now(args, model, context: int, out: Path, *, drift_floor: float):
 
 
 class ProfileChecker:
-    """``ppd validate``'s profile check (``measure.eval.profile_check``): a greedy token priced
-    now beside the profile's price, before the judged runs (a given profile, with
-    ``--if-stale``) and after them; each check printed and kept for summary.json."""
+    """The profile check of ``ppd validate`` and ``ppd run`` (``measure.eval.profile_check``):
+    a greedy token priced now beside the profile's price, before the judged runs (acting on a
+    given profile found stale by ``--if-stale``) and after them; each check printed and kept
+    for summary.json and the checked prediction."""
 
     def __init__(self, args, model, backends):
         self.args, self.model = args, model
         self.backends = list(dict.fromkeys(backends))
         self.checks = []
-        self.remeasured = False
+        """The checks of the profile in use."""
+        self.stale = []
+        """The checks that found a given profile stale, where a new one replaced it."""
         self.skipped = None
         self._probe = None
 
@@ -857,26 +868,29 @@ class ProfileChecker:
             print("profile check: " + c.describe())
         return checks
 
-    def before(self, profile, out: Path):
-        """``profile``, or a new one measured now when the check finds it stale and
-        ``--if-stale remeasure``; ValueError (exit 2) with ``--if-stale refuse``."""
+    def before(self, profile, out: Path, *, given: bool = True):
+        """``profile``, or, ``given`` (a --profile, not one measured just now) and found stale,
+        a new one measured now with ``--if-stale remeasure`` (checked in turn); ValueError (exit
+        2) with ``--if-stale refuse``."""
         from measure.eval.profile_check import stale_note
 
         note = stale_note(self._check(profile, "before"))
         if note is None:
             return profile
-        if self.args.if_stale == "refuse":
-            raise ValueError(f"--if-stale refuse: {note}")
-        if self.args.if_stale == "warn":
+        if not given or self.args.if_stale == "warn":
             print(f"profile warning: {note}")
             return profile
+        if self.args.if_stale == "refuse":
+            raise ValueError(f"--if-stale refuse: {note}")
         print(f"profile check: {note}; --if-stale remeasure: measuring a new profile")
         machine = profile.data.get("machine") or {}
         floor = machine.get("floor_log_sd", 0.0)  # the given profile's floor, kept
         context = profile.data["model"]["context_tokens"]
-        self.remeasured = True
-        return _measure_now(self.args, self.model, context, out,
-                            drift_floor=floor if isinstance(floor, float) else 0.0)  # fmt: skip
+        self.stale, self.checks = self.checks, []  # the checks of the profile in use follow
+        fresh = _measure_now(self.args, self.model, context, out,
+                             drift_floor=floor if isinstance(floor, float) else 0.0)  # fmt: skip
+        self._check(fresh, "before")
+        return fresh
 
     def after(self, profile) -> None:
         from measure.eval.profile_check import stale_note
@@ -886,9 +900,27 @@ class ProfileChecker:
             print(f"profile warning: {note}")
 
     def summary(self) -> dict:
-        """summary.json's ``profile_check`` (each check) and ``profile_remeasured``."""
+        """summary.json's ``profile_check`` (each check of the profile in use),
+        ``profile_remeasured`` and ``profile_check_stale`` (the checks of the given profile a
+        new one replaced; empty where none did)."""
         return {"profile_check": [c.to_dict() for c in self.checks],
-                "profile_remeasured": self.remeasured}  # fmt: skip
+                "profile_remeasured": bool(self.stale),
+                "profile_check_stale": [c.to_dict() for c in self.stale]}  # fmt: skip
+
+
+def checked_line(summary: dict, checks) -> str:
+    """'the profile scaled by its check (single x1.07, dist x1.11: ...): median |error| ...'."""
+    from measure.eval.profile_check import check_scales
+
+    scales = ", ".join(f"{b} x{s:.3g}" for b, s in check_scales(checks).items())
+    by_backend = summary["checked_greedy_rel_err_by_backend"]
+    greedy = ", ".join(f"{100 * e:+.1f} % ({b})" for b, e in by_backend.items())
+    return (
+        f"the profile scaled by its check ({scales}: the geometric mean of the checks' ratios, "
+        "greedy steps of its own before and after the runs, not the runs): median |error| "
+        f"{100 * summary['checked_median_abs_rel_err']:.1f} %, worst "
+        f"{100 * summary['checked_worst_abs_rel_err']:.1f} %; greedy {greedy}"
+    )
 
 
 def _sentinel_note(summary: dict) -> str:

@@ -31,6 +31,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 import torch
 
 from measure.profile import cpu_share
@@ -241,3 +243,38 @@ def stale_note(checks) -> str | None:
         "shift; take a new profile (--if-stale remeasure, or ppd measure profile) or validate "
         "with --interleave-probes"
     )
+
+
+def check_scales(checks) -> dict[str, float]:
+    """Per backend, the geometric mean of its checks' ratios (before and after the runs): the
+    machine's speed over the runs relative to the profile's, as the check read it (greedy steps
+    of its own, never the judged runs)."""
+    ratios: dict[str, list[float]] = {}
+    for c in checks:
+        ratios.setdefault(c.backend, []).append(c.ratio)
+    return {b: float(np.exp(np.mean(np.log(r)))) for b, r in ratios.items()}
+
+
+def checked_columns(table: pd.DataFrame, checks) -> pd.DataFrame:
+    """``table`` (validation.csv's rows) with ``check_scale`` (``check_scales`` of the row's
+    backend), ``checked_predicted_s`` (``predicted_s`` times it) and ``checked_rel_err``
+    against ``measured_s`` (NaN where no check read the row's backend)."""
+    scale = table["backend"].map(check_scales(checks)).astype(float)
+    predicted = table["predicted_s"].astype(float) * scale
+    error = predicted / table["measured_s"].astype(float) - 1
+    return table.assign(check_scale=scale, checked_predicted_s=predicted, checked_rel_err=error)
+
+
+def checked_summary(table: pd.DataFrame) -> dict:
+    """``checked_median_abs_rel_err`` and ``checked_worst_abs_rel_err`` over the rows other than
+    greedy's, and ``checked_greedy_rel_err_by_backend`` (empty without checked rows)."""
+    if "checked_rel_err" not in table or table["checked_rel_err"].isna().all():
+        return {}
+    others = table.loc[table["method"] != "greedy", "checked_rel_err"].abs().dropna()
+    greedy = table[(table["method"] == "greedy") & table["checked_rel_err"].notna()]
+    out = {"checked_greedy_rel_err_by_backend": dict(
+        zip(greedy["backend"], greedy["checked_rel_err"].astype(float), strict=True))}  # fmt: skip
+    if not others.empty:
+        out.update(checked_median_abs_rel_err=float(others.median()),
+                   checked_worst_abs_rel_err=float(others.max()))  # fmt: skip
+    return out

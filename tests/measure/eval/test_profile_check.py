@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 
+import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -19,6 +20,9 @@ from measure.eval.profile_check import (  # noqa: E402
     CHECK_ROUNDS,
     ProfileCheck,
     check_profile,
+    check_scales,
+    checked_columns,
+    checked_summary,
     greedy_token_price,
     probe_threads,
     stale_note,
@@ -129,6 +133,32 @@ def test_other_work_busier_than_while_profiled_makes_the_profile_stale():
     assert unknown.describe().endswith("; other work 1.90 CPUs")
 
 
+def test_checked_columns_scale_each_backends_rows_by_its_checks():
+    checks = [
+        ProfileCheck("single", "before", 0.010, None, None, 0.012, 8),
+        ProfileCheck("single", "after", 0.010, None, None, 0.0075, 8),
+        ProfileCheck("dist", "after", 0.010, None, None, 0.011, 8),
+    ]
+    scales = check_scales(checks)
+    assert scales["single"] == pytest.approx((1.2 * 0.75) ** 0.5)
+    assert scales["dist"] == pytest.approx(1.1)
+    table = pd.DataFrame({"method": ["greedy", "greedy", "ppd a", "free"],
+                          "backend": ["single", "dist", "dist", "other"],
+                          "predicted_s": [1.0, 2.0, 3.0, 4.0],
+                          "measured_s": [1.0, 2.0, 3.0, 4.0]})  # fmt: skip
+    checked = checked_columns(table, checks)
+    assert list(checked["method"]) == list(table["method"])  # the rows kept as they were
+    assert checked["checked_predicted_s"].iloc[:3].tolist() == pytest.approx(
+        [scales["single"], 2.2, 3.3]
+    )
+    assert checked["checked_rel_err"].iloc[2] == pytest.approx(0.1)
+    assert pd.isna(checked["checked_rel_err"].iloc[3])  # no check of its backend
+    summary = checked_summary(checked)
+    assert summary["checked_median_abs_rel_err"] == pytest.approx(0.1)
+    assert summary["checked_greedy_rel_err_by_backend"]["dist"] == pytest.approx(0.1)
+    assert checked_summary(checked_columns(table, [])) == {}
+
+
 def test_probe_threads_are_the_profiles():
     class Fake:
         def __init__(self, backends):
@@ -148,9 +178,9 @@ def test_cli_warns_refuses_or_remeasures_a_stale_profile(tmp_path, capsys):
     assert main([*argv, "--profile-repeats", "3", "--out", str(tmp_path / "fresh")]) == 0
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "fresh" / "summary.json").read_text())
-    # a profile measured just now is not checked before the runs, only after them
-    assert [c["when"] for c in summary["profile_check"]] == ["after"]
-    assert summary["profile_remeasured"] is False
+    # a profile measured just now is checked too (a stale one only said, never replaced)
+    assert [c["when"] for c in summary["profile_check"]] == ["before", "after"]
+    assert summary["profile_remeasured"] is False and summary["profile_check_stale"] == []
     assert "profile check: single, after the runs: a greedy token " in out
     # the same profile with every price planted 4x too low
     profile = load_profile(tmp_path / "fresh" / "profile.json")
@@ -178,19 +208,32 @@ def test_cli_warns_refuses_or_remeasures_a_stale_profile(tmp_path, capsys):
     summary = json.loads((tmp_path / "warned" / "summary.json").read_text())
     before = [c for c in summary["profile_check"] if c["when"] == "before"]
     assert len(before) == 1 and before[0]["ratio"] > 2 and before[0]["inside"] is False
+    # scaled by its check, the planted profile predicts the runs far better than as it is
+    table = pd.read_csv(tmp_path / "warned" / "validation.csv")
+    assert (table["check_scale"] > 2).all()
+    assert (table["rel_err"] < -0.3).all()
+    assert (table["checked_rel_err"].abs() < table["rel_err"].abs() / 2).all(), table
+    assert summary["checked_median_abs_rel_err"] < summary["median_abs_rel_err"] / 2
+    assert set(summary["checked_greedy_rel_err_by_backend"]) == {"single"}
+    assert "the profile scaled by its check (single x" in out
     assert main([*argv, "--if-stale", "remeasure", "--out", str(tmp_path / "again")]) == 0
     out = capsys.readouterr().out
     assert "--if-stale remeasure: measuring a new profile" in out
     summary = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert summary["profile_remeasured"] is True
     assert (tmp_path / "again" / "profile.json").is_file()
-    after = [c for c in summary["profile_check"] if c["when"] == "after"]
-    assert len(after) == 1 and after[0]["ratio"] < 2  # priced by the new profile
+    # the checks of the new profile in use; the given one's, that found it stale, kept apart
+    assert [c["when"] for c in summary["profile_check"]] == ["before", "after"]
+    assert all(c["ratio"] < 2 for c in summary["profile_check"])  # priced by the new profile
+    (stale,) = summary["profile_check_stale"]
+    assert stale["when"] == "before" and stale["ratio"] > 2 and stale["stale"] is True
     # --check-seconds 0: no check at all
     assert main([*argv, "--check-seconds", "0", "--out", str(tmp_path / "off")]) == 0
     assert "profile check" not in capsys.readouterr().out
     summary = json.loads((tmp_path / "off" / "summary.json").read_text())
     assert summary["profile_check"] == [] and summary["profile_remeasured"] is False
+    assert "checked_median_abs_rel_err" not in summary
+    assert pd.read_csv(tmp_path / "off" / "validation.csv")["checked_rel_err"].isna().all()
     # ppd run --profile: checked the same way (warn or refuse; nothing to remeasure there)
     run = ["run", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
     run += ["--d-bar", "2", "--k", "1", "--repeats", "1", "--no-progress", "--no-assistant"]
