@@ -22,10 +22,14 @@ from measure.eval.profile_check import (
     CHECK_ROUNDS,
     CHECK_SECONDS,
     IF_STALE,
+    check_profile,
+    check_scales,
     checked_columns,
     checked_summary,
+    stale_note,
 )
 from measure.eval.turn_speedup import TARGET_HALF_WIDTH
+from measure.profile.probes import DecodeProbe
 from ppdmodel.cli_args import (
     default_d_bar,
     existing_dir,
@@ -464,7 +468,8 @@ def _run(args) -> int:
     settings = run_settings(args, eos_token_id=eos, decoding=decoding)
     out = Path(args.out)
     checker = ProfileChecker(args, model, [args.backend])
-    if loaded.profile is not None and args.backend in loaded.profile.backends:
+    checked = loaded.profile is not None and args.backend in loaded.profile.backends
+    if checked:
         checker.before(loaded.profile, out)
     report = table3(
         model,
@@ -481,7 +486,7 @@ def _run(args) -> int:
         seeds=seeds,
     )
     _warn_degenerate("run", names, report.greedy, eos)
-    if loaded.profile is not None and args.backend in loaded.profile.backends:
+    if checked:
         checker.after(loaded.profile)
     out.mkdir(parents=True, exist_ok=True)
     report.table.to_csv(out / "report.csv", index=False)
@@ -849,9 +854,6 @@ class ProfileChecker:
         self._probe = None
 
     def _check(self, profile, when: str) -> list:
-        from measure.eval.profile_check import check_profile
-        from measure.profile.probes import DecodeProbe
-
         if not self.args.check_seconds or self.skipped:
             return []
         context = profile.data.get("model", {}).get("context_tokens")
@@ -872,8 +874,6 @@ class ProfileChecker:
         """``profile``, or, ``given`` (a --profile, not one measured just now) and found stale,
         a new one measured now with ``--if-stale remeasure`` (checked in turn); ValueError (exit
         2) with ``--if-stale refuse``."""
-        from measure.eval.profile_check import stale_note
-
         note = stale_note(self._check(profile, "before"))
         if note is None:
             return profile
@@ -893,8 +893,6 @@ class ProfileChecker:
         return fresh
 
     def after(self, profile) -> None:
-        from measure.eval.profile_check import stale_note
-
         note = stale_note(self._check(profile, "after"))
         if note:
             print(f"profile warning: {note}")
@@ -910,8 +908,6 @@ class ProfileChecker:
 
 def checked_line(summary: dict, checks) -> str:
     """'the profile scaled by its check (single x1.07, dist x1.11: ...): median |error| ...'."""
-    from measure.eval.profile_check import check_scales
-
     scales = ", ".join(f"{b} x{s:.3g}" for b, s in check_scales(checks).items())
     by_backend = summary["checked_greedy_rel_err_by_backend"]
     greedy = ", ".join(f"{100 * e:+.1f} % ({b})" for b, e in by_backend.items())

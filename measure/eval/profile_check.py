@@ -23,7 +23,8 @@ price lies outside the interval or other work took ``STALE_LOAD_CPUS`` more CPUs
 was profiled; ``--if-stale`` decides: ``warn`` (the default: say so, with the numbers, and go
 on), ``remeasure`` (take a fresh profile first, as when no ``--profile`` is given) or ``refuse``
 (exit before the runs). The check after the runs tells whether the machine moved while they
-ran. It is a check, not a price: nothing in the predictions changes with it.
+ran. The profile's own predictions do not change with it; the profile scaled by the checks'
+ratios (``checked_columns``) is reported beside them, as a third prediction.
 """
 
 from __future__ import annotations
