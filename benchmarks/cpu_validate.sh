@@ -15,10 +15,11 @@
 #   (spec-bench), SPLIT (heldout), CATEGORY ("translation summarization qa"), LIMIT (3 prompts),
 #   NEW_TOKENS (32), REPEATS (3), PROFILE_REPEATS (20), KS ("1 3"), HEADS ("main candidates"),
 #   BACKENDS ("single dist"), D_BARS (default: the smallest layer >= d/2), RUNS (2), THREADS (1),
-#   EXTRA (more `ppd validate` options, e.g. --interleave-probes).
+#   EXTRA (more `ppd validate` options, e.g. --no-interleave-probes: the profile's prediction
+#   alone; the interleaved probes, whose prediction is the one of record, are on by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -ge 2 ]] || { sed -n '11,19p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '11,20p' "$0"; exit 2; }
 out=$1; shift
 prompts=${PROMPTS:-../shared/data/spec_bench_questions.jsonl}
 format=${FORMAT:-spec-bench}; split=${SPLIT:-heldout}

@@ -49,6 +49,13 @@ SHAPES = {
     "heldout-qwen2": dict(model_type="qwen2", hidden_size=256, intermediate_size=1024,
                           num_hidden_layers=16, num_attention_heads=4, num_key_value_heads=2,
                           vocab_size=32768, tie_word_embeddings=True),
+    # Ours, kept out of all tuning and first run on the code of 2026-11-28 that made the
+    # interleaved probes the default: Phi-3's architecture (fused QKV and gate-up projections,
+    # no grouped queries, untied LM head) at Phi-3-mini's vocabulary, 20 layers, an LM head of
+    # as many weights as about 7 of them.
+    "heldout-phi3": dict(model_type="phi3", hidden_size=384, intermediate_size=1024,
+                         num_hidden_layers=20, num_attention_heads=6, num_key_value_heads=6,
+                         vocab_size=32064, pad_token_id=32000, tie_word_embeddings=False),
 }  # fmt: skip
 """Shapes by name: published models' configs and ours; Llama unless ``model_type`` says."""
 CORPUS = [

@@ -87,7 +87,8 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     ):
         assert (tmp_path / name).is_file(), name
     passes = pd.read_csv(tmp_path / "passes.csv")
-    assert set(passes["priced_by"]) == {"profile"} and passes["method"].nunique() == 4
+    assert set(passes["priced_by"]) == {"profile", "interleaved"}  # the probes: on by default
+    assert passes["method"].nunique() == 4
     assert set(passes["pass"]) <= {"fresh", "resumed"} and (passes["count"] > 0).all()
     table = pd.read_csv(tmp_path / "validation.csv")
     assert table["method"].iloc[0] == "greedy" and len(table) == 5
@@ -104,7 +105,7 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     again = tmp_path / "again"  # the saved profile is read back, not measured again
     argv += ["--k", "1", "--profile", str(tmp_path / "profile.json"), "--out", str(again)]
     argv += ["--accept-wide-prices"]  # 3 rounds on a loaded machine may leave a price wide
-    assert main(argv) == 0
+    assert main([*argv, "--no-interleave-probes"]) == 0
     out = capsys.readouterr().out
     assert "measuring one first" not in out and f"profile {tmp_path / 'profile.json'}" in out
     assert "cached positions" not in out  # same prompts: the profile's context fits them

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -154,11 +155,12 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     char_tokenizer().save_pretrained(model_dir)
     argv = ["validate", "--model", str(model_dir), "--prompt", "hello", "--max-new-tokens", "4"]
     argv += ["--d-bar", "2", "--k", "1", "--repeats", "2", "--profile-repeats", "2"]
-    assert main([*argv, "--interleave-probes", "--out", str(tmp_path / "out")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0  # on by default
     captured = capsys.readouterr()
     assert "| interleaved    error" in captured.out
     assert "interleaved probes: 2 gaps of 2 rounds and 4 single rounds" in captured.out
-    assert "from the interleaved probes: median |error|" in captured.out
+    assert "from the interleaved probes (the prediction of record: " in captured.out
+    assert "from the profile taken beforehand (what ppd plan prices; " in captured.out
     assert "paired with the sentinel (" in captured.out
     assert "x the profile's step time; each prompt's own windows weighted " in captured.out
     assert "): profile median |error| " in captured.out
@@ -170,30 +172,51 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     assert table[["predicted_s", "interleaved_predicted_s"]].notna().all().all()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert "median_abs_rel_err" in summary and "interleaved_median_abs_rel_err" in summary
+    assert summary["prediction_of_record"] == "interleaved"
     assert summary["machine_drift_log_sd"] >= 0 and summary["interleaved_machine_drift_log_sd"] >= 0
     assert "(profile cost replicates, with the machine's drift while timed: log-sd" in captured.out
     assert (tmp_path / "out" / "profile_interleaved.json").is_file()
     timeline = pd.read_csv(tmp_path / "out" / "sentinel.csv")
     assert set(timeline["kind"]) == {"window", "run"} and timeline["seconds"].gt(0).all()
-    # --no-progress silences the lines; without the flag there is no second prediction
+    # --no-progress silences the lines; --no-interleave-probes leaves the profile's prediction
     argv += ["--profile", str(tmp_path / "out" / "profile.json"), "--no-progress"]
     argv += ["--accept-wide-prices"]  # 2 rounds on a loaded machine may leave a price wide
-    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*argv, "--no-interleave-probes", "--out", str(tmp_path / "plain")]) == 0
     captured = capsys.readouterr()
     assert "ppd: " not in captured.err and "interleaved probes" not in captured.out
+    assert "predicted vs measured: median |error| " in captured.out
     assert "torch thread(s), as the profile timed its single backend" in captured.err
     assert "| interleaved" not in captured.out
     table = pd.read_csv(tmp_path / "plain" / "validation.csv")
     assert table["interleaved_predicted_s"].isna().all()
     assert table[["paired_rel_err", "interleaved_paired_rel_err"]].isna().all().all()
+    summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
+    assert summary["prediction_of_record"] == "profile"
 
 
 def test_cli_probe_rounds_need_the_mode(tmp_path, capsys):
     argv = ["validate", "--model", "m", "--prompt", "x", "--probe-rounds", "3"]
     with pytest.raises(SystemExit) as info:
-        main([*argv, "--out", str(tmp_path)])
+        main([*argv, "--no-interleave-probes", "--out", str(tmp_path)])
     assert info.value.code == 2
-    assert "--probe-rounds needs --interleave-probes" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--probe-rounds sets the interleaved probes' rounds, which --no-interleave" in err
+    assert "Traceback" not in err
+
+
+def test_a_profile_without_a_context_length_is_not_probed(tmp_path, capsys):
+    """An older profile cannot be probed at the runs' context: the default falls back to its
+    prediction alone, with a note; an explicit --interleave-probes refuses it by name."""
+    from measure.cli.run import _probes_for
+
+    old = SimpleNamespace(data={"model": {}})
+    assert _probes_for(SimpleNamespace(interleave_probes=None), old, 2) == 0
+    assert "no interleaved probes: its prediction alone" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--interleave-probes: the profile records no context"):
+        _probes_for(SimpleNamespace(interleave_probes=True), old, 2)
+    new = SimpleNamespace(data={"model": {"context_tokens": 12}})
+    assert _probes_for(SimpleNamespace(interleave_probes=None), new, 2) == 2
+    assert _probes_for(SimpleNamespace(interleave_probes=False), new, 0) == 0
 
 
 def test_the_start_up_is_re_timed_only_where_the_profile_priced_it(slowed):
