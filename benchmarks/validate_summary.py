@@ -207,6 +207,8 @@ def _paired_columns(rows: pd.DataFrame):
 
 ROW_BOUND = 5.0
 """Issue 24's bound on how far one row's error may move between runs (points)."""
+MEDIAN_BOUND = 2.0
+"""Issue 24's bound on how far the median |error| may move between runs (points)."""
 
 
 def _errors(rows: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -368,6 +370,42 @@ def run_to_run(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def record_table(table: pd.DataFrame) -> str:
+    """Per model with two runs or more, the prediction of record (``ppd validate``'s: from the
+    interleaved probes where every run has them, else from the profile) run to run, against
+    issue 24's bounds: its median |error| within MEDIAN_BOUND points, each row within
+    ROW_BOUND."""
+    lines = []
+    for model, rows in table.groupby("model", sort=True):
+        runs = sorted(rows["run"].unique())
+        if len(runs) < 2:
+            continue
+        probed = "interleaved_rel_err" in rows and rows.groupby("run")["interleaved_rel_err"].apply(
+            lambda e: e.notna().any()).all()  # fmt: skip
+        column = "interleaved_rel_err" if probed else "rel_err"
+        errors = _errors(rows, column)
+        medians = errors.abs().median()
+        moved = (errors.max(axis=1) - errors.min(axis=1)).dropna()
+        spread = medians.max() - medians.min()
+        lines.append(
+            f"| {model} | {'interleaved' if probed else 'profile'} | "
+            + ", ".join(f"{medians[run]:.1f}" for run in runs)
+            + " | "
+            + ", ".join(f"{errors[run].abs().max():.1f}" for run in runs)
+            + f" | {spread:.1f}{'' if spread <= MEDIAN_BOUND else ' (over)'} | "
+            f"{int((moved <= ROW_BOUND).sum())} of {len(moved)} | {moved.max():.1f} |"
+        )
+    if not lines:
+        return ""
+    return "\n".join([
+        f"| model | prediction of record | median \\|error\\| by run (%) | worst by run (%) | "
+        f"median moved (points; bound {MEDIAN_BOUND:g}) | rows within {ROW_BOUND:g} points | "
+        "largest row move |",
+        "|" + " --- |" * 7,
+        *lines,
+    ])  # fmt: skip
+
+
 def main(outs: list[Path]) -> None:
     several = len(outs) > 1
     table = pd.concat([read_runs(out, f"{out.name}/" if several else "") for out in outs],
@@ -378,6 +416,7 @@ def main(outs: list[Path]) -> None:
     summary = run_to_run(table)
     if summary:
         print(f"## Run to run\n\n{summary}")
+        print(f"\n## The prediction of record, run to run\n\n{record_table(table)}")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,14 @@ def test_validate_summary_reports_the_paired_errors(tmp_path):
     assert "paired (profile) run1 2.0 %, run2 4.0 %" in again
     assert "rows within 5 points over every run: 2 of 2, median change 0.0 points" in again
     assert set(summary.read_runs(tmp_path, "a/")["run"]) == {"a/run1", "a/run2"}
+    record = summary.record_table(table)  # the interleaved prediction, in every run here
+    assert "| m | interleaved | 3.5, 3.5 | 5.0, 5.0 | 0.0 | 2 of 2 | 0.0 |" in record
+    plain = table.assign(interleaved_rel_err=np.nan)  # without it: the profile's
+    assert "| m | profile | 8.5, 8.5 | 9.0, 9.0 | 0.0 | 2 of 2 | 0.0 |" in summary.record_table(
+        plain
+    )
+    moved = table.assign(interleaved_rel_err=np.where(table["run"] == "run2", 0.1, 0.0))
+    assert "| 10.0 (over) | 0 of 2 | 10.0 |" in summary.record_table(moved)
 
 
 def test_validate_summary_says_what_chance_allows_between_runs(tmp_path):

@@ -2,8 +2,8 @@
 
 A profile taken before a validation prices the machine as it was then; when the load changes
 (other jobs start, a clock steps down), the judged runs and the profile see different machines.
-``ppd validate --interleave-probes`` runs, before every judged round, a few rounds
-(``PROBE_ROUNDS``) of the same probes as ``ppd measure profile``
+``ppd validate`` (by default; not with ``--no-interleave-probes``) runs, before every judged
+round, a few rounds (``PROBE_ROUNDS``) of the same probes as ``ppd measure profile``
 (``measure.profile.profile.probe_samples`` on a ``measure.profile.probes.DecodeProbe``: a
 greedy step's pieces, the early head, the k-row candidate batch for each k the configurations
 use, the hand-off) at the profile's context length and at each compared backend's thread count.

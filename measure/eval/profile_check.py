@@ -237,12 +237,13 @@ def stale_note(checks) -> str | None:
     if all(c.when == "after" for c in stale):
         return (
             f"the machine moved while the runs ran {where}: the predictions from the profile "
-            "carry that shift; --interleave-probes prices the machine the runs met"
+            "carry that shift; ppd validate's interleaved probes (on by default) price the machine "
+            "the runs met"
         )
     return (
         f"the profile is stale for this machine now {where}: its predictions carry that "
-        "shift; take a new profile (--if-stale remeasure, or ppd measure profile) or validate "
-        "with --interleave-probes"
+        "shift; take a new profile (--if-stale remeasure, or ppd measure profile); ppd "
+        "validate's interleaved probes (on by default) price the machine the runs met"
     )
 
 

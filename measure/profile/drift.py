@@ -142,8 +142,8 @@ class MachineDrift:
         return (
             f"the machine's speed moved {100 * self.rel_range:.0f} % while profiling "
             f"({self.describe().removeprefix('machine: ')}): predictions in seconds carry it "
-            "(their intervals include it), speed-ups cancel it; `ppd validate "
-            "--interleave-probes` re-times the prices beside the runs"
+            "(their intervals include it), speed-ups cancel it; `ppd validate`'s interleaved "
+            "probes (on by default) re-time the prices beside the runs"
         )
 
 

@@ -183,7 +183,7 @@ def test_cli_interleave_probes_reports_both_predictions(tmp_path, capsys):
     argv += ["--accept-wide-prices"]  # 2 rounds on a loaded machine may leave a price wide
     assert main([*argv, "--no-interleave-probes", "--out", str(tmp_path / "plain")]) == 0
     captured = capsys.readouterr()
-    assert "ppd: " not in captured.err and "interleaved probes" not in captured.out
+    assert "ppd: " not in captured.err and "interleaved probes:" not in captured.out
     assert "predicted vs measured: median |error| " in captured.out
     assert "torch thread(s), as the profile timed its single backend" in captured.err
     assert "| interleaved" not in captured.out

@@ -82,7 +82,7 @@ def test_an_unchanged_machine_reads_the_profiles_price_and_a_slower_one_is_stale
     assert "(OUTSIDE)" in slow.describe() and "after the runs" in slow.describe()
     note = stale_note([slow])
     assert note.startswith("the machine moved while the runs ran (single ")
-    assert "--interleave-probes" in note
+    assert "interleaved probes (on by default) price the machine the runs met" in note
     assert stale_note([same]) is None or not same.inside  # (a loaded machine may move it)
 
 
