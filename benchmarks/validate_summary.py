@@ -218,10 +218,14 @@ def _errors(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     )
 
 
+def _moves(errors: pd.DataFrame) -> pd.Series:
+    """How far each configuration's error moved over the runs (points; ``_errors``' table)."""
+    return (errors.max(axis=1) - errors.min(axis=1)).dropna()
+
+
 def _within(rows: pd.DataFrame, column: str) -> str:
     """'rows within 5 points over every run: 7 of 10, median change 3.1 points' of ``column``."""
-    errors = _errors(rows, column)
-    moved = (errors.max(axis=1) - errors.min(axis=1)).dropna()
+    moved = _moves(_errors(rows, column))
     return (
         f"rows within {ROW_BOUND:g} points over every run: {int((moved <= ROW_BOUND).sum())} of "
         f"{len(moved)}, median change {moved.median():.1f} points"
@@ -359,7 +363,7 @@ def run_to_run(table: pd.DataFrame) -> str:
                 + ", ".join(f"{run} {per_run[run]:.1f} %" for run in runs)
                 + f" ({_within(turns, 'speedup_turns_rel_err')}{_chance(turns)})"
             )
-        moved = (errors.max(axis=1) - errors.min(axis=1)).sort_values(ascending=False)
+        moved = _moves(errors).sort_values(ascending=False)
         lines.append(
             f"- {model}: median |error| "
             + ", ".join(f"{run} {m:.1f} %" for run, m in zip(runs, medians, strict=True))
@@ -385,7 +389,7 @@ def record_table(table: pd.DataFrame) -> str:
         column = "interleaved_rel_err" if probed else "rel_err"
         errors = _errors(rows, column)
         medians = errors.abs().median()
-        moved = (errors.max(axis=1) - errors.min(axis=1)).dropna()
+        moved = _moves(errors)
         spread = medians.max() - medians.min()
         lines.append(
             f"| {model} | {'interleaved' if probed else 'profile'} | "

@@ -572,7 +572,9 @@ def _probes_for(args, profile, probe_rounds: int) -> int:
     """The probe rounds once the profile is known: a profile that records no context length
     (older than the probes) cannot be probed at the runs' context, so the default falls back to
     its prediction alone, with a note; an explicit --interleave-probes refuses it."""
-    if not probe_rounds or isinstance(profile.data.get("model", {}).get("context_tokens"), int):
+    from measure.eval.interleaved import probe_context
+
+    if not probe_rounds or probe_context(profile) is not None:
         return probe_rounds
     if args.interleave_probes:
         raise ValueError("--interleave-probes: the profile records no context length to probe "
@@ -668,7 +670,6 @@ def _validate(args) -> int:
     result.passes.to_csv(out / "passes.csv", index=False)
     result.turn_table().to_csv(out / "turns.csv", index=False)
     summary = {**result.summary(), **checker.summary(), **checked_summary(table)}
-    summary["prediction_of_record"] = "interleaved" if probed else "profile"
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if probed:
         write_profile(out / "profile_interleaved.json", result.interleaved_profile)

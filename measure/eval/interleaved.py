@@ -57,6 +57,13 @@ PROBE_ROUNDS = 2
 """Probe rounds in each gap before a judged round (the first gap adds one warm-up round)."""
 
 
+def probe_context(profile: CostProfile) -> int | None:
+    """The context length the profile was timed at, which the probes re-time at; None for a
+    profile that records none (written before the probes), which cannot be probed."""
+    context = profile.data.get("model", {}).get("context_tokens")
+    return context if isinstance(context, int) and not isinstance(context, bool) else None
+
+
 class InterleavedProbes:
     """Call it before every judged round; ``profile()`` afterwards builds the second profile.
 
@@ -68,8 +75,8 @@ class InterleavedProbes:
     def __init__(self, model, profile: CostProfile, configs, *, rounds: int = PROBE_ROUNDS):
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
-        context = profile.data.get("model", {}).get("context_tokens")
-        if not isinstance(context, int):
+        context = probe_context(profile)
+        if context is None:
             raise ValueError("the profile records no context_tokens to probe at")
         self.before, self.rounds = profile, rounds
         self.ks: dict[str, list[int]] = {}

@@ -369,6 +369,9 @@ class ProfileValidation:
                 for b, gp in self.greedy_predictions().items()
             },
             "fitted_parameters": 0,
+            "prediction_of_record": (
+                "profile" if self.interleaved_profile is None else "interleaved"
+            ),  # ppd validate's headline: the interleaved probes' where they ran
             "inside_interval": sum(bool(r.predicted.interval and
                                         r.predicted.interval.contains(r.measured.median))
                                    for r in self.results),

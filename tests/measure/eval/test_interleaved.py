@@ -217,6 +217,10 @@ def test_a_profile_without_a_context_length_is_not_probed(tmp_path, capsys):
     new = SimpleNamespace(data={"model": {"context_tokens": 12}})
     assert _probes_for(SimpleNamespace(interleave_probes=None), new, 2) == 2
     assert _probes_for(SimpleNamespace(interleave_probes=False), new, 0) == 0
+    from measure.eval.interleaved import probe_context
+
+    assert probe_context(new) == 12 and probe_context(old) is None
+    assert probe_context(SimpleNamespace(data={"model": {"context_tokens": True}})) is None
 
 
 def test_the_start_up_is_re_timed_only_where_the_profile_priced_it(slowed):
