@@ -141,9 +141,13 @@ def plot_predicted_vs_measured(validation, path):
              else pd.Series(False, index=table.index)).to_numpy(dtype=bool)  # fmt: skip
     ppd = ~early
     ax.errorbar(measured[ppd], table["predicted_s"][ppd], xerr=xerr[:, ppd], fmt="o", capsize=3,
-                markersize=4, label="closed form")  # fmt: skip
+                markersize=4, label="closed form, profile (the key's column)")  # fmt: skip
     ax.plot(measured[ppd], table["simulated_s"][ppd], "x", color="tab:red", markersize=7,
             label="simulator")  # fmt: skip
+    probed = table.get("interleaved_predicted_s", pd.Series(np.nan, index=table.index))
+    if probed[ppd].notna().any():  # ppd validate's prediction of record, where the probes ran
+        ax.plot(measured[ppd], probed[ppd], "D", color="tab:orange", markersize=4,
+                label="closed form, interleaved probes (of record)")  # fmt: skip
     if early.any():
         ax.errorbar(
             measured[early],
@@ -156,7 +160,7 @@ def plot_predicted_vs_measured(validation, path):
         )
         ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
                 label="early exit: i.i.d. closed form")  # fmt: skip
-    shown = pd.concat([table["predicted_s"], table.get("iid_s", pd.Series(dtype=float))])
+    shown = pd.concat([table["predicted_s"], table.get("iid_s", pd.Series(dtype=float)), probed])
     low = 0.85 * min(measured.min(), shown.min())
     high = 1.15 * max(measured.max(), shown.max())
     line = np.array([low, high])
@@ -167,7 +171,7 @@ def plot_predicted_vs_measured(validation, path):
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
     ax.set_xlabel("measured decode seconds (median over rounds, IQR bars)")
-    ax.set_ylabel("predicted decode seconds (profile, nothing fitted)")
+    ax.set_ylabel("predicted decode seconds (nothing fitted)")
     ax.set_title("predicted vs measured: numbered points, keyed on the right", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     labels = [

@@ -112,3 +112,20 @@ def test_price_intervals_follow_the_replicates():
     bare_prices = block_prices(bare, PPDConfig(15, 1))
     assert bare_prices["main prefix, fresh"] == pytest.approx(1e-4 + 15 * 0.002)  # e + d_bar L
     assert bare_prices["main suffix"] == pytest.approx(15 * 0.002)
+
+
+def test_predicted_vs_measured_shows_the_prediction_of_record_where_the_probes_ran(tmp_path):
+    from types import SimpleNamespace
+
+    table = fake_validation(4).table
+
+    def legend(t):
+        fig = plot_predicted_vs_measured(SimpleNamespace(table=t), tmp_path / "p.png")
+        return [x.get_text() for x in fig.axes[0].get_legend().get_texts()]
+
+    record = "closed form, interleaved probes (of record)"
+    assert record not in legend(table.assign(interleaved_predicted_s=float("nan")))
+    probed = table.assign(interleaved_predicted_s=3 * table["predicted_s"])
+    assert record in legend(probed)
+    fig = plot_predicted_vs_measured(SimpleNamespace(table=probed), tmp_path / "p.png")
+    assert fig.axes[0].get_ylim()[1] >= probed["interleaved_predicted_s"].max()  # in view
