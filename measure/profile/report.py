@@ -81,14 +81,16 @@ def format_profile(profile: CostProfile) -> str:
                     label = f"candidate start ({placement})"
                     lines.append(f"  {label:34s} {figures[name].describe()} (after main's split)")
             pair = profile.data["backends"][backend].get("pair_slowdowns") or {}
-            for k, sides in pair.get("by_k", {}).items():
-                label = f"where a run overlaps, k={k}"
-                lines.append(f"  {label:34s} main x{sides['main']:.3f}, candidate batch "
-                             f"x{sides['candidate']:.3f} (applied at this k)")  # fmt: skip
-            for k, sides in pair.get("by_k_candidates", {}).items():
-                label = f"overlap, early head on cands, k={k}"
-                lines.append(f"  {label:34s} main x{sides['main']:.3f}, early head + batch "
-                             f"x{sides['candidate']:.3f} (the candidates placement)")  # fmt: skip
+            measured = pair.get("measured", {})
+            for field, label, batch in (("by_k", "where a run overlaps", "candidate batch"),
+                                        ("by_k_candidates", "overlap, early head on cands",
+                                         "early head + batch")):  # fmt: skip
+                for k, sides in pair.get(field, {}).items():
+                    raw = measured.get(field, {}).get(k)
+                    own = ("" if raw is None else f"; measured here x{raw['main']:.3f}, "
+                           f"x{raw['candidate']:.3f}")  # fmt: skip
+                    lines.append(f"  {label + f', k={k}':34s} main x{sides['main']:.3f}, {batch} "
+                                 f"x{sides['candidate']:.3f} (applied{own})")  # fmt: skip
     load = prov.get("load_average", {})
     if load:
         others, own = load.get("others_measured"), load.get("own_measured")

@@ -258,7 +258,7 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     assert pair["d_bar"] == 2 and set(pair["by_k"]["1"]) == {"main", "candidate"}
     mean = {n: float(np.mean(f["samples"])) for n, f in figures.items() if "samples" in f}
     main_x = mean["pair_main_both_s[1]"] / mean["pair_main_alone_s[1]"]  # means: time-averages
-    assert pair["by_k"]["1"]["main"] == pytest.approx(main_x)
+    assert pair["measured"]["by_k"]["1"]["main"] == pytest.approx(main_x)
     assert figures["rank_layer_s"]["n"] == 2
     assert "where a run overlaps, k=1" in format_profile(profile)
     # the sentinel's windows: before, halfway through and after each backend's compute, after
@@ -270,7 +270,10 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
         assert spread["n"] == 2 and spread["median"] > 0
     assert set(pair["by_k_candidates"]["1"]) == {"main", "candidate"}
     cand_x = mean["pair_cand_both_s[1,candidates]"] / mean["pair_cand_alone_s[1,candidates]"]
-    assert pair["by_k_candidates"]["1"]["candidate"] == pytest.approx(cand_x)
+    assert pair["measured"]["by_k_candidates"]["1"]["candidate"] == pytest.approx(cand_x)
+    # a side pooled over the placements (only k = 1 measured here) has one factor in both
+    for side, pooled in pair["pooled"].items():
+        assert pooled == ["all"] and pair["by_k"]["1"][side] == pair["by_k_candidates"]["1"][side]
     assert profile.backends["dist"].pair_slowdowns_candidates[0][0] == 1
     assert "early head on cands, k=1" in format_profile(profile)
     assert all(
@@ -377,24 +380,75 @@ def test_rank_startup_is_the_ranks_call_beyond_its_parts_per_k_floored_at_zero()
             rank_startup(med, costs, (1, 3), bad)
 
 
+def _pair_figures(ratios: dict, *, n: int = 15, noise: float = 0.05, seed: int = 0) -> dict:
+    """Pair-probe figures (``Spread``s of ``n`` samples, relative noise ``noise``) whose
+    ratios both / alone are ``ratios[(placement suffix, k)] = (main, candidate)``."""
+    rng = np.random.default_rng(seed)
+
+    def noisy(center):
+        return Spread.of(list(center * (1 + noise * rng.standard_normal(n))))
+
+    fig = {}
+    for (where, k), (main, cand) in ratios.items():
+        fig.update({f"pair_main_alone_s[{k}{where}]": noisy(0.02),
+                    f"pair_main_both_s[{k}{where}]": noisy(0.02 * main),
+                    f"pair_cand_alone_s[{k}{where}]": noisy(0.05),
+                    f"pair_cand_both_s[{k}{where}]": noisy(0.05 * cand)})  # fmt: skip
+    return fig
+
+
 def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
     from measure.profile.profile import _pair_warnings, pair_slowdowns
 
-    med = {}
-    for k in (1, 3):
-        for where, cand in (("", 1.5), (",candidates", 0.9)):
-            med.update({f"pair_main_alone_s[{k}{where}]": 1.0, f"pair_main_both_s[{k}{where}]": 1.2,
-                        f"pair_cand_alone_s[{k}{where}]": 2.0,
-                        f"pair_cand_both_s[{k}{where}]": 2.0 * cand})  # fmt: skip
-    pairs = pair_slowdowns(med, (1, 3), 2)
-    assert pairs["by_k"]["3"] == pytest.approx({"main": 1.2, "candidate": 1.5})
-    assert pairs["by_k_candidates"]["1"] == pytest.approx({"main": 1.2, "candidate": 0.9})
+    ratios = {(w, k): (1.2, c) for k in (1, 3) for w, c in (("", 1.5), (",candidates", 0.9))}
+    fig = _pair_figures(ratios, noise=0.0005)
+    pairs = pair_slowdowns(fig, (1, 3), 2)
+    assert pairs["measured"]["by_k"]["3"] == pytest.approx({"main": 1.2, "candidate": 1.5}, 1e-2)
+    placed = pairs["measured"]["by_k_candidates"]["1"]
+    assert placed == pytest.approx({"main": 1.2, "candidate": 0.9}, rel=1e-2)
+    # main agrees everywhere: one factor; the batch's placements differ: each its own
+    assert pairs["pooled"] == {"main": ["all"], "candidate": ["by_k", "by_k_candidates"]}
+    assert pairs["by_k_candidates"]["3"]["candidate"] == pytest.approx(0.9, rel=1e-2)
     warned = _pair_warnings(pairs)
     assert len(warned) == 2 and all("early head on the candidates" in w for w in warned)
     # a k without the candidates placement's figures: none recorded (an older profile's)
-    del med["pair_cand_both_s[3,candidates]"]
-    assert "by_k_candidates" not in pair_slowdowns(med, (1, 3), 2)
-    assert not _pair_warnings(pair_slowdowns(med, (1, 3), 2))
+    del fig["pair_cand_both_s[3,candidates]"]
+    assert "by_k_candidates" not in pair_slowdowns(fig, (1, 3), 2)
+    assert not _pair_warnings(pair_slowdowns(fig, (1, 3), 2))
+
+
+def test_pair_slowdowns_pool_each_side_where_its_ratios_agree():
+    """Ratios within their sampling error become one factor per side (inverse-variance
+    weighted geometric mean) at every k of both tables; a side whose ratios differ beyond it
+    keeps them as measured (Cochran's Q, ``pooled_pair_factors``)."""
+    from measure.profile.profile import _pair_warnings, pair_slowdowns, pooled_pair_factors
+
+    ratios = {(w, k): (1.08, 1.02) for w in ("", ",candidates") for k in (1, 3)}
+    fig = _pair_figures(ratios, n=8, noise=0.1)  # the VM's spread: a ratio's error ~5 %
+    pairs = pair_slowdowns(fig, (1, 3), 2)
+    assert pairs["pooled"] == {"main": ["all"], "candidate": ["all"]}
+    both = [(fig[f"pair_cand_both_s[{k}{w}]"], fig[f"pair_cand_alone_s[{k}{w}]"])
+            for w, k in ratios]  # fmt: skip
+    factor = pooled_pair_factors(both)
+    measured = [r["candidate"] for t in pairs["measured"].values() for r in t.values()]
+    assert min(measured) < factor < max(measured)
+    for field in ("by_k", "by_k_candidates"):
+        for k in ("1", "3"):
+            assert pairs[field][k]["candidate"] == factor
+    # a ratio measured below 1 is named, with the pooled factor applied there
+    assert all(f"applied x{factor:.3f}" in w for w in _pair_warnings(pairs) if "candidate" in w)
+    # one placement's k differ, measured tightly: beyond their error, kept as measured; the
+    # other placement's k still agree, and are pooled
+    ratios[("", 3)] = (1.15, 0.96)
+    tight = pair_slowdowns(_pair_figures(ratios, noise=0.002), (1, 3), 2)
+    assert tight["pooled"] == {"main": ["by_k_candidates"], "candidate": ["by_k_candidates"]}
+    assert tight["by_k"]["3"]["candidate"] == pytest.approx(0.96, 1e-2)
+    assert tight["by_k_candidates"]["1"] == tight["by_k_candidates"]["3"]
+    # no samples (a figure read from its quartiles), or one: nothing to weigh, not pooled
+    flat = Spread(median=1.0, q1=1.0, q3=1.0, n=3)
+    assert pooled_pair_factors([(flat, flat), (flat, flat)]) is None
+    one = Spread.of([1.0])
+    assert pooled_pair_factors([(one, one), (one, one)]) is None
 
 
 def test_dispatch_warnings_name_a_placement_whose_candidates_start_late():
