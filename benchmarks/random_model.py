@@ -56,6 +56,13 @@ SHAPES = {
     "heldout-phi3": dict(model_type="phi3", hidden_size=384, intermediate_size=1024,
                          num_hidden_layers=20, num_attention_heads=6, num_key_value_heads=6,
                          vocab_size=32064, pad_token_id=32000, tie_word_embeddings=False),
+    # Ours, kept out of all tuning and first run on the code of 2026-11-28 that pools the pair
+    # factors: OLMo 2's architecture (norms after attention and MLP, RMS-normed queries and
+    # keys, untied LM head), 14 layers, vocabulary 50,304, an LM head of as many weights as
+    # about 10 of them.
+    "heldout-olmo2": dict(model_type="olmo2", hidden_size=320, intermediate_size=1280,
+                          num_hidden_layers=14, num_attention_heads=5, num_key_value_heads=5,
+                          vocab_size=50304, pad_token_id=1, tie_word_embeddings=False),
 }  # fmt: skip
 """Shapes by name: published models' configs and ours; Llama unless ``model_type`` says."""
 CORPUS = [
