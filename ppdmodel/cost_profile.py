@@ -38,8 +38,11 @@ A ``dist`` entry may carry ``pair_slowdowns`` (``{"d_bar", "by_k": {k: {"main",
 pair probe at that d_bar; ``cost_replicates`` carry their own, redrawn; optionally
 ``"by_k_candidates"``, the same shape, measured with the early head on the candidate side,
 which runs it and then the batch beside main: the factors of the ``candidates`` placement,
-which takes ``by_k`` where it is absent). Then the costs of a configuration with k candidates
-(``CostProfile.costs(backend, d_bar=, k=, early_head=)``) take main's
+which takes ``by_k`` where it is absent; the profiler writes each side's factor pooled over k
+and placements where they agree, and keeps the ratios as measured in ``"measured"`` and what
+it pooled in ``"pooled"``, which reports and warnings read, predictions not). Then the costs
+of a configuration with k candidates (``CostProfile.costs(backend, d_bar=, k=,
+early_head=)``) take main's
 factor as ``shared_device_slowdown`` and the batch's as ``candidate_device_slowdown`` from
 the measured k nearest to k (the smaller on a tie); a factor measured below 1 (noise: two
 sides do not speed each other up) is taken as 1, as the profiler does with the stream figure;
@@ -281,7 +284,7 @@ class SharingFactors:
                     "(the costs' own factors)")  # fmt: skip
         at = f"k={self.k}" if self.measured_k == self.k else (
             f"k={self.measured_k}, the nearest measured to k={self.k}")  # fmt: skip
-        clamped = [f"{side} measured x{raw:.3f}, taken as 1"
+        clamped = [f"{side} profiled x{raw:.3f}, taken as 1"
                    for side, raw in zip(("main", "candidate"), self.measured, strict=True)
                    if raw < 1]  # fmt: skip
         side = "candidate batch" if self.placement is None else "early head + batch"
@@ -625,7 +628,7 @@ def _factor(path: str, value, *, low: float = 1.0) -> float:
 def _pair_slowdowns(path: str, raw) -> tuple[int | None, tuple, tuple]:
     """(d_bar, ((k, main, candidate), ...) of ``by_k``, the same of ``by_k_candidates``) of a
     ``pair_slowdowns`` entry (None: (None, (), ())); ValueError naming the bad field. A factor
-    below 1 is kept as recorded (> 0: the profiler writes median ratios, noise included;
+    below 1 is kept as recorded (> 0: the profiler writes ratios of means, noise included;
     ``BackendCosts.sharing`` takes it as 1)."""
     if raw is None:
         return None, (), ()

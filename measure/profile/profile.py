@@ -30,8 +30,9 @@ means, ``pair_slowdowns``):
   main and the batch's to the batch (``ppdmodel.cost_profile``; ``benchmarks/dist_prices.md``),
   and the cost replicates redraw them from their samples; ``by_k_candidates`` holds the same
   factors with the early head on the candidate side (the batch's rank runs the early head,
-  then the batch), which price the ``candidates`` placement; each side's factor is pooled over
-  k and placements (``pair_slowdowns``: one ratio's noise outweighs their effects); messages are
+  then the batch), which price the ``candidates`` placement; each side's ratios are pooled over
+  k and placements where they agree within their sampling error (``pair_slowdowns``: on a
+  2-vCPU VM one ratio's noise outweighed the k and placement effects); messages are
   latency + bytes / bandwidth of the fitted link: the candidate dispatch (header, plus main's
   KV entries of layers [0, e) after a miss), the hidden-state dispatch (``candidates``
   placement) and the hand-off (verdict header, then hidden state and KV entries, packed and
@@ -373,7 +374,7 @@ def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: 
         old = {name: Spread.from_dict(v) for name, v in data["figures"][backend].items()}
         merged = {**old, **new}
         ks = profile.backends[backend].measured_ks
-        entry = _priced(backend, merged, profile.d, ks, shapes, device, link, scale)
+        entry = _priced(backend, merged, profile.d, ks, shapes, device, link, scale, set(new))
         warnings += _figure_warnings(backend, new) + entry.pop("warnings")
         entry["threads"] = data["backends"][backend].get("threads")
         data["backends"][backend] = entry
@@ -383,15 +384,21 @@ def reprice(profile: CostProfile, figures: dict, *, shapes: dict, device, note: 
     return parse_cost_profile(data, d=profile.d)
 
 
-def _priced(backend, figures, d, ks, shapes, device, link, scale=None) -> dict:
+def _priced(backend, figures, d, ks, shapes, device, link, scale=None, fresh=None) -> dict:
     """A backend entry with its bootstrap replicates (``measure.profile.replicates``; replicate
-    i scaled by ``scale[i]``, the machine's drift: ``measure.profile.drift``)."""
-    entry = _backend_entry(backend, figures, d, ks, shapes, device, link)
+    i scaled by ``scale[i]``, the machine's drift: ``measure.profile.drift``). ``fresh``: the
+    figure names just re-timed (``reprice``), the only ones whose pair ratios pool together;
+    the replicates pool the groups the entry pooled, without re-testing them."""
+    entry = _backend_entry(backend, figures, d, ks, shapes, device, link, fresh=fresh)
+    groups = entry.get("pair_slowdowns", {}).get("pooled")
     entry["cost_replicates"] = cost_replicates(
         figures,
-        lambda fig: _backend_entry(backend, fig, d, ks, shapes, device, link),
+        lambda fig: _backend_entry(backend, fig, d, ks, shapes, device, link, groups=groups),
         scale=scale,
     )
+    for replicate in entry["cost_replicates"]:  # the factors alone: reports read the entry's
+        for key in ("measured", "pooled"):
+            replicate.get("pair_slowdowns", {}).pop(key, None)
     return entry
 
 
@@ -524,8 +531,9 @@ def _round4(n: int) -> int:
     return int(4 * math.ceil(n / 4))
 
 
-def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
-    """The profile's ``backends.<backend>`` entry: DecodeCosts at e = 0 and per-layer growth."""
+def _backend_entry(backend, fig, d, ks, shapes, device, link, *, fresh=None, groups=None) -> dict:
+    """The profile's ``backends.<backend>`` entry: DecodeCosts at e = 0 and per-layer growth.
+    ``fresh`` and ``groups``: how the ``dist`` pair factors pool (``pair_slowdowns``)."""
     med = {name: s.median for name, s in fig.items()}
     by_k = {k: med[f"candidate_layer_s[{k}]"] for k in ks}
     warnings, notes = [], []
@@ -606,12 +614,14 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link) -> dict:
     if backend == "dist" and f"pair_main_both_s[{ks[0]}]" in med:
         if device.type == "cpu":  # elsewhere the ranks run on two devices: nothing is shared
             pairs = {name: s for name, s in fig.items() if name.startswith("pair_")}
-            entry["pair_slowdowns"] = pair_slowdowns(pairs, ks, default_d_bar(d))
+            pair = pair_slowdowns(pairs, ks, default_d_bar(d), fresh=fresh, groups=groups)
+            entry["pair_slowdowns"] = pair
             rounds = fig[f"pair_main_both_s[{ks[0]}]"].n
+            pooled = "; ".join(f"{side}'s pooled over {', '.join(map(' + '.join, g))}"
+                               for side, g in pair["pooled"].items())  # fmt: skip
             entry["notes"].append(
-                f"pair factors: mean both / mean alone over {rounds} rounds, "
-                "each side's pooled over k and placements (geometric mean; "
-                "as measured: pair_slowdowns.measured)"
+                f"pair factors: mean both / mean alone over {rounds} rounds"
+                + (f" ({pooled}; as measured: pair_slowdowns.measured)" if pooled else "")
             )
             entry["warnings"] += _pair_warnings(entry["pair_slowdowns"])
         else:
@@ -664,12 +674,14 @@ def _pair_warnings(pairs: dict) -> list[str]:
     ]
 
 
+BOTH_ALONE = ("both", "alone")
+"""The pair probe's two timings of each side: beside the other, and alone."""
 POOL_ALPHA = 0.05
-"""A side's pair factors are pooled unless Cochran's Q test of their agreement rejects it at
-this level (``pooled_pair_factors``)."""
+"""A side's pair factors are pooled unless the test of their agreement rejects it at this
+level (``pooled_pair_factors``)."""
 
 
-def pair_slowdowns(figures, ks, d_bar: int) -> dict:
+def pair_slowdowns(figures, ks, d_bar: int, *, fresh=None, groups=None) -> dict:
     """Each side's own slowdown where a ``dist`` run overlaps (``measure.profile.ranks`` pair
     probe at ``d_bar``): main's suffix + final head beside the k-row batch and the batch beside
     them, mean both / mean alone over the rounds, per k. Means, not medians: a run's overlaps
@@ -683,86 +695,112 @@ def pair_slowdowns(figures, ks, d_bar: int) -> dict:
     sampling error).
 
     Each side's ratios are then pooled where they agree within their sampling error
-    (``pooled_pair_factors``); the ratios as measured are kept in ``measured`` and what was
-    pooled in ``pooled``. Why: over 78 profiles of the 2-vCPU VM one ratio's own standard
+    (``pooled_pair_factors``): all of them at once, else each placement's k; ``fresh`` (figure
+    names, e.g. those ``reprice`` re-timed): only ratios timed together pool, the fresh ones
+    apart from the rest; ``groups`` (a ``pooled`` table of an earlier call): pool those groups
+    without testing them (the bootstrap replicates follow the entry's choice). The ratios as
+    measured are kept in ``measured``, each side's pooled groups in ``pooled`` (lists of
+    ``"by_k[k]"`` labels). Why: over 78 profiles of the 2-vCPU VM one ratio's own standard
     error was 3-8 %, the sd between profiles of one ratio over another 4-6 %, while the k and
-    placement effects were 1-3 % (the means of those logs); offline over 37 validations, one
-    factor per side took the worst ``dist`` row's |error| from 10.9 to 9.0 % and the rows
-    beyond 5 % from 30 to 24 of 148 (``docs/validation_log.md``)."""
-
-    def table(suffix: str) -> dict:
-        return {
-            str(k): {
-                side: (
-                    figures[f"pair_{key}_both_s[{k}{suffix}]"],
-                    figures[f"pair_{key}_alone_s[{k}{suffix}]"],
-                )  # fmt: skip
-                for side, key in (("main", "main"), ("candidate", "cand"))
-            }
-            for k in ks
-        }
-
-    pairs = {"by_k": table("")}
-    names = [f"pair_{key}_{kind}_s[{k},candidates]" for k in ks for key in ("main", "cand")
-             for kind in ("both", "alone")]  # fmt: skip
-    if all(name in figures for name in names):
-        pairs["by_k_candidates"] = table(",candidates")
-    measured = {field: {k: {side: both.mean / alone.mean for side, (both, alone) in sides.items()}
-                        for k, sides in rows.items()}
-                for field, rows in pairs.items()}  # fmt: skip
+    placement effects were 1-3 % (the means of those logs; ``docs/validation_log.md``, "Pair
+    factors pooled")."""
+    names = {}
+    for field, suffix in (("by_k", ""), ("by_k_candidates", ",candidates")):
+        keys = {(field, str(k), side): tuple(f"pair_{key}_{kind}_s[{k}{suffix}]"
+                                             for kind in BOTH_ALONE)
+                for k in ks for side, key in (("main", "main"), ("candidate", "cand"))}  # fmt: skip
+        if field == "by_k" or all(n in figures for pair in keys.values() for n in pair):
+            names.update(keys)
+    measured = {}
+    for (field, k, side), (both, alone) in names.items():
+        measured.setdefault(field, {}).setdefault(k, {})[side] = (
+            figures[both].mean / figures[alone].mean
+        )
     out, pooled = {"d_bar": d_bar, **copy.deepcopy(measured)}, {}
     for side in ("main", "candidate"):
-        ratios = {(field, k): sides[side] for field, rows in pairs.items()
-                  for k, sides in rows.items()}  # fmt: skip
-        if len(pairs) > 1 and _pool(out, side, ratios, list(ratios)):
-            pooled[side] = ["all"]  # every k and placement at once
-            continue
-        for field in pairs:  # else each placement's k
-            group = [key for key in ratios if key[0] == field]
-            if len(group) > 1 and _pool(out, side, ratios, group):
-                pooled.setdefault(side, []).append(field)
+        ratios = {(field, k): tuple(figures[n] for n in pair)
+                  for (field, k, s), pair in names.items() if s == side}  # fmt: skip
+        if groups is None:
+            timed = {key: fresh is None or all(n in fresh for n in names[(*key, side)])
+                     for key in ratios}  # fmt: skip
+            chosen = [group for together in (True, False)
+                      for group in _pool_groups([key for key in ratios if timed[key] == together],
+                                                ratios)]  # fmt: skip
+        else:
+            chosen = [[_label_key(label) for label in group] for group in groups.get(side, [])]
+        for group in chosen:
+            factor = pooled_pair_factors([ratios[key] for key in group], test=groups is None)
+            for field, k in group:
+                out[field][k][side] = factor
+            pooled.setdefault(side, []).append([f"{field}[{k}]" for field, k in group])
     out["measured"], out["pooled"] = measured, pooled
     return out
 
 
-def _pool(out: dict, side: str, ratios: dict, group: list) -> bool:
-    """Write ``side``'s pooled factor over ``group`` (keys of ``ratios``) into ``out``'s
-    tables; False (nothing written) where ``pooled_pair_factors`` does not pool them."""
-    factor = pooled_pair_factors([ratios[key] for key in group])
-    if factor is None:
-        return False
-    for field, k in group:
-        out[field][k][side] = factor
-    return True
+def _pool_groups(keys: list, ratios: dict) -> list[list]:
+    """The groups of ``keys`` (ratios timed together) that pool: all of them, else each
+    placement's k; groups of one ratio are left out (nothing to pool)."""
+    if len(keys) < 2:
+        return []
+    if pooled_pair_factors([ratios[key] for key in keys]) is not None:
+        return [keys]
+    out = []
+    for field in dict.fromkeys(field for field, _ in keys):
+        group = [key for key in keys if key[0] == field]
+        if len(group) > 1 and pooled_pair_factors([ratios[key] for key in group]) is not None:
+            out.append(group)
+    return out
 
 
-def pooled_pair_factors(ratios) -> float | None:
+def _geometric_mean(ratios) -> float:
+    """The unweighted geometric mean of (both, alone) ratios of means (``Spread.mean``)."""
+    return math.exp(float(np.mean([math.log(b.mean / a.mean) for b, a in ratios])))
+
+
+def _label_key(label: str) -> tuple[str, str]:
+    """("by_k", "3") of the label "by_k[3]" (``pair_slowdowns``' ``pooled`` tables)."""
+    field, k = label.rstrip("]").split("[")
+    return field, k
+
+
+def pooled_pair_factors(ratios, *, test: bool = True) -> float | None:
     """One factor for ``ratios`` (each a (both, alone) pair of ``Spread`` with samples): the
     inverse-variance weighted geometric mean of their ratios of means, where the test of their
-    agreement does not reject it at ``POOL_ALPHA``; None where it does, or where the sampling
-    error cannot be estimated (a figure with fewer than 2 samples kept, or none spread).
+    agreement does not reject it at ``POOL_ALPHA`` (``test``); None where it does, or where the
+    sampling error cannot be estimated (a figure with fewer than 2 samples kept, or none
+    spread), where without ``test`` the plain geometric mean stands in.
 
-    The test is Cochran's Q with one relative variance for all the figures (they time the same
-    kind of call: the rounds' spread pooled over them, so few rounds still give a steady
-    estimate): a ratio's variance of log is s^2 (1/n_both + 1/n_alone) (the delta method), and
-    Q / (m - 1) is F-distributed with (m - 1, the pooled variance's degrees of freedom)."""
-    logs, inverse_n, squares, dof = [], [], 0.0, 0
-    for both, alone in ratios:
-        for spread in (both, alone):
-            x = np.asarray(spread.samples, dtype=float)
-            if x.size < 2:
-                return None
-            squares += float(np.sum((x / np.mean(x) - 1) ** 2))
-            dof += x.size - 1
-        logs.append(math.log(both.mean / alone.mean))
-        inverse_n.append(1 / len(both.samples) + 1 / len(alone.samples))
+    The variance of a log ratio of means is the delta method's, with one relative variance s^2
+    for all the ratios (they time the same kind of call, so the spread pooled over them is a
+    steady estimate from few rounds): where every both and alone hold as many samples, they
+    are the same rounds (the pair probe times both phases in each round, and a slow round
+    slows both), so s^2 is that of the rounds' differences b_r / mean(b) - a_r / mean(a) and a
+    ratio's variance s^2 / n; else the two means are taken as independent, s^2 (1/n_b +
+    1/n_a). The test is Cochran's Q with that variance: Q / (m - 1) is F-distributed with
+    (m - 1, the degrees of freedom of s^2)."""
+    samples = [tuple(np.asarray(s.samples, dtype=float) for s in pair) for pair in ratios]
+    if not samples:
+        raise ValueError("ratios must hold at least one (both, alone) pair")
+    if any(x.size < 2 for pair in samples for x in pair):
+        return None if test else _geometric_mean(ratios)
+    paired = all(b.size == a.size for b, a in samples)
+    squares, dof, inverse_n = 0.0, 0, []
+    for b, a in samples:
+        if paired:
+            squares += float(np.sum((b / b.mean() - a / a.mean()) ** 2))
+            dof += b.size - 1
+            inverse_n.append(1 / b.size)
+        else:
+            squares += sum(float(np.sum((x / x.mean() - 1) ** 2)) for x in (b, a))
+            dof += b.size + a.size - 2
+            inverse_n.append(1 / b.size + 1 / a.size)
     if not squares > 0:
-        return None
+        return None if test else _geometric_mean(ratios)
+    logs = np.array([math.log(b.mean() / a.mean()) for b, a in samples])
     weights = 1 / (squares / dof * np.asarray(inverse_n))
-    logs = np.asarray(logs)
     center = float(np.sum(weights * logs) / np.sum(weights))
     m = len(logs)
-    if m > 1:
+    if test and m > 1:
         q = float(np.sum(weights * (logs - center) ** 2))
         if f_dist.sf(q / (m - 1), m - 1, dof) < POOL_ALPHA:
             return None

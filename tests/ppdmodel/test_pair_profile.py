@@ -81,7 +81,7 @@ def test_a_pair_factor_below_one_is_taken_as_one_and_said():
     profile = parse_cost_profile(dist_profile(pairs))
     costs = profile.costs("dist", d_bar=15, k=1)
     assert (costs.shared_device_slowdown, costs.candidate_device_slowdown) == (1.0, 1.3)
-    assert "main measured x0.970, taken as 1" in profile.sharing("dist", 1).describe()
+    assert "main profiled x0.970, taken as 1" in profile.sharing("dist", 1).describe()
 
 
 @pytest.mark.parametrize(

@@ -271,9 +271,13 @@ def test_dist_profile_measures_the_link_and_two_streams(tmp_path):
     assert set(pair["by_k_candidates"]["1"]) == {"main", "candidate"}
     cand_x = mean["pair_cand_both_s[1,candidates]"] / mean["pair_cand_alone_s[1,candidates]"]
     assert pair["measured"]["by_k_candidates"]["1"]["candidate"] == pytest.approx(cand_x)
-    # a side pooled over the placements (only k = 1 measured here) has one factor in both
-    for side, pooled in pair["pooled"].items():
-        assert pooled == ["all"] and pair["by_k"]["1"][side] == pair["by_k_candidates"]["1"][side]
+    # a side pooled over the placements (only k = 1 measured here) has one factor in both;
+    # the replicates keep the factors alone
+    for side, groups in pair["pooled"].items():
+        assert groups == [["by_k[1]", "by_k_candidates[1]"]]
+        assert pair["by_k"]["1"][side] == pair["by_k_candidates"]["1"][side]
+    replicate = profile.data["backends"]["dist"]["cost_replicates"][0]["pair_slowdowns"]
+    assert "measured" not in replicate and "pooled" not in replicate
     assert profile.backends["dist"].pair_slowdowns_candidates[0][0] == 1
     assert "early head on cands, k=1" in format_profile(profile)
     assert all(
@@ -397,6 +401,9 @@ def _pair_figures(ratios: dict, *, n: int = 15, noise: float = 0.05, seed: int =
     return fig
 
 
+ALL_FOUR = ["by_k[1]", "by_k[3]", "by_k_candidates[1]", "by_k_candidates[3]"]
+
+
 def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
     from measure.profile.profile import _pair_warnings, pair_slowdowns
 
@@ -407,10 +414,11 @@ def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
     placed = pairs["measured"]["by_k_candidates"]["1"]
     assert placed == pytest.approx({"main": 1.2, "candidate": 0.9}, rel=1e-2)
     # main agrees everywhere: one factor; the batch's placements differ: each its own
-    assert pairs["pooled"] == {"main": ["all"], "candidate": ["by_k", "by_k_candidates"]}
+    assert pairs["pooled"] == {"main": [ALL_FOUR], "candidate": [ALL_FOUR[:2], ALL_FOUR[2:]]}
     assert pairs["by_k_candidates"]["3"]["candidate"] == pytest.approx(0.9, rel=1e-2)
     warned = _pair_warnings(pairs)
-    assert len(warned) == 2 and all("early head on the candidates" in w for w in warned)
+    assert len(warned) == 2 and all("the candidate side" in w for w in warned)
+    assert all("early head on the candidates" in w for w in warned)
     # a k without the candidates placement's figures: none recorded (an older profile's)
     del fig["pair_cand_both_s[3,candidates]"]
     assert "by_k_candidates" not in pair_slowdowns(fig, (1, 3), 2)
@@ -420,28 +428,30 @@ def test_pair_slowdowns_add_the_candidates_placement_where_every_k_has_it():
 def test_pair_slowdowns_pool_each_side_where_its_ratios_agree():
     """Ratios within their sampling error become one factor per side (inverse-variance
     weighted geometric mean) at every k of both tables; a side whose ratios differ beyond it
-    keeps them as measured (Cochran's Q, ``pooled_pair_factors``)."""
+    keeps them as measured, or pools each placement's k (``pooled_pair_factors``)."""
     from measure.profile.profile import _pair_warnings, pair_slowdowns, pooled_pair_factors
 
     ratios = {(w, k): (1.08, 1.02) for w in ("", ",candidates") for k in (1, 3)}
     fig = _pair_figures(ratios, n=8, noise=0.1)  # the VM's spread: a ratio's error ~5 %
     pairs = pair_slowdowns(fig, (1, 3), 2)
-    assert pairs["pooled"] == {"main": ["all"], "candidate": ["all"]}
+    assert pairs["pooled"] == {"main": [ALL_FOUR], "candidate": [ALL_FOUR]}
     both = [(fig[f"pair_cand_both_s[{k}{w}]"], fig[f"pair_cand_alone_s[{k}{w}]"])
             for w, k in ratios]  # fmt: skip
     factor = pooled_pair_factors(both)
+    # equal rounds everywhere: equal weights, the plain geometric mean of the ratios of means
     measured = [r["candidate"] for t in pairs["measured"].values() for r in t.values()]
-    assert min(measured) < factor < max(measured)
+    assert factor == pytest.approx(float(np.exp(np.mean(np.log(measured)))), rel=1e-12)
     for field in ("by_k", "by_k_candidates"):
         for k in ("1", "3"):
             assert pairs[field][k]["candidate"] == factor
     # a ratio measured below 1 is named, with the pooled factor applied there
-    assert all(f"applied x{factor:.3f}" in w for w in _pair_warnings(pairs) if "candidate" in w)
+    warned = [w for w in _pair_warnings(pairs) if "the candidate side" in w]
+    assert warned and all(f"applied x{factor:.3f}" in w for w in warned)
     # one placement's k differ, measured tightly: beyond their error, kept as measured; the
     # other placement's k still agree, and are pooled
     ratios[("", 3)] = (1.15, 0.96)
     tight = pair_slowdowns(_pair_figures(ratios, noise=0.002), (1, 3), 2)
-    assert tight["pooled"] == {"main": ["by_k_candidates"], "candidate": ["by_k_candidates"]}
+    assert tight["pooled"] == {"main": [ALL_FOUR[2:]], "candidate": [ALL_FOUR[2:]]}
     assert tight["by_k"]["3"]["candidate"] == pytest.approx(0.96, 1e-2)
     assert tight["by_k_candidates"]["1"] == tight["by_k_candidates"]["3"]
     # no samples (a figure read from its quartiles), or one: nothing to weigh, not pooled
@@ -449,6 +459,67 @@ def test_pair_slowdowns_pool_each_side_where_its_ratios_agree():
     assert pooled_pair_factors([(flat, flat), (flat, flat)]) is None
     one = Spread.of([1.0])
     assert pooled_pair_factors([(one, one), (one, one)]) is None
+    # untested (the replicates follow the entry's groups): the plain geometric mean then
+    two = Spread.of([2.0])
+    assert pooled_pair_factors([(two, one), (one, one)], test=False) == pytest.approx(2**0.5)
+
+
+def test_pooled_pair_factors_weigh_and_test_by_the_rounds():
+    """The weights and the test by hand: paired rounds (as many both as alone) give a ratio's
+    variance s^2 / n from the rounds' differences, unequal counts s^2 (1/n_b + 1/n_a) from
+    each figure's spread; the test is F, not chi-squared (few rounds)."""
+    from scipy import stats
+
+    from measure.profile.profile import POOL_ALPHA, pooled_pair_factors
+
+    def pair(both, alone):
+        return Spread.of(both), Spread.of(alone)
+
+    # paired: a slow round slows both; the differences b/mean(b) - a/mean(a) are tiny
+    a = [
+        pair([1.1, 1.3, 1.2, 1.4], [1.0, 1.2, 1.1, 1.3]),
+        pair([2.3, 2.2, 2.5, 2.4, 2.3, 2.2], [2.0, 2.0, 2.2, 2.2, 2.0, 2.0]),
+    ]
+    b, al = [np.asarray(s.samples) for s in a[0]], [np.asarray(s.samples) for s in a[1]]
+    logs = np.log([b[0].mean() / b[1].mean(), al[0].mean() / al[1].mean()])
+    squares = sum(np.sum((x[0] / x[0].mean() - x[1] / x[1].mean()) ** 2) for x in (b, al))
+    s2, dof = squares / (3 + 5), 3 + 5
+    w = 1 / (s2 * np.array([1 / 4, 1 / 6]))
+    center = np.sum(w * logs) / np.sum(w)
+    q = np.sum(w * (logs - center) ** 2)
+    expected = None if stats.f.sf(q, 1, dof) < POOL_ALPHA else float(np.exp(center))
+    got = pooled_pair_factors(a)
+    assert (got is None) == (expected is None)
+    if expected is not None:
+        assert got == pytest.approx(expected, rel=1e-12)
+    # unequal counts: each figure's own spread, weights by 1/n_b + 1/n_a
+    u = [pair([1.1, 1.2, 1.15], [1.0, 1.05, 0.95, 1.0]), pair([1.1, 1.12, 1.08], [1.0, 1.01])]
+    xs = [[np.asarray(s.samples) for s in p] for p in u]
+    squares = sum(np.sum((x / x.mean() - 1) ** 2) for p in xs for x in p)
+    dof = (3 + 4 - 2) + (3 + 2 - 2)
+    w = 1 / (squares / dof * np.array([1 / 3 + 1 / 4, 1 / 3 + 1 / 2]))
+    logs = np.log([p[0].mean() / p[1].mean() for p in xs])
+    center = np.sum(w * logs) / np.sum(w)
+    assert pooled_pair_factors(u, test=False) == pytest.approx(float(np.exp(center)), rel=1e-12)
+    # F against chi-squared: a spread of two ratios whose Q / (m - 1) lies between their 95 %
+    # points (chi-squared would reject, F with 4 degrees of freedom does not) is pooled
+    both, alone = [1.0, 1.1, 0.9], [1.02, 1.0, 0.98]  # paired rounds: 2 x 2 degrees of freedom
+    lo, hi = stats.chi2.ppf(0.95, 1), stats.f.ppf(0.95, 1, 4)
+
+    def with_gap(gap):
+        return [pair([g * x for x in both], alone) for g in (1.0, gap)]
+
+    def q_of(gap):
+        xs = [[np.asarray(s.samples) for s in p] for p in with_gap(gap)]
+        s2 = sum(np.sum((b / b.mean() - a / a.mean()) ** 2) for b, a in xs) / 4
+        return np.log(gap) ** 2 / (2 * s2 / 3)  # two equal weights: Q = diff^2 / (2 var)
+
+    gaps = np.linspace(1.001, 1.5, 2000)
+    between = [g for g in gaps if lo < q_of(g) < hi]
+    assert between, "no gap lands between the chi-squared and F points"
+    assert pooled_pair_factors(with_gap(between[len(between) // 2])) is not None
+    beyond = [g for g in gaps if q_of(g) > hi * 1.05]
+    assert pooled_pair_factors(with_gap(beyond[0])) is None
 
 
 def test_dispatch_warnings_name_a_placement_whose_candidates_start_late():
