@@ -723,13 +723,14 @@ def pair_slowdowns(figures, ks, d_bar: int, *, fresh=None, groups=None) -> dict:
         if groups is None:
             timed = {key: fresh is None or all(n in fresh for n in names[(*key, side)])
                      for key in ratios}  # fmt: skip
-            chosen = [group for together in (True, False)
-                      for group in _pool_groups([key for key in ratios if timed[key] == together],
-                                                ratios)]  # fmt: skip
+            chosen = [chosen for together in (True, False)
+                      for chosen in _pool_groups([key for key in ratios if timed[key] == together],
+                                                 ratios)]  # fmt: skip
         else:
-            chosen = [[_label_key(label) for label in group] for group in groups.get(side, [])]
-        for group in chosen:
-            factor = pooled_pair_factors([ratios[key] for key in group], test=groups is None)
+            chosen = [(keys, pooled_pair_factors([ratios[key] for key in keys], test=False))
+                      for keys in ([_label_key(label) for label in group]
+                                   for group in groups.get(side, []))]  # fmt: skip
+        for group, factor in chosen:
             for field, k in group:
                 out[field][k][side] = factor
             pooled.setdefault(side, []).append([f"{field}[{k}]" for field, k in group])
@@ -737,18 +738,18 @@ def pair_slowdowns(figures, ks, d_bar: int, *, fresh=None, groups=None) -> dict:
     return out
 
 
-def _pool_groups(keys: list, ratios: dict) -> list[list]:
-    """The groups of ``keys`` (ratios timed together) that pool: all of them, else each
-    placement's k; groups of one ratio are left out (nothing to pool)."""
+def _pool_groups(keys: list, ratios: dict) -> list[tuple[list, float]]:
+    """(group, pooled factor) of the groups of ``keys`` (ratios timed together) that pool: all
+    of them, else each placement's k; groups of one ratio are left out (nothing to pool)."""
     if len(keys) < 2:
         return []
-    if pooled_pair_factors([ratios[key] for key in keys]) is not None:
-        return [keys]
+    if (factor := pooled_pair_factors([ratios[key] for key in keys])) is not None:
+        return [(keys, factor)]
     out = []
     for field in dict.fromkeys(field for field, _ in keys):
         group = [key for key in keys if key[0] == field]
-        if len(group) > 1 and pooled_pair_factors([ratios[key] for key in group]) is not None:
-            out.append(group)
+        if len(group) > 1 and (factor := pooled_pair_factors([ratios[k] for k in group])):
+            out.append((group, factor))
     return out
 
 

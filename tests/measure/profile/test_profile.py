@@ -462,6 +462,8 @@ def test_pair_slowdowns_pool_each_side_where_its_ratios_agree():
     # untested (the replicates follow the entry's groups): the plain geometric mean then
     two = Spread.of([2.0])
     assert pooled_pair_factors([(two, one), (one, one)], test=False) == pytest.approx(2**0.5)
+    with pytest.raises(ValueError, match="at least one"):
+        pooled_pair_factors([])
 
 
 def test_pooled_pair_factors_weigh_and_test_by_the_rounds():
