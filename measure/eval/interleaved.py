@@ -34,7 +34,9 @@ pieces, i.e. a few decode steps; the pair probe adds at least 3 x ``RankProbe.pa
 per pair k and round, and each sentinel window ``SENTINEL_STEPS`` greedy steps (one before
 every gap and every prompt). ``describe`` reports the share of the judged runs' time: 19-29 %
 on the 2-vCPU VM with 3 prompts of 32 tokens without the sentinel's windows (most of it the
-pair probe), 42-46 % with them.
+pair probe), 42-46 % with them. Every call's untimed warm-up round (``WARMUP_ROUNDS``) adds
+about a tenth: SmolLM2, 3 prompts of 32 tokens, 3 rounds, 8 configurations, 76 s (47 %)
+without it, 82 s (53 %) with it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,15 @@ from measure.profile.stats import spreads
 from ppdmodel.cost_profile import CostProfile
 
 PROBE_ROUNDS = 2
-"""Probe rounds in each gap before a judged round (the first gap adds one warm-up round)."""
+"""Probe rounds in each gap before a judged round."""
+WARMUP_ROUNDS = 1
+"""Untimed probe rounds before every call's timed ones, in every gap and before every judged run.
+The first pieces timed after a judged run are slow for reasons that are not the probe's: on
+the 2-vCPU VM a greedy step's layers timed right after a ``dist`` run took 1.01-1.45x (median
+1.15x) those timed in the gaps, while the ranks spent no CPU time (``docs/validation_log.md``,
+"Probes right after a dist run"). A judged run decodes tens of tokens, so only its first pass
+meets that state; a probe timed cold priced the whole run as its first pass, and the ``dist``
+figures, timed before ``dist`` runs, read above the ``single`` ones timed beside them."""
 
 
 def probe_context(profile: CostProfile) -> int | None:
@@ -192,14 +202,14 @@ class InterleavedProbes:
         self.timeline.window(self.watch.window())
 
     def _compute(self, backends, rounds: int) -> None:
-        """``rounds`` probe rounds of each backend at its threads (the first call adds a
-        warm-up round)."""
+        """``rounds`` probe rounds of each backend at its threads, after one untimed round
+        (``WARMUP_ROUNDS``)."""
         previous = torch.get_num_threads()
         try:
             for backend in backends:
                 torch.set_num_threads(probe_threads(self.before, backend))
-                warmup = int(not self.samples[backend])
-                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
+                got = probe_samples(self.probe, self.ks[backend], repeats=rounds,
+                                    warmup=WARMUP_ROUNDS,
                                     startup=self.startup[backend])  # fmt: skip
                 self._add(backend, got)
         finally:

@@ -242,6 +242,35 @@ def test_the_start_up_is_re_timed_only_where_the_profile_priced_it(slowed):
     assert probes.startup == {"single": False}
 
 
+def test_every_probe_call_starts_with_an_untimed_round(slowed, monkeypatch):
+    """Gaps and the rounds before judged runs alike: the first pieces timed after a run are not
+    the run's steady state (``WARMUP_ROUNDS``), so none of them is a sample."""
+    import measure.eval.interleaved as interleaved
+
+    model, extra = slowed
+    extra[0] = 0.0
+    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=2, warmup=0, threads=1)
+    calls = []
+    real = interleaved.probe_samples
+
+    def spy(probe, ks, *, repeats, warmup, **kwargs):
+        calls.append((repeats, warmup))
+        return real(probe, ks, repeats=repeats, warmup=warmup, **kwargs)
+
+    monkeypatch.setattr(interleaved, "probe_samples", spy)
+    probes = InterleavedProbes(model, profile, [PPDConfig(2, 1)])
+    probes()  # a gap
+    probes.before_run(PPDConfig(2, 1))
+    probes.before_run(None)  # greedy
+    probes()
+    assert interleaved.WARMUP_ROUNDS >= 1
+    assert calls == [(interleaved.PROBE_ROUNDS, interleaved.WARMUP_ROUNDS),
+                     (1, interleaved.WARMUP_ROUNDS), (1, interleaved.WARMUP_ROUNDS),
+                     (interleaved.PROBE_ROUNDS, interleaved.WARMUP_ROUNDS)]  # fmt: skip
+    # the samples: the timed rounds only
+    assert figure(probes.profile(), "single", "layers_s").n == 2 * interleaved.PROBE_ROUNDS + 2
+
+
 def _fresh_apart(profile, result, field: str, probed) -> None:
     """The re-probed k = 1 is priced from its own new ratio alone: never pooled with the
     profile's k = 3 (not re-probed, its ratios kept), which was timed at another time."""
