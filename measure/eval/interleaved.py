@@ -34,9 +34,7 @@ pieces, i.e. a few decode steps; the pair probe adds at least 3 x ``RankProbe.pa
 per pair k and round, and each sentinel window ``SENTINEL_STEPS`` greedy steps (one before
 every gap and every prompt). ``describe`` reports the share of the judged runs' time: 19-29 %
 on the 2-vCPU VM with 3 prompts of 32 tokens without the sentinel's windows (most of it the
-pair probe), 42-46 % with them. Every call's untimed warm-up round (``WARMUP_ROUNDS``) adds
-about a tenth: SmolLM2, 3 prompts of 32 tokens, 3 rounds, 8 configurations, 76 s (47 %)
-without it, 82 s (53 %) with it.
+pair probe), 42-46 % with them.
 """
 
 from __future__ import annotations
@@ -56,15 +54,7 @@ from measure.profile.stats import spreads
 from ppdmodel.cost_profile import CostProfile
 
 PROBE_ROUNDS = 2
-"""Probe rounds in each gap before a judged round."""
-WARMUP_ROUNDS = 1
-"""Untimed probe rounds before every call's timed ones, in every gap and before every judged run.
-The first pieces timed after a judged run are slow for reasons that are not the probe's: on
-the 2-vCPU VM a greedy step's layers timed right after a ``dist`` run took 1.01-1.45x (median
-1.15x) those timed in the gaps, while the ranks spent no CPU time (``docs/validation_log.md``,
-"Probes right after a dist run"). A judged run decodes tens of tokens, so only its first pass
-meets that state; a probe timed cold priced the whole run as its first pass, and the ``dist``
-figures, timed before ``dist`` runs, read above the ``single`` ones timed beside them."""
+"""Probe rounds in each gap before a judged round (the first gap adds one warm-up round)."""
 
 
 def probe_context(profile: CostProfile) -> int | None:
@@ -202,14 +192,19 @@ class InterleavedProbes:
         self.timeline.window(self.watch.window())
 
     def _compute(self, backends, rounds: int) -> None:
-        """``rounds`` probe rounds of each backend at its threads, after one untimed round
-        (``WARMUP_ROUNDS``)."""
+        """``rounds`` probe rounds of each backend at its threads (the first call adds a
+        warm-up round). The later calls are timed cold on purpose: a round timed right after a
+        judged run meets the state that run left (right after a ``dist`` run a greedy step's
+        layers took 1.01-1.45x those of the gaps on the 2-vCPU VM), and so does the judged run
+        that follows it. With a warm-up round before every call, five of six fresh validations
+        read 2-6 % below their runs on average (``docs/validation_log.md``, "Probes right after
+        a `dist` run")."""
         previous = torch.get_num_threads()
         try:
             for backend in backends:
                 torch.set_num_threads(probe_threads(self.before, backend))
-                got = probe_samples(self.probe, self.ks[backend], repeats=rounds,
-                                    warmup=WARMUP_ROUNDS,
+                warmup = int(not self.samples[backend])
+                got = probe_samples(self.probe, self.ks[backend], repeats=rounds, warmup=warmup,
                                     startup=self.startup[backend])  # fmt: skip
                 self._add(backend, got)
         finally:
