@@ -723,13 +723,15 @@ def pair_slowdowns(figures, ks, d_bar: int, *, fresh=None, groups=None) -> dict:
         if groups is None:
             timed = {key: fresh is None or all(n in fresh for n in names[(*key, side)])
                      for key in ratios}  # fmt: skip
-            chosen = [chosen for together in (True, False)
-                      for chosen in _pool_groups([key for key in ratios if timed[key] == together],
-                                                 ratios)]  # fmt: skip
-        else:
-            chosen = [(keys, pooled_pair_factors([ratios[key] for key in keys], test=False))
-                      for keys in ([_label_key(label) for label in group]
-                                   for group in groups.get(side, []))]  # fmt: skip
+            chosen = [entry for together in (True, False)
+                      for entry in _pool_groups([key for key in ratios if timed[key] == together],
+                                                ratios)]  # fmt: skip
+        else:  # the entry's groups, untested
+            chosen = []
+            for labels in groups.get(side, []):
+                keys = [_label_key(label) for label in labels]
+                factor = pooled_pair_factors([ratios[key] for key in keys], test=False)
+                chosen.append((keys, factor))
         for group, factor in chosen:
             for field, k in group:
                 out[field][k][side] = factor
@@ -748,7 +750,9 @@ def _pool_groups(keys: list, ratios: dict) -> list[tuple[list, float]]:
     out = []
     for field in dict.fromkeys(field for field, _ in keys):
         group = [key for key in keys if key[0] == field]
-        if len(group) > 1 and (factor := pooled_pair_factors([ratios[k] for k in group])):
+        if len(group) < 2:
+            continue
+        if (factor := pooled_pair_factors([ratios[key] for key in group])) is not None:
             out.append((group, factor))
     return out
 
