@@ -31,7 +31,7 @@ Both formats are plain text so that a run on one machine can be replayed on anot
 
 * **FREE tables** (CSV, ``FREE_TABLE_COLUMNS`` and optionally ``FREE_TABLE_OPTIONAL``), one
   row per exit layer and threshold FREE was measured at (``ppd validate --free`` and
-  ``benchmarks/free_smollm2.py`` write ``free_table.csv``; ``ppd plan --free-table`` reads it):
+  ``experiments/free_smollm2.py`` write ``free_table.csv``; ``ppd plan --free-table`` reads it):
 
   ==============  =====  ==================================================================
   column          type   meaning

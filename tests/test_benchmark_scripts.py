@@ -1,4 +1,4 @@
-"""The analysis parts of the benchmark scripts, on planted data (no model, no timing)."""
+"""The analysis parts of the experiment scripts (experiments/), on planted data (no model, no timing)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -202,9 +202,9 @@ def test_paired_errors_recomputes_a_folder(tmp_path):
 
 
 def test_ab_validate_refuses_bad_arguments(tmp_path):
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "ab_validate.sh"
+    script = EXPERIMENTS / "ab_validate.sh"
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
-    assert usage.returncode == 2 and "Usage: benchmarks/ab_validate.sh OUT N" in usage.stdout
+    assert usage.returncode == 2 and "Usage: experiments/ab_validate.sh OUT N" in usage.stdout
     bad = subprocess.run(["bash", str(script), str(tmp_path / "o"), "0", "a", "b", "m"],
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "N must be an integer >= 1, got '0'" in bad.stderr
@@ -212,9 +212,9 @@ def test_ab_validate_refuses_bad_arguments(tmp_path):
 
 
 def test_arch_smoke_prints_its_usage_without_an_output_folder():
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "arch_smoke.sh"
+    script = EXPERIMENTS / "arch_smoke.sh"
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
-    assert usage.returncode == 2 and "Usage: benchmarks/arch_smoke.sh OUT" in usage.stdout
+    assert usage.returncode == 2 and "Usage: experiments/arch_smoke.sh OUT" in usage.stdout
 
 
 def test_sharing_drift_reports_the_stretches_factors():
@@ -276,6 +276,6 @@ def test_dist_timeline_reads_the_rank_start_and_the_wait_for_the_ids(tmp_path):
     assert list(summary["k"]) == [1] and int(summary["passes"][0]) == 3
     assert summary["rank start p50"][0] == pytest.approx(2.0)
     assert summary["ids late > 0"][0] == pytest.approx(2 / 3)
-    out = subprocess.run(["python", str(BENCH / "dist_timeline.py"), str(tmp_path)],
+    out = subprocess.run(["python", str(EXPERIMENTS / "dist_timeline.py"), str(tmp_path)],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert "main waited for the ids in 67 % of passes" in out

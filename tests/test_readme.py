@@ -70,8 +70,8 @@ def test_measure_exports_resolve_lazily():
 
 
 def _headline_defaults() -> dict[str, str]:
-    """The settings benchmarks/readme_headline.sh runs with unless told otherwise."""
-    script = (README.parent / "benchmarks" / "readme_headline.sh").read_text(encoding="utf-8")
+    """The settings experiments/where_ppd_wins.sh runs with unless told otherwise."""
+    script = (README.parent / "experiments" / "where_ppd_wins.sh").read_text(encoding="utf-8")
     return dict(re.findall(r"^([A-Z_]+)=\$\{\1:-([^}]*)\}$", script, flags=re.M))
 
 
@@ -79,8 +79,8 @@ def test_every_script_the_readme_names_exists_and_parses():
     import subprocess
 
     text = README.read_text(encoding="utf-8")
-    named = set(re.findall(r"(?:benchmarks|docs)/[\w./-]+\.(?:sh|py)", text))
-    assert "benchmarks/readme_headline.sh" in named
+    named = set(re.findall(r"(?:benchmarks|experiments|docs)/[\w./-]+\.(?:sh|py)", text))
+    assert "experiments/where_ppd_wins.sh" in named
     root = README.parent
     for path in sorted(named):
         assert (root / path).is_file(), path
@@ -89,7 +89,7 @@ def test_every_script_the_readme_names_exists_and_parses():
 
 
 def test_the_headline_figure_states_what_its_script_runs():
-    """The README's "where PPD wins" figure says what benchmarks/readme_headline.sh does (p,
+    """The README's "where PPD wins" figure says what experiments/where_ppd_wins.sh does (p,
     prompts, head budget) and what it measured, with the interval."""
     defaults = _headline_defaults()
     assert (defaults["LAYER"], defaults["EPOCHS"], defaults["NEW_TOKENS"]) == ("15", "4", "64")

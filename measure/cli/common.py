@@ -37,7 +37,7 @@ def add_drift_floor(p: argparse.ArgumentParser, when: str = "") -> None:
         type=percent_below_100,
         default=0.0,
         metavar="PCT",
-        help="the machine's drift over minutes, a log-sd in %% (benchmarks/machine_drift.py "
+        help="the machine's drift over minutes, a log-sd in %% (experiments/machine_drift.py "
         "prints it): the profile's intervals in seconds carry at least it, however quiet the "
         f"profile's own minutes were{when} (default 0: its own windows only)",
     )

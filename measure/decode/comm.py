@@ -11,7 +11,7 @@ larger posted buffer from its start. A message whose receive is posted only once
 has arrived waits for the sender's side of gloo to answer, and main is computing its suffix
 by then: on two CPU cores that took 3-4 ms per pass (median; 0.2 ms with the receive posted
 first), which held back the candidate batch on most passes after a miss
-(``benchmarks/dist_timeline.py``). A task's first payload is received after its header: the
+(``experiments/dist_timeline.py``). A task's first payload is received after its header: the
 rank learns the payloads' size from it.
 """
 

@@ -2,7 +2,7 @@
 
 A shared machine changes speed in spells (on the 2-vCPU VM of this project a greedy step of
 SmolLM2 switches between about 53 and 70-80 ms for seconds to minutes,
-``benchmarks/machine_drift.py``). A prediction in seconds prices one machine; each judged run
+``experiments/machine_drift.py``). A prediction in seconds prices one machine; each judged run
 meets the machine of its own moment, so a configuration's measured median moves with the spells
 it happened to meet, and two validations of the same code differ by as much. Speed-ups cancel
 that (greedy and PPD meet it alike, round by round); seconds do not.
@@ -34,7 +34,7 @@ x (level / speed)^weight) - 1: each prompt moved by readings taken beside it, ne
 with every speed at the level and the level at the reference it is the plain error. All of it
 comes from the windows; nothing is fitted on the judged runs.
 
-``python benchmarks/machine_drift.py`` prints what pairing would leave on a machine's own
+``python experiments/machine_drift.py`` prints what pairing would leave on a machine's own
 sentinel blocks (continuous 20-step blocks, whose lag-1 correlation is higher, 0.62 on the VM):
 a 3-block run's median over 3 runs 44 blocks apart was off the pooled windows by a log-sd of
 0.071, and by 0.050 paired in full with its neighbouring blocks; three one-block pieces, each

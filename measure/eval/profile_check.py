@@ -4,7 +4,7 @@ A profile prices the machine as it was while it was taken. On a shared machine t
 the machine of the runs minutes later: over 24 validations on the 2-vCPU VM (SmolLM2 and three
 random shapes, 2026-11-26 to 11-28), the profile-only predictions' median signed error moved
 with a standard deviation of 6.7 points from one validation to the next, the interleaved
-probes' by 1.9 (``benchmarks/price_statistic.py``); no statistic of the profile's samples
+probes' by 1.9 (``experiments/price_statistic.py``); no statistic of the profile's samples
 (median, mean, trimmed mean) removed that, as the machine's slow spells come and go over
 minutes. A validation cannot make an old profile right, but it can say when it is wrong now.
 

@@ -4,7 +4,7 @@ intervals.
 A profile's figures are medians of samples taken within a few seconds each, and a bootstrap of
 those samples gives their sampling error only. A shared machine also changes speed over tens of
 seconds: on the 2-vCPU VM of this project a greedy step of SmolLM2 took 53-56 ms for a while,
-then 70-75 ms for a minute or two, then 53-56 ms again (``benchmarks/machine_drift.py``). A
+then 70-75 ms for a minute or two, then 53-56 ms again (``experiments/machine_drift.py``). A
 figure timed in one spell then prices a run made in the other, and no spread within the profile
 shows it.
 
@@ -27,7 +27,7 @@ A profile that met a quiet spell reads a small drift and gets narrow intervals t
 minutes later need not respect: on the VM, a profile whose windows spread by a log-sd of 1.3 %
 had intervals of +-2-4 %, and 5 of its 10 configurations measured outside them by 2.4-5.0 %
 (issue 24). ``floor_log_sd`` (``ppd measure profile --drift-floor``) is the machine's own drift
-over minutes, measured once apart from any profile (``benchmarks/machine_drift.py`` prints it:
+over minutes, measured once apart from any profile (``experiments/machine_drift.py`` prints it:
 the log-sd of its 80 s windows' medians, 0.10 on the VM); the factors then use the larger of
 the two (``applied_log_sd``). The interleaved probes' profile (``measure.eval.interleaved``)
 takes none: its windows sit beside the runs it prices.
@@ -57,7 +57,7 @@ class MachineDrift:
     sentinel: str = "greedy step's layers"
     floor_log_sd: float = 0.0
     """The machine's drift over minutes measured apart from this profile (``--drift-floor``,
-    from ``benchmarks/machine_drift.py``): a profile that happened to meet a quiet spell does not
+    from ``experiments/machine_drift.py``): a profile that happened to meet a quiet spell does not
     make its intervals narrower than this."""
 
     def __post_init__(self) -> None:

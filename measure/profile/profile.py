@@ -27,7 +27,7 @@ means, ``pair_slowdowns``):
   where no pair factors are); on a CPU ``pair_slowdowns`` records, per k at d_bar =
   ``default_d_bar(d)``, each side's own slowdown where a run overlaps (main's suffix + final
   head beside the k-row batch; ``ranks`` pair probe): a prediction for k applies main's to
-  main and the batch's to the batch (``ppdmodel.cost_profile``; ``benchmarks/dist_prices.md``),
+  main and the batch's to the batch (``ppdmodel.cost_profile``; ``experiments/dist_prices.md``),
   and the cost replicates redraw them from their samples; ``by_k_candidates`` holds the same
   factors with the early head on the candidate side (the batch's rank runs the early head,
   then the batch), which price the ``candidates`` placement; each side's ratios are pooled over
@@ -686,7 +686,7 @@ def pair_slowdowns(figures, ks, d_bar: int, *, fresh=None, groups=None) -> dict:
     probe at ``d_bar``): main's suffix + final head beside the k-row batch and the batch beside
     them, mean both / mean alone over the rounds, per k. Means, not medians: a run's overlaps
     add up, so a spell of sharing costs it as long as the spell lasts; over 8-32 rounds of
-    ``benchmarks/sharing_drift.py`` the ratio of means also moved least between stretches. A
+    ``experiments/sharing_drift.py`` the ratio of means also moved least between stretches. A
     prediction for k applies them in place of ``shared_device_slowdown`` (the two-greedy-
     streams figure, one factor for both sides). Where the probe also timed the ``candidates``
     placement for every k (the candidate side's early head, then the batch, beside main:

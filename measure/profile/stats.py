@@ -29,7 +29,7 @@ REMEASURE_ROUNDS = 2
 RANK_REPEATS = 16
 """Timed rounds of a profile's two-rank probe (``measure.profile.ranks``). On a 2-vCPU VM the
 pair factor of 2 rounds moves by about 11 % (log-sd); between stretches of 8 rounds it moved
-5-7 %, of 16 rounds 3-4 % as a ratio of means (``benchmarks/sharing_drift.py``)."""
+5-7 %, of 16 rounds 3-4 % as a ratio of means (``experiments/sharing_drift.py``)."""
 LOADED_FRACTION = 0.5
 """The machine counts as loaded when other work kept more than this fraction of its CPUs busy
 (measured from CPU times, ``LoadReading``; else the 1-minute load average before a

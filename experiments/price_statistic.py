@@ -11,8 +11,8 @@ statistic, the median |error| of the PPD rows, their median signed error and gre
 then over all folders the median |error| and the spread (standard deviation) of the median
 signed error from one validation to the next: the run-to-run term no statistic can remove.
 
-Usage: python benchmarks/price_statistic.py FOLDER [FOLDER ...]   (e.g. OUT/run*/*/ of
-benchmarks/cpu_validate.sh)
+Usage: python experiments/price_statistic.py FOLDER [FOLDER ...]   (e.g. OUT/run*/*/ of
+experiments/cpu_validate.sh)
 """
 
 from __future__ import annotations

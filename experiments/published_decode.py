@@ -1,6 +1,6 @@
 """Published batch-1 decode measurements against the toolkit's predictions (issue 21).
 
-Run: ``python benchmarks/published_decode.py [--refit]``. Prints:
+Run: ``python experiments/published_decode.py [--refit]``. Prints:
 
 * every row of ``ppdmodel/data/published_decode.csv`` (source, model, GPU, engine, devices,
   context) with the measured and predicted ms per token, the relative error, the regime and the

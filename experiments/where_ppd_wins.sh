@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "where PPD wins" figure, end to end: bash benchmarks/readme_headline.sh
+# The guide's "where PPD wins" figure (docs/validate.md), end to end: bash experiments/where_ppd_wins.sh
 #
 # 1. a translator head at layer LAYER (default 15 of SmolLM2's 30), fitted on the model's own
 #    greedy continuations (NEW_TOKENS each) of the train split of four Spec-Bench categories
@@ -19,7 +19,7 @@
 #    greedy's beside it) with its interval, and the script's whole run time.
 # Outputs under OUT (head/, heldout.jsonl, validate/, validate.log).
 # A smoke run on a tiny model: MODEL=DIR LAYER=2 EPOCHS=1 NEW_TOKENS=8 HELDOUT="164 244" \
-#   TRAIN_LIMIT=4 REPEATS=1 PROFILE_REPEATS=2 bash benchmarks/readme_headline.sh
+#   TRAIN_LIMIT=4 REPEATS=1 PROFILE_REPEATS=2 bash experiments/where_ppd_wins.sh
 set -euo pipefail
 MODEL=${MODEL:-smollm2}
 SPEC=${SPEC:-../shared/data/spec_bench_questions.jsonl}
@@ -82,4 +82,4 @@ if "speedup_turns" in t and pd.notna(r["speedup_turns"]):  # measure.eval.turn_s
           f"{r['speedup_predicted_high']:.3f}] ({'inside' if inside else 'OUTSIDE'} the "
           "measured interval)")
 PY
-echo "readme_headline: $SECONDS s in all"
+echo "where_ppd_wins: $SECONDS s in all"

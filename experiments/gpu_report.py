@@ -1,7 +1,7 @@
-"""Markdown report of a ``benchmarks/gpu_validate.sh`` output folder: the GPU, the versions,
+"""Markdown report of a ``experiments/gpu_validate.sh`` output folder: the GPU, the versions,
 and per run and model every configuration's predicted seconds with its 95 % interval against
 the measured median, the error, whether the median fell inside, and the speed-ups; with two
-runs or more, how far the errors moved between them (``benchmarks/validate_summary.py``'s
+runs or more, how far the errors moved between them (``experiments/validate_summary.py``'s
 tables)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from validate_summary import read_runs, run_table, run_to_run  # benchmarks/ is sys.path[0]
+from validate_summary import read_runs, run_table, run_to_run  # experiments/ is sys.path[0]
 
 
 def report(out: Path) -> str:
     """The whole report of one gpu_validate.sh folder."""
-    parts = ["# GPU validation (benchmarks/gpu_validate.sh)\n"]
+    parts = ["# GPU validation (experiments/gpu_validate.sh)\n"]
     if (out / "gpu.csv").exists():
         parts += ["## Device\n", "```", (out / "gpu.csv").read_text().strip(), "```\n"]
     if (out / "doctor.txt").exists():
@@ -34,5 +34,5 @@ def report(out: Path) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python benchmarks/gpu_report.py OUT")
+        raise SystemExit("usage: python experiments/gpu_report.py OUT")
     print(report(Path(sys.argv[1])))

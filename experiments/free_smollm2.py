@@ -2,7 +2,7 @@
 analog, sync and state copying: Table 5), and the adaptive threshold against the number of
 calibration sentences (Table 6 analog).
 
-    PYTHONPATH=$PWD nice python benchmarks/free_smollm2.py --profile profile.json \
+    PYTHONPATH=$PWD nice python experiments/free_smollm2.py --profile profile.json \
         --exit-layers 20 24 --thresholds 0.3 0.5 0.7 0.9 --prompts 4 --max-new-tokens 48
 
 Speed is predicted from the profile (``ppdmodel.free_trace_latency_seconds`` on each run's

@@ -9,10 +9,10 @@ slowdown beside the profile's single figure (two whole greedy streams at once,
 rank (the profile prices the layers in one process). Medians and IQR/median over interleaved
 rounds, with the load average before and after (the machine may be shared); this process is
 timed before and after the ranks (they cannot interleave with it). Findings:
-``benchmarks/dist_prices.md``. Usage::
+``experiments/dist_prices.md``. Usage::
 
-    python benchmarks/dist_prices.py --tiny-vocab 262144          # random Llama, big vocab
-    python benchmarks/dist_prices.py --model smollm2 --ks 1 3
+    python experiments/dist_prices.py --tiny-vocab 262144          # random Llama, big vocab
+    python experiments/dist_prices.py --model smollm2 --ks 1 3
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ applies ``measure.eval.paired`` as ``ppd validate`` does. Useful for a folder wr
 earlier rule, and to see the weight's effect: ``--weight`` replaces the windows' own (0: the
 level alone; 1: each prompt paired in full with its neighbouring windows).
 
-    python benchmarks/paired_errors.py OUT/run1/smollm2 [--weight W]
+    python experiments/paired_errors.py OUT/run1/smollm2 [--weight W]
 """
 
 from __future__ import annotations

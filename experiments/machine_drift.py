@@ -7,9 +7,9 @@ machine whose windows spread by more than a few percent cannot price a run from 
 minutes before it to better than that (``ppd validate --interleave-probes`` re-times the prices
 beside the runs instead).
 
-    python benchmarks/machine_drift.py --model smollm2 --seconds 300 --out drift
+    python experiments/machine_drift.py --model smollm2 --seconds 300 --out drift
     -> drift/blocks.csv, drift/drift.png, the summary on stdout
-    python benchmarks/machine_drift.py --blocks drift/blocks.csv   # the summary again
+    python experiments/machine_drift.py --blocks drift/blocks.csv   # the summary again
 
 It also prints the ``--drift-floor`` for profiles on this machine (``measure.profile.drift``):
 the log-sd of the medians of its 80 s windows. The summary's last line is what pairing a run

@@ -6,7 +6,7 @@ BPE tokenizer padded to the model's vocabulary, and prints the directory. Match 
 random model mean nothing; ``ppd validate`` predicts each run from its own match sequence, so
 the latency check does not depend on them. Usage::
 
-    python benchmarks/random_model.py --shape tinyllama-1.1b --device cuda --out DIR
+    python experiments/random_model.py --shape tinyllama-1.1b --device cuda --out DIR
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ doing either pure-Python arithmetic (``cpu``: takes a core, little memory traffi
 a 64 MiB array (``memory``: takes a core and memory bandwidth, as a second model would), then
 exits; Ctrl-C or SIGTERM stops them all. Usage::
 
-    python benchmarks/busy_load.py --kind cpu --seconds 900 &
+    python experiments/busy_load.py --kind cpu --seconds 900 &
     ppd validate ... --profile quiet_profile.json --interleave-probes --out ...
     kill %1
 """

@@ -21,7 +21,7 @@ at the link's latency and lets a missed pass end with main's own work. Per pass,
 Only passes followed by another pass are counted (a sequence's last pass, which may end at an
 end-of-sequence token without waiting for the ids, is left out).
 
-Usage: python benchmarks/dist_timeline.py FOLDER_OR_TRACES [...]
+Usage: python experiments/dist_timeline.py FOLDER_OR_TRACES [...]
 """
 
 from __future__ import annotations

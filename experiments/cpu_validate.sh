@@ -5,12 +5,12 @@
 # (d_bar x k x early-head placement x backend) in interleaved rounds, predicting each run from
 # the profile and the run's own match sequence (nothing fitted). A run's second pass repeats
 # everything, profile included, so the two give the run-to-run spread of the whole procedure.
-# benchmarks/validate_summary.py OUT prints the error tables, the intervals' hits and the
+# experiments/validate_summary.py OUT prints the error tables, the intervals' hits and the
 # differences between runs.
 #
-# Usage: benchmarks/cpu_validate.sh OUT MODEL [MODEL ...]
+# Usage: experiments/cpu_validate.sh OUT MODEL [MODEL ...]
 #   MODEL: a local Hugging Face directory, a .gguf file, smollm2, or random:SHAPE (random
-#   weights, a shape of benchmarks/random_model.py, built here in float32).
+#   weights, a shape of experiments/random_model.py, built here in float32).
 # Settings (environment): PROMPTS (../shared/data/spec_bench_questions.jsonl), FORMAT
 #   (spec-bench), SPLIT (heldout), CATEGORY ("translation summarization qa"), LIMIT (3 prompts),
 #   NEW_TOKENS (32), REPEATS (3), PROFILE_REPEATS (20), KS ("1 3"), HEADS ("main candidates"),
@@ -37,7 +37,7 @@ for model in "$@"; do
     name=${model##*/}; name=${name%.gguf}; names+=("${name/random:/random-}")
     if [[ $model == random:* ]]; then
         path="$out/models/${model#random:}"
-        [[ -d $path ]] || python benchmarks/random_model.py --shape "${model#random:}" \
+        [[ -d $path ]] || python experiments/random_model.py --shape "${model#random:}" \
             --device cpu --dtype float32 --out "$path" > /dev/null
     fi
     paths+=("$path")
@@ -66,4 +66,4 @@ print((AutoConfig.from_pretrained(resolve_model_dir(sys.argv[1])).get_text_confi
             >> "$dest.load"
     done
 done
-python benchmarks/validate_summary.py "$out" | tee "$out/summary.md"
+python experiments/validate_summary.py "$out" | tee "$out/summary.md"

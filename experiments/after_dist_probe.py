@@ -18,7 +18,7 @@ per-rep ratios to the baseline, this process's CPU seconds over the wall seconds
 round (near 1: nobody took the core away) and the ranks' CPU milliseconds during it (read from
 ``/proc``, 10 ms ticks: the ranks are idle once a run returns). Run it on a quiet machine.
 
-Usage: python benchmarks/after_dist_probe.py [--model smollm2] [--reps 12] [--out FILE.json]
+Usage: python experiments/after_dist_probe.py [--model smollm2] [--reps 12] [--out FILE.json]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 # Gemma 3 once failed in the profile's probe, which no unit test had run past its window).
 # About 95 s per architecture on 2 CPU cores.
 #
-# Usage: benchmarks/arch_smoke.sh OUT [ARCH ...]   (default: every architecture)
+# Usage: experiments/arch_smoke.sh OUT [ARCH ...]   (default: every architecture)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 1 ]] || { sed -n '10p' "$0"; exit 2; }

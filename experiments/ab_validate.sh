@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # A/B of two `ppd validate` settings on this machine, interleaved in time: A, B, A, B, ... (N
-# pairs), each one `RUNS=1 benchmarks/cpu_validate.sh` run (a fresh profile, then the judged
+# pairs), each one `RUNS=1 experiments/cpu_validate.sh` run (a fresh profile, then the judged
 # runs) with its own options appended to EXTRA. A machine that drifts over an hour falls on both
 # settings alike, which two back-to-back batches would not give. Compare with
-#   python benchmarks/validate_summary.py OUT/a-* (and OUT/b-*; or all together).
+#   python experiments/validate_summary.py OUT/a-* (and OUT/b-*; or all together).
 #
-# Usage: benchmarks/ab_validate.sh OUT N "A OPTIONS" "B OPTIONS" MODEL [MODEL ...]
-#   e.g. benchmarks/ab_validate.sh ab 4 "--turns runs" "--turns prompts" smollm2 random:small-wide-vocab
-# Settings (environment): those of benchmarks/cpu_validate.sh (EXTRA: options both share).
+# Usage: experiments/ab_validate.sh OUT N "A OPTIONS" "B OPTIONS" MODEL [MODEL ...]
+#   e.g. experiments/ab_validate.sh ab 4 "--turns runs" "--turns prompts" smollm2 random:small-wide-vocab
+# Settings (environment): those of experiments/cpu_validate.sh (EXTRA: options both share).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 5 ]] || { sed -n '8,10p' "$0"; exit 2; }
@@ -19,7 +19,7 @@ for n in $(seq 1 "$pairs"); do
         options=$a; [[ $side == b ]] && options=$b
         dest="$out/$side-$n"
         echo "== $side $n ($options): $(date -u +%FT%TZ) $(uptime)" | tee -a "$out/ab.log"
-        RUNS=1 EXTRA="${EXTRA:-} $options" bash benchmarks/cpu_validate.sh "$dest" "$@" \
+        RUNS=1 EXTRA="${EXTRA:-} $options" bash experiments/cpu_validate.sh "$dest" "$@" \
             > "$dest.log" 2>&1
     done
 done

@@ -4,7 +4,7 @@ model shapes with random weights: rows in the columns of ``ppdmodel/data/publish
 spread. Random weights decode at the same speed as trained ones: the work per token depends on
 the shape, the context and the number of tokens, all fixed here (``min_new_tokens``).
 
-    python benchmarks/gpu_greedy.py --shapes smollm2-135m llama2-7b --out rows.csv
+    python experiments/gpu_greedy.py --shapes smollm2-135m llama2-7b --out rows.csv
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def main() -> None:
         s = time_generate(model, args.prompt_tokens, args.new_tokens, args.repeats)
         q1, med, q3 = np.percentile(s, [25, 50, 75])
         rows.append(dict(
-            source="this toolkit, benchmarks/gpu_greedy.py", url="", model=f"random {shape}",
+            source="this toolkit, experiments/gpu_greedy.py", url="", model=f"random {shape}",
             shape_preset=shape, gpu=gpu, gpu_preset="", link_preset="", power_cap_w="",
             engine=f"Hugging Face generate, eager, transformers (torch {torch.__version__})",
             engine_preset="hf-eager", dtype="bf16", tp=1,

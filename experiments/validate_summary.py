@@ -1,11 +1,11 @@
-"""Error tables of a ``benchmarks/cpu_validate.sh`` folder: per run and model, every row's
+"""Error tables of a ``experiments/cpu_validate.sh`` folder: per run and model, every row's
 predicted against measured seconds, its error and whether the measured median fell inside the
 predicted 95 % interval; the median and worst |error| of each run; and, with two runs or more,
 how far the runs' errors moved (the run-to-run check of issue 24: median |error| within 2
 percentage points, each configuration's within 5). With several folders (e.g. ``RUNS=1`` runs
 of different settings), their runs are compared together, named FOLDER/runN.
 
-Usage: python benchmarks/validate_summary.py OUT [OUT ...]
+Usage: python experiments/validate_summary.py OUT [OUT ...]
 """
 
 from __future__ import annotations
@@ -414,7 +414,7 @@ def main(outs: list[Path]) -> None:
     several = len(outs) > 1
     table = pd.concat([read_runs(out, f"{out.name}/" if several else "") for out in outs],
                       ignore_index=True)  # fmt: skip
-    print("# Predict, then measure (benchmarks/cpu_validate.sh)\n")
+    print("# Predict, then measure (experiments/cpu_validate.sh)\n")
     for (run, model), rows in table.groupby(["run", "model"], sort=True):
         print(f"## {run}: {model}\n\n```\n{rows['load'].iloc[0]}\n```\n\n{run_table(rows)}\n")
     summary = run_to_run(table)

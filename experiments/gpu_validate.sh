@@ -6,17 +6,17 @@
 # rounds, predicts every run from the profile and the run's own match sequence (nothing
 # fitted) and writes validation.csv with predicted against measured and the 95 % interval.
 # A second run repeats everything, profile included (the run-to-run spread of the procedure).
-# benchmarks/gpu_report.py turns OUT into a Markdown report (docs/gpu_validation.md holds the
+# experiments/gpu_report.py turns OUT into a Markdown report (docs/gpu_validation.md holds the
 # reports committed).
 #
-# Usage: benchmarks/gpu_validate.sh OUT MODEL [MODEL ...]
+# Usage: experiments/gpu_validate.sh OUT MODEL [MODEL ...]
 #   MODEL: a local Hugging Face directory, a .gguf file, smollm2, or random:SHAPE (a model with
-#   random weights and a published shape, built on the GPU by benchmarks/random_model.py).
+#   random weights and a published shape, built on the GPU by experiments/random_model.py).
 # Settings (environment): PROMPTS (measure/data/prompts_sample.jsonl), LIMIT (3 prompts),
 #   NEW_TOKENS (64), REPEATS (3), KS ("1 3"), DTYPE (bfloat16), HEADS ("main candidates"),
 #   D_BARS (default: (d + 1) // 2 and (3d + 3) // 4), RUNS (1), EXTRA (more
 #   `ppd validate` options, e.g. --accept-wide-prices). Output: OUT/runN/MODEL/ (the layout of
-#   benchmarks/cpu_validate.sh, so benchmarks/validate_summary.py reads it too).
+#   experiments/cpu_validate.sh, so experiments/validate_summary.py reads it too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 2 ]] || { sed -n '12,19p' "$0"; exit 2; }
@@ -40,7 +40,7 @@ for run in $(seq 1 "$runs"); do
         path=$model
         if [[ $model == random:* ]]; then
             path="$out/models/$name-$dtype"
-            [[ -d $path ]] || "$py" benchmarks/random_model.py --shape "${model#random:}" \
+            [[ -d $path ]] || "$py" experiments/random_model.py --shape "${model#random:}" \
                 --device cuda --dtype "$dtype" --out "$path" > /dev/null
         fi
         d=$("$py" -c "import sys; from transformers import AutoConfig; \
@@ -61,5 +61,5 @@ print(AutoConfig.from_pretrained(resolve_model_dir(sys.argv[1])).get_text_config
             >> "$dest.load"
     done
 done
-"$py" benchmarks/gpu_report.py "$out" > "$out/report.md"
+"$py" experiments/gpu_report.py "$out" > "$out/report.md"
 echo "wrote $out/report.md"

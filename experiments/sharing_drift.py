@@ -8,9 +8,9 @@ each block's factors, how far they spread, their lag-1 autocorrelation, and how 
 factor (``STRETCH_ROUNDS`` consecutive rounds, mean both over mean alone, as
 ``measure.profile.profile.pair_slowdowns``) moves between stretches of the record.
 
-    python benchmarks/sharing_drift.py --model smollm2 --seconds 480 --out sharing
+    python experiments/sharing_drift.py --model smollm2 --seconds 480 --out sharing
     -> sharing/blocks.csv, sharing/sharing.png, the summary on stdout
-    python benchmarks/sharing_drift.py --blocks sharing/blocks.csv   # the summary again
+    python experiments/sharing_drift.py --blocks sharing/blocks.csv   # the summary again
 """
 
 from __future__ import annotations
