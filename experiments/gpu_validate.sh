@@ -6,7 +6,7 @@
 # rounds, predicts every run from the profile and the run's own match sequence (nothing
 # fitted) and writes validation.csv with predicted against measured and the 95 % interval.
 # A second run repeats everything, profile included (the run-to-run spread of the procedure).
-# experiments/gpu_report.py turns OUT into a Markdown report (docs/gpu_validation.md holds the
+# experiments/gpu_report.py turns OUT into a Markdown report (docs/record/gpu_validation.md holds the
 # reports committed).
 #
 # Usage: experiments/gpu_validate.sh OUT MODEL [MODEL ...]

@@ -88,7 +88,7 @@ BACKENDS = ("single", "dist")
 SINGLE_SLOWDOWN = 2.0
 """The single backend runs main and the candidate batch one after the other: on a CPU on the
 same threads, on a GPU from one Python thread that launches both CUDA streams' kernels (eager
-decoding is launch-bound there, so the launches serialize; docs/gpu_validation.md)."""
+decoding is launch-bound there, so the launches serialize; docs/record/gpu_validation.md)."""
 DIST_THREADS = 1
 """torch threads per rank of the ``dist`` backend (``DistJob.num_threads``)."""
 HEADER_INTS = 6
@@ -573,7 +573,7 @@ def _backend_entry(backend, fig, d, ks, shapes, device, link, *, fresh=None, gro
             notes.append(
                 "shared_device_slowdown = 2: one Python thread launches both CUDA streams and "
                 "eager decoding is launch-bound, so the two sides serialize (an H100 measured "
-                "PPD 1.4-2.3x greedy on one process; docs/gpu_validation.md)"
+                "PPD 1.4-2.3x greedy on one process; docs/record/gpu_validation.md)"
             )
             warnings.append(
                 "single backend on CUDA: the two-stream slowdown is taken as 2 (launches "
@@ -702,7 +702,7 @@ def pair_slowdowns(figures, ks, d_bar: int, *, fresh=None, groups=None) -> dict:
     measured are kept in ``measured``, each side's pooled groups in ``pooled`` (lists of
     ``"by_k[k]"`` labels). Why: over 78 profiles of the 2-vCPU VM one ratio's own standard
     error was 3-8 %, the sd between profiles of one ratio over another 4-6 %, while the k and
-    placement effects were 1-3 % (the means of those logs; ``docs/validation_log.md``, "Pair
+    placement effects were 1-3 % (the means of those logs; ``docs/record/cpu_validation.md``, "Pair
     factors pooled")."""
     names = {}
     for field, suffix in (("by_k", ""), ("by_k_candidates", ",candidates")):
