@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from measure import clock as clocks
 from measure.checks import as_prompt_ids, eos_set
-from measure.clock import host_clock, synchronize
+from measure.clock import synchronize
 from ppdmodel.validation import check_positive_int
 
 BACKEND = "single"
@@ -158,11 +159,11 @@ def _recording(model, d: int):
     def pre(_module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
         rows = int(ids.shape[1]) if ids is not None else 0
-        forwards.append(Forward(base.config.num_hidden_layers < d, rows, host_clock(), 0.0))
+        forwards.append(Forward(base.config.num_hidden_layers < d, rows, clocks.host_clock(), 0.0))
 
     def post(_module, _args, _kwargs, _output):
         synchronize(device)
-        forwards[-1].end = host_clock()
+        forwards[-1].end = clocks.host_clock()
 
     handles = [
         model.register_forward_pre_hook(pre, with_kwargs=True),
@@ -198,10 +199,10 @@ def hf_early_exit(
     streamer = _StepStreamer()
     with constant_draft(model, config.g), _recording(model, d) as forwards:
         synchronize(model.device)
-        start = host_clock()
+        start = clocks.host_clock()
         out = model.generate(ids, streamer=streamer, **kwargs)
         synchronize(model.device)
-        stop = host_clock()
+        stop = clocks.host_clock()
     first_verify = next((f.end for f in forwards if not f.draft), stop)
     return EarlyExitResult(
         tokens=out[0, ids.shape[1] :].tolist(),

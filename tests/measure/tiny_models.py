@@ -162,23 +162,41 @@ def save_tiny_model_dir(path: Path, *, arch: str = "llama", num_layers: int = NU
     return path
 
 
-def planted_model(*, layer_s, extra_row_s, embed_s, head_s, count_positions=False, seed=1):
-    """A tiny Llama whose pieces sleep planted times (seconds): each decoder layer layer_s plus
-    extra_row_s per row beyond the first, the embedding embed_s, the LM head head_s. Rows are
-    the batch rows, or batch rows x positions with ``count_positions`` (verified drafts)."""
+def planted_model(
+    *, layer_s, extra_row_s, embed_s, head_s, count_positions=False, seed=1, sleep=None
+):
+    """A tiny Llama whose pieces sleep planted times (``plant_sleeps``)."""
+    return plant_sleeps(
+        tiny_model("llama", seed=seed), layer_s=layer_s, extra_row_s=extra_row_s,
+        embed_s=embed_s, head_s=head_s, count_positions=count_positions, sleep=sleep,
+    )  # fmt: skip
+
+
+def plant_sleeps(
+    model, *, layer_s, extra_row_s, embed_s, head_s, count_positions=False, sleep=None
+):
+    """``model`` with its pieces sleeping planted times (seconds): each decoder layer layer_s
+    plus extra_row_s per row beyond the first, the embedding embed_s, the LM head head_s. Rows
+    are the batch rows, or batch rows x positions with ``count_positions`` (verified drafts).
+
+    ``sleep``: how a piece sleeps; the tests pass a ``VirtualClock``'s (tests/measure/
+    virtual_clock.py), which advances the clock the measurement reads instead of waiting, so
+    the measured times are the planted ones on any machine; None: ``time.sleep`` (real
+    sleeps, for the measurements in benchmarks/)."""
     import time
 
     from measure.hf.arch import arch_spec, get_module
+
+    sleep = time.sleep if sleep is None else sleep
 
     def sleep_hook(seconds_of_rows):
         def hook(module, args, kwargs, output):
             h = args[0] if args else next(iter(kwargs.values()))
             rows = h.shape[0] * h.shape[1] if count_positions else h.shape[0]
-            time.sleep(seconds_of_rows(rows))
+            sleep(seconds_of_rows(rows))
 
         return hook
 
-    model = tiny_model("llama", seed=seed)
     spec = arch_spec(model)
     for layer in get_module(model, spec.layers):
         layer.register_forward_hook(

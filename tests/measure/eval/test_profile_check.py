@@ -4,12 +4,13 @@ A planted model whose layers sleep lets the machine change after the profile was
 check must then read the new price and call the profile stale, and read it unchanged otherwise.
 On the CLI a profile whose prices were planted four times too low is warned of (the default),
 refused before the runs (exit 2, naming the ratio) or replaced by a profile measured now.
+The sleeps advance a clock the test controls (``VirtualClock``; on the CLI the loaded model's
+pieces sleep on it too), so what is read does not depend on what else the machine runs.
 """
 
 from __future__ import annotations
 
 import json
-import time
 
 import pandas as pd
 import pytest
@@ -38,7 +39,13 @@ from measure.profile.profile import (  # noqa: E402
     write_profile,
 )
 from ppdmodel.cli import main  # noqa: E402
-from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
+from tests.measure.tiny_models import (  # noqa: E402
+    char_tokenizer,
+    plant_sleeps,
+    planted_model,
+    tiny_model,
+)
+from tests.measure.virtual_clock import VirtualClock  # noqa: E402
 
 LAYER_S = 0.010
 """Planted per-layer sleep while the profile is taken."""
@@ -47,15 +54,26 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def planted():
-    """A planted model whose layers sleep LAYER_S plus ``extra[0]`` seconds, and its profile
-    taken with ``extra[0] = 0``."""
-    extra = [0.0]
-    model = planted_model(layer_s=0.0, extra_row_s=0.0, embed_s=0.001, head_s=0.002)
+def planted_on_clock():
+    """A planted model whose layers sleep LAYER_S plus ``extra[0]`` seconds on a
+    ``VirtualClock``, its profile taken with ``extra[0] = 0``, and the clock."""
+    clock, extra = VirtualClock(), [0.0]
+    model = planted_model(
+        layer_s=0.0, extra_row_s=0.0, embed_s=0.001, head_s=0.002, sleep=clock.sleep
+    )
     for layer in get_module(model, arch_spec(model).layers):
-        layer.register_forward_hook(lambda *args: time.sleep(LAYER_S + extra[0]))
-    profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=4, warmup=1, threads=1)
-    return model, extra, profile
+        layer.register_forward_hook(lambda *args: clock.sleep(LAYER_S + extra[0]))
+    with clock.installed():
+        profile = measure_profile(model, ks=(1,), context_tokens=8, repeats=4, warmup=1, threads=1)
+    return model, extra, profile, clock
+
+
+@pytest.fixture
+def planted(planted_on_clock):
+    """(model, extra, profile), the clock the one ``measure`` reads during the test."""
+    model, extra, profile, clock = planted_on_clock
+    with clock.installed():
+        yield model, extra, profile
 
 
 def test_an_unchanged_machine_reads_the_profiles_price_and_a_slower_one_is_stale(planted):
@@ -63,13 +81,12 @@ def test_an_unchanged_machine_reads_the_profiles_price_and_a_slower_one_is_stale
     price, low, high = greedy_token_price(profile, "single")
     assert low <= price <= high
     d = profile.d
-    assert price == pytest.approx(d * LAYER_S + 0.003, rel=0.5)  # (sleeps overrun)
+    assert price == pytest.approx(d * LAYER_S + 0.003)
     probe = DecodeProbe(model, context_tokens=8)
     (same,) = check_profile(model, profile, ["single"], when="before", seconds=0.5, probe=probe)
     assert same.backend == "single" and same.when == "before" and same.rounds >= CHECK_ROUNDS
     assert same.profile_s == price and (same.low_s, same.high_s) == (low, high)
-    # 25 %: sleeps overrun unevenly on a loaded machine; the planted change below is ~2x
-    assert 0.8 < same.ratio < 1.25, same.describe()
+    assert same.ratio == pytest.approx(1), same.describe()
     extra[0] = LAYER_S  # every layer twice as slow
     try:
         (slow,) = check_profile(model, profile, ["single"], when="after", seconds=0, rounds=2,
@@ -77,13 +94,14 @@ def test_an_unchanged_machine_reads_the_profiles_price_and_a_slower_one_is_stale
     finally:
         extra[0] = 0.0
     assert slow.rounds == 2
-    assert slow.ratio > 1.5 and slow.inside is False and slow.stale, slow.describe()
+    assert slow.ratio == pytest.approx((2 * d * LAYER_S + 0.003) / (d * LAYER_S + 0.003))
+    assert slow.inside is False and slow.stale, slow.describe()
     assert slow.now_s > high
     assert "(OUTSIDE)" in slow.describe() and "after the runs" in slow.describe()
     note = stale_note([slow])
     assert note.startswith("the machine moved while the runs ran (single ")
     assert "interleaved probes (on by default) price the machine the runs met" in note
-    assert stale_note([same]) is None or not same.inside  # (a loaded machine may move it)
+    assert same.inside and stale_note([same]) is None
 
 
 def test_the_check_leaves_the_profile_and_the_thread_count_as_they_were(planted):
@@ -169,6 +187,26 @@ def test_probe_threads_are_the_profiles():
     assert probe_threads(Fake({"dist": {"threads": True}}), "dist") == DIST_THREADS
 
 
+@pytest.fixture
+def cli_on_clock(monkeypatch):
+    """The CLI's model, as it loads it, with its pieces sleeping on a ``VirtualClock`` (the
+    clock ``measure`` reads during the test): the checks read the planted prices."""
+    import measure.hf.loading as loading
+
+    clock, real_load = VirtualClock(), loading.load_causal_lm
+
+    def load_planted(*args, **kwargs):
+        return plant_sleeps(
+            real_load(*args, **kwargs), layer_s=LAYER_S, extra_row_s=0.0, embed_s=0.001,
+            head_s=0.002, sleep=clock.sleep,
+        )  # fmt: skip
+
+    monkeypatch.setattr(loading, "load_causal_lm", load_planted)
+    with clock.installed():
+        yield clock
+
+
+@pytest.mark.usefixtures("cli_on_clock")
 def test_cli_warns_refuses_or_remeasures_a_stale_profile(tmp_path, capsys):
     model_dir = tmp_path / "tiny"
     tiny_model("llama", seed=3).save_pretrained(model_dir)
@@ -207,7 +245,8 @@ def test_cli_warns_refuses_or_remeasures_a_stale_profile(tmp_path, capsys):
     assert "(OUTSIDE)" in out and "profile warning: the profile is stale for this machine" in out
     summary = json.loads((tmp_path / "warned" / "summary.json").read_text())
     before = [c for c in summary["profile_check"] if c["when"] == "before"]
-    assert len(before) == 1 and before[0]["ratio"] > 2 and before[0]["inside"] is False
+    assert len(before) == 1 and before[0]["ratio"] == pytest.approx(4)  # planted 4x too low
+    assert before[0]["inside"] is False
     # scaled by its check, the planted profile predicts the runs far better than as it is
     table = pd.read_csv(tmp_path / "warned" / "validation.csv")
     assert (table["check_scale"] > 2).all()
@@ -224,7 +263,8 @@ def test_cli_warns_refuses_or_remeasures_a_stale_profile(tmp_path, capsys):
     assert (tmp_path / "again" / "profile.json").is_file()
     # the checks of the new profile in use; the given one's, that found it stale, kept apart
     assert [c["when"] for c in summary["profile_check"]] == ["before", "after"]
-    assert all(c["ratio"] < 2 for c in summary["profile_check"])  # priced by the new profile
+    # priced by the new profile: the planted prices, read again
+    assert [c["ratio"] for c in summary["profile_check"]] == pytest.approx([1, 1])
     (stale,) = summary["profile_check_stale"]
     assert stale["when"] == "before" and stale["ratio"] > 2 and stale["stale"] is True
     # --check-seconds 0: no check at all
