@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from measure.profile import cpu_share
+import measure.profile.cpu_share as cpu_share
 
 NOISY_REL_IQR = 0.10
 """A figure whose interquartile range exceeds this fraction of its median is flagged noisy."""
