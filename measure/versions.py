@@ -13,8 +13,10 @@ TESTED = {
     "torch": ("2.11.0", "2.13.0"),
 }
 """Lowest and highest release of each package the suite has passed on. ``.ci/run`` runs the
-model-access tests on the lowest transformers and the whole suite on the highest; pyproject's
-range ends at the highest, raised deliberately when a newer release passes."""
+model-access tests on the lowest transformers and the whole suite on the highest. pyproject bounds
+transformers to this range (its internals move between minor releases; the upper bound is raised
+deliberately when a newer release passes) and torch from below only, so that an install keeps a
+GPU machine's newer torch; ``ppd doctor`` prints a warning line for a release outside it."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,19 @@ class VersionStatus:
             return None
         low, high = (release_tuple(v) for v in self.tested)
         return low <= release_tuple(self.installed) <= high
+
+    def warning(self) -> str | None:
+        """One line for a release outside the tested range (None inside it, or without a range):
+        a warning, not a failure; the self-check says whether the toolkit works with it."""
+        if self.inside is not False:
+            return None
+        low, high = self.tested
+        side = "newer" if release_tuple(self.installed) > release_tuple(high) else "older"
+        return (
+            f"warning: {self.name} {self.installed} is outside the tested range {low} .. {high} "
+            f"({side} than the suite has passed on): results may differ; report problems with "
+            "this output"
+        )
 
     def line(self) -> str:
         """``name  installed  (tested low .. high: inside | OUTSIDE)``."""

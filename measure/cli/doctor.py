@@ -29,10 +29,8 @@ def _doctor(args) -> int:
     statuses = environment()
     for status in statuses:
         print(status.line())
-    outside = [s.name for s in statuses if s.inside is False]
-    if outside:
-        print(f"warning: {', '.join(outside)} outside the tested range: results may differ; "
-              "report problems with this output")  # fmt: skip
+    for warning in filter(None, (s.warning() for s in statuses)):
+        print(warning)
     if args.no_self_check:
         return 0
     if any(s.installed is None for s in statuses if s.name in ("torch", "transformers")):

@@ -47,7 +47,42 @@ def test_simulated_out_of_range_version(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert f"transformers  6.0.0  (tested {TESTED['transformers'][0]}" in out
     assert "OUTSIDE the tested range" in out and f"torch         {high}  (tested" in out
-    assert "warning: transformers outside the tested range" in out
+    assert (
+        "warning: transformers 6.0.0 is outside the tested range 5.17.0 .. 5.24.0 (newer than the "
+        "suite has passed on)" in out
+    )
+    assert "warning: torch" not in out  # inside its range: no line
+
+
+def test_a_newer_torch_is_a_warning_line_not_a_failure(monkeypatch, capsys):
+    """pyproject does not bound torch from above (an install keeps a GPU machine's newer torch),
+    so ppd doctor says, in one line, when torch is outside the tested range."""
+    low, high = TESTED["torch"]
+    fake = {"torch": "2.15.0+cu130", "transformers": TESTED["transformers"][1]}
+    monkeypatch.setattr(versions, "installed_version", lambda n: fake.get(n, "1.0.0"))
+    assert main(["doctor", "--no-self-check"]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
+    assert warnings == [
+        f"warning: torch 2.15.0+cu130 is outside the tested range {low} .. {high} (newer than "
+        "the suite has passed on): results may differ; report problems with this output"
+    ]
+    older = VersionStatus("torch", "2.10.0", TESTED["torch"]).warning()
+    assert older.startswith("warning: torch 2.10.0 is outside") and "(older than" in older
+    assert VersionStatus("torch", high, TESTED["torch"]).warning() is None
+
+
+def test_the_install_bounds_torch_from_below_and_transformers_both_ways():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extra = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    spec = {req.split(">")[0].split("<")[0].split("=")[0]: req for req in extra["measure"]}
+    low, _ = TESTED["torch"]
+    assert spec["torch"] == f"torch>={'.'.join(low.split('.')[:2])}"  # no upper bound
+    low, high = TESTED["transformers"]
+    assert spec["transformers"] == f"transformers>={'.'.join(low.split('.')[:2])},<={high}"
 
 
 def test_a_failing_check_is_named(monkeypatch, capsys):
