@@ -15,6 +15,9 @@ backend. So with the same seed the tokens are ``generate``'s, up to the rounding
 computed in another order (PPD prefills the prompt minus its last token, as greedy PPD does):
 a token changes only where two tokens are that close, as greedy's near ties.
 
+The rule itself, ``Decoding`` (and ``GREEDY``), is a torch-free value in
+``measure.decode.decoding``.
+
 Refused (``check_processors``): classifier-free guidance (``guidance_scale``), whose processor
 runs a second, unconditional model of its own inside the step; it is outside PPD's
 layer-split schedule.
@@ -22,9 +25,7 @@ layer-split schedule.
 
 from __future__ import annotations
 
-import math
 import zlib
-from dataclasses import asdict, dataclass
 from typing import Protocol
 
 import torch
@@ -32,76 +33,8 @@ from transformers import LogitsProcessorList
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 from measure.checks import checked_prompt, eos_set
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """Main's decoding rule: greedy, or sampling as ``generate(do_sample=True, ...)``.
-
-    A field left None takes the model's generation config's value, then transformers'
-    default (temperature 1.0, top_k 50, top_p 1.0), exactly as ``generate`` resolves it.
-    """
-
-    do_sample: bool = False
-    """False: argmax of the final logits (no processors); True: sample (Appendix B)."""
-    temperature: float | None = None
-    """Softmax temperature > 0 (sampling only)."""
-    top_k: int | None = None
-    """Sample among the top_k most likely tokens; 0 turns transformers' default 50 off."""
-    top_p: float | None = None
-    """Nucleus sampling: the smallest set whose probability reaches top_p, in (0, 1]."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.do_sample, bool):
-            raise ValueError(f"do_sample must be True or False, got {self.do_sample!r}")
-        t, k, p = self.temperature, self.top_k, self.top_p
-        if t is not None and (isinstance(t, bool) or not _finite(t) or t <= 0):
-            raise ValueError(f"temperature must be a number > 0, got {t!r}")
-        if k is not None and (isinstance(k, bool) or not _integral(k) or k < 0):
-            raise ValueError(f"top_k must be an integer >= 0, got {k!r}")
-        if p is not None and (isinstance(p, bool) or not _finite(p) or not 0 < p <= 1):
-            raise ValueError(f"top_p must be in (0, 1], got {p!r}")
-        if not self.do_sample and (t, k, p) != (None, None, None):
-            given = (("temperature", t), ("top_k", k), ("top_p", p))
-            named = [n for n, v in given if v is not None]
-            raise ValueError(f"{', '.join(named)} apply to sampling: pass do_sample=True")
-
-    @property
-    def label(self) -> str:
-        """'greedy' or 'sample top_k=50 top_p=0.9' (the fields set)."""
-        if not self.do_sample:
-            return "greedy"
-        parts = [f"{n}={v:g}" for n, v in self.generate_kwargs().items() if n != "do_sample"]
-        return " ".join(["sample", *parts])
-
-    def generate_kwargs(self) -> dict:
-        """The ``model.generate`` keywords of this rule (fields left None are left out)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> Decoding:
-        return cls(**data) if data else cls()
-
-
-GREEDY = Decoding()
-"""Plain greedy decoding (the paper's main setting)."""
-
-
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def _integral(x) -> bool:
-    try:
-        return int(x) == x
-    except (TypeError, ValueError, OverflowError):
-        return False
+from measure.decode.decoding import GREEDY as GREEDY  # the rule's values, re-exported here
+from measure.decode.decoding import Decoding, is_integral
 
 
 def prompt_seed(seed: int, prompt: str) -> int:
@@ -114,7 +47,7 @@ def check_seed(seed, generator) -> None:
     """ValueError unless seed is None or an integer in [0, 2**63), and not both are given."""
     if seed is not None and generator is not None:
         raise ValueError("pass seed or generator, not both")
-    bad = isinstance(seed, bool) or not _integral(seed) or not 0 <= seed < 2**63
+    bad = isinstance(seed, bool) or not is_integral(seed) or not 0 <= seed < 2**63
     if seed is not None and bad:
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     if generator is not None and not isinstance(generator, torch.Generator):

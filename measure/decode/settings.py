@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from measure.decode.sampling import GREEDY, Decoding
+from measure.decode.decoding import GREEDY, Decoding
 
 TURNS = ("prompts", "runs")
 """How methods take turns within a timing round (``RunSettings.turns``)."""
@@ -28,7 +28,7 @@ class RunSettings:
     eos_token_id: tuple[int, ...] | None = None
     """Token ids that end a sequence (an int or a list is kept as a tuple; None: none)."""
     decoding: Decoding = GREEDY
-    """Main's token rule: greedy or sampled (``measure.decode.sampling``)."""
+    """Main's token rule: greedy or sampled (``measure.decode.decoding``)."""
     world_size: int = 2
     """``dist`` ranks: main + world_size - 1 candidate ranks (at most k + 1 are used), >= 2."""
     timeout_s: float = 600.0
@@ -102,3 +102,11 @@ backends)."""
 
 DEFAULT_SETTINGS = RunSettings()
 """Every setting at its default (the default argument of the functions that take settings)."""
+
+CHECK_SECONDS = 2.0
+"""Seconds the profile check of ``ppd validate`` / ``ppd run`` keeps stepping (every backend in
+each round), after a warm-up round (``measure.eval.profile_check``)."""
+CHECK_ROUNDS = 4
+"""Rounds a profile check runs at least, however long they take."""
+IF_STALE = ("warn", "remeasure", "refuse")
+"""What ``ppd validate`` does when the check before the runs finds the profile stale."""

@@ -11,20 +11,21 @@ minutes. A validation cannot make an old profile right, but it can say when it i
 ``ppd validate`` therefore re-times a greedy step (``DecodeProbe.step``: host, embedding, every
 layer, the final head) before the judged runs and after them, each compared backend in turn
 within a round at its own thread count, for ``CHECK_SECONDS`` and at least ``CHECK_ROUNDS``
-rounds, prices a greedy token from the steps' means by the profile's own rule (``reprice``; the
-figures not re-timed are kept) and sets it beside the profile's price and that price's 95 %
-interval over the profile's cost replicates (which carry its drift). It also reads how many
-CPUs other work kept busy over the check (``measure.profile.cpu_share``, Linux) against the
-profile's own reading. A sustained span and a mean, not a few steps and a median: with two busy
-processes on the 2-vCPU VM, 4 steps read a greedy token at 0.93-2.09x a quiet profile's price
-and 8 steps 1.04-1.42x by turns (the scheduler leaves our process alone on a CPU for a while,
-then shares it), while the runs took 1.5x. The profile is stale for this machine now when the
-price lies outside the interval or other work took ``STALE_LOAD_CPUS`` more CPUs than while it
-was profiled; ``--if-stale`` decides: ``warn`` (the default: say so, with the numbers, and go
-on), ``remeasure`` (take a fresh profile first, as when no ``--profile`` is given) or ``refuse``
-(exit before the runs). The check after the runs tells whether the machine moved while they
-ran. The profile's own predictions do not change with it; the profile scaled by the checks'
-ratios (``checked_columns``) is reported beside them, as a third prediction.
+rounds (``measure.decode.settings``), prices a greedy token from the steps' means by the
+profile's own rule (``reprice``; the figures not re-timed are kept) and sets it beside the
+profile's price and that price's 95 % interval over the profile's cost replicates (which carry
+its drift). It also reads how many CPUs other work kept busy over the check
+(``measure.profile.cpu_share``, Linux) against the profile's own reading. A sustained span and a
+mean, not a few steps and a median: with two busy processes on the 2-vCPU VM, 4 steps read a
+greedy token at 0.93-2.09x a quiet profile's price and 8 steps 1.04-1.42x by turns (the
+scheduler leaves our process alone on a CPU for a while, then shares it), while the runs took
+1.5x. The profile is stale for this machine now when the price lies outside the interval or
+other work took ``STALE_LOAD_CPUS`` more CPUs than while it was profiled; ``--if-stale``
+decides: ``warn`` (the default: say so, with the numbers, and go on), ``remeasure`` (take a
+fresh profile first, as when no ``--profile`` is given) or ``refuse`` (exit before the runs).
+The check after the runs tells whether the machine moved while they ran. The profile's own
+predictions do not change with it; the profile scaled by the checks' ratios
+(``checked_columns``) is reported beside them, as a third prediction.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from measure.profile import cpu_share
+import measure.profile.cpu_share as cpu_share
+from measure.decode.settings import CHECK_ROUNDS, CHECK_SECONDS
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import DIST_THREADS, reprice
 from measure.profile.stats import Spread
@@ -44,15 +46,8 @@ from ppdmodel.cost_profile import CostProfile
 from ppdmodel.defaults import default_d_bar
 from ppdmodel.intervals import interval_of
 
-CHECK_SECONDS = 2.0
-"""Seconds a check keeps stepping (every backend in each round), after a warm-up round."""
-CHECK_ROUNDS = 4
-"""Rounds a check runs at least, however long they take."""
 STALE_LOAD_CPUS = 0.5
 """Other work keeping this many CPUs busier than while the profile was taken makes it stale."""
-
-IF_STALE = ("warn", "remeasure", "refuse")
-"""What ``ppd validate`` does when the check before the runs finds the profile stale."""
 
 
 @dataclass(frozen=True)
