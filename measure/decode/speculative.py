@@ -57,8 +57,9 @@ class SpecResult:
         return out
 
     def __repr__(self) -> str:
+        accepted = f"{sum(self.accepted)}/{sum(self.drafted)}"
         return (f"SpecResult(ell={len(self.tokens)}, steps={len(self.drafted)}, "
-                f"accepted={sum(self.accepted)}/{sum(self.drafted)}, wall_s={self.wall_s:.4g})")  # fmt: skip
+                f"accepted={accepted}, wall_s={self.wall_s:.4g})")  # fmt: skip
 
 
 def forward(lsm: LayerSplitModel, ids: torch.Tensor, cache, position: int) -> torch.Tensor:

@@ -191,6 +191,9 @@ class EarlyExitOutcome(JudgedResult):
     forward_s: tuple[float, float, float] = (float("nan"),) * 3
     """Measured (draft forwards, verify forwards, outside the forwards) seconds of the median
     round (hooks), after each run's first step."""
+    bookkeeping: HFBookkeeping | None = None
+    """HF's host time outside the forwards, measured before the rounds (the prediction's)."""
+    method_name = "early exit"
 
     @property
     def predicted_s(self) -> float:
@@ -206,6 +209,22 @@ class EarlyExitOutcome(JudgedResult):
     @property
     def iid_rel_err(self) -> float:
         return self.predicted.iid_s / self.measured.median - 1
+
+    def cost_terms(self) -> dict:
+        return self.predicted.terms()
+
+    def table_row(self, columns) -> dict:
+        """Its row of the validation table (the steps' columns beside the common ones)."""
+        p = self.predicted
+        row = self.common_row(columns)
+        row.update(backend=BACKEND, k=1, tokens=p.tokens, p_hat=p.p_hat,
+                   exit_layer=self.config.exit_layer, draft_tokens=self.config.g, iid_s=p.iid_s,
+                   steps_agree=self.steps_agree)  # fmt: skip
+        return row
+
+    def verdict(self, load=None) -> str:
+        return super().verdict(load) + (
+            "" if self.steps_agree else "; HF's steps differ from the predicted ones")
 
     def breakdown(self) -> str:
         """Predicted vs measured draft forwards, verify forwards and the time outside them
@@ -255,6 +274,7 @@ def evaluate_early_exit(
                 exact=exact[config],
                 steps_agree=steps_agree(method.runs, predicted),
                 forward_s=_median_round_seconds(method),
+                bookkeeping=bookkeeping,
             )
         )
     return outcomes

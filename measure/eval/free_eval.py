@@ -174,10 +174,26 @@ class FreeOutcome(JudgedResult):
     greedy_predicted_s: float
     quality: FreeQuality
     exact: bool
+    approximate = True
+    method_name = "FREE"
 
     @property
     def predicted_s(self) -> float:
         return self.predicted.predicted_s
+
+    def cost_terms(self) -> dict:
+        return dict(self.predicted.terms)
+
+    def table_row(self, columns) -> dict:
+        return free_row(self, columns)
+
+    def verdict(self, load=None) -> str:
+        q = self.quality
+        return (super().verdict(load) + f"; quality vs greedy: tokens {q.agreement:.3f}, "
+                f"ROUGE-L {q.rouge_l:.3f} (approximate)")  # fmt: skip
+
+    def report_lines(self) -> list[str]:
+        return ["FREE (approximate; quality against greedy's tokens): " + self.describe()]
 
     @property
     def simulated_s(self) -> float:

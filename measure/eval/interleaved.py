@@ -44,8 +44,8 @@ import time
 import torch
 
 from measure.eval.paired import SentinelTimeline
+from measure.eval.ppd_config import PPDConfig
 from measure.eval.profile_check import probe_threads
-from measure.eval.repeat import PPDConfig
 from measure.profile.drift import DriftWatch, MachineDrift
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import probe_samples, reprice

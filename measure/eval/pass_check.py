@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from measure.eval.repeat import PPDConfig
+from measure.eval.ppd_config import PPDConfig
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.passes import pass_times
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sim
-from measure.eval.repeat import PPDConfig
+from measure.eval.ppd_config import PPDConfig
 from ppdmodel import (
     LatencyWaterfall,
     greedy_latency_seconds,

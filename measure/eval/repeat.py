@@ -27,101 +27,23 @@ that baseline: PPD is checked token for token against it.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
 from measure.checks import as_prompt_ids, check_context
-from measure.decode.backends import ppd_many
-from measure.decode.dist import task_ranks
-from measure.decode.greedy import greedy_generate
 from measure.decode.rank_group import RankGroup
-from measure.decode.sampling import GREEDY, Decoding
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
-from measure.eval.hf_early_exit import EarlyExitConfig, run_early_exit
+from measure.eval.methods.base import RunInputs, TimedMethod
+from measure.eval.methods.greedy import Greedy
+from measure.eval.methods.greedy import run_greedy as run_greedy  # re-exported
+from measure.eval.methods.hf_early_exit import HFEarlyExit
+from measure.eval.methods.ppd import PPD
+from measure.eval.ppd_config import PPDConfig
 from measure.profile.progress import Progress
-from measure.profile.stats import LoadMonitor, LoadReading, Spread
-from ppdmodel.costs import check_early_head
+from measure.profile.stats import LoadMonitor, LoadReading
 
-
-def run_greedy(
-    model,
-    prompts,
-    *,
-    max_new_tokens,
-    eos_token_id=None,
-    decoding: Decoding = GREEDY,
-    seeds=None,
-    warmup: bool = True,
-) -> list:
-    """Greedy (or ``decoding``, prompt i seeded with ``seeds[i]``) decoding of every prompt
-    (with ``warmup``, one greedy warm-up decode first, which draws nothing)."""
-    lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
-    check_context(model.config, lengths, max_new_tokens)  # before any decoding
-    if warmup:
-        greedy_generate(model, prompts[0], max_new_tokens=2)  # not timed
-    seeds = [None] * len(prompts) if seeds is None else seeds
-    return [
-        greedy_generate(
-            model,
-            p,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            decoding=decoding,
-            seed=seed,
-        )
-        for p, seed in zip(prompts, seeds, strict=True)
-    ]
-
-
-@dataclass(frozen=True)
-class PPDConfig:
-    """One PPD configuration to time (and predict)."""
-
-    d_bar: int
-    k: int
-    early_head: str = "main"
-    backend: str = "single"
-
-    def __post_init__(self) -> None:
-        check_early_head(self.early_head)
-        if self.backend not in ("single", "dist"):
-            raise ValueError(f"backend must be 'single' or 'dist', got {self.backend!r}")
-
-    @property
-    def label(self) -> str:
-        """'ppd d_bar=15 k=3 main single'."""
-        return f"ppd d_bar={self.d_bar} k={self.k} {self.early_head} {self.backend}"
-
-
-@dataclass
-class TimedMethod:
-    """One method's runs over every round: ``results[r][i]`` is prompt i in round r."""
-
-    label: str
-    config: PPDConfig | EarlyExitConfig | None = None
-    """None for greedy."""
-    results: list[list] = field(default_factory=list)
-
-    @property
-    def totals_s(self) -> list[float]:
-        """Decode seconds of all prompts, per round."""
-        return [sum(r.wall_s for r in runs) for runs in self.results]
-
-    @property
-    def spread(self) -> Spread:
-        """Median and quartiles of ``totals_s``."""
-        return Spread.of(self.totals_s)
-
-    @property
-    def runs(self) -> list:
-        """The first round's results (tokens and match outcomes are the same every round)."""
-        return self.results[0]
-
-    @property
-    def tokens(self) -> int:
-        """Generated tokens per round."""
-        return sum(len(r.tokens) for r in self.runs)
+__all__ = ["PPDConfig", "RepeatedTiming", "TimedMethod", "run_greedy", "time_repeated"]
 
 
 @dataclass
@@ -131,50 +53,17 @@ class RepeatedTiming:
     greedy: TimedMethod
     ppd: dict[PPDConfig, TimedMethod]
     load: LoadReading
-    exact: dict[PPDConfig | EarlyExitConfig, bool]
+    exact: dict
     """True when every round of the configuration reproduced greedy's tokens."""
-    early_exit: dict[EarlyExitConfig, TimedMethod] = field(default_factory=dict)
+    early_exit: dict = field(default_factory=dict)
     """HF self-speculative early exit, timed in the same rounds (``measure.eval.early_exit``)."""
     others: dict = field(default_factory=dict)
-    """Further methods timed in the same rounds (``others`` of ``time_repeated``: FREE)."""
-
-
-def _picked(values, indices):
-    """``values`` at ``indices`` (None stays None: no per-prompt values)."""
-    return None if values is None else [values[i] for i in indices]
-
-
-def _ppd_runner(model, prompts, config: PPDConfig, run: dict):
-    """A call decoding the prompts at ``indices`` (default: all) with ``config``, warming up
-    first with ``warmup`` (``run``: the shared inputs; ``dist`` runs on ``run["ranks"]``, at
-    most k + 1 of them)."""
-    common = run["common"]
-
-    def call(indices=None, warmup=True):
-        indices = range(len(prompts)) if indices is None else indices
-        return ppd_many(
-            model, _picked(prompts, indices), **asdict(config),
-            sequences=[f"{run['names'][i]}-k{config.k}" for i in indices],
-            settings=run["settings"], ranks=run["ranks"], warmup=warmup,
-            **{**common, "seeds": _picked(common["seeds"], indices)},
-        )  # fmt: skip
-
-    return call
-
-
-def _greedy_runner(model, prompts, common: dict):
-    """A call decoding the prompts at ``indices`` (default: all) greedily (or with the
-    sampler), warming up first with ``warmup``."""
-
-    def call(indices=None, warmup=True):
-        indices = range(len(prompts)) if indices is None else indices
-        return run_greedy(
-            model, _picked(prompts, indices), max_new_tokens=common["max_new_tokens"],
-            eos_token_id=common["eos_token_id"], decoding=common["decoding"],
-            seeds=_picked(common["seeds"], indices), warmup=warmup,
-        )  # fmt: skip
-
-    return call
+    """Further methods timed in the same rounds (FREE, speculative decoding, ...)."""
+    methods: dict = field(default_factory=dict)
+    """Every method but greedy, by config, in the order given."""
+    bound: dict = field(default_factory=dict)
+    """Each method bound to the model and prompts (``Method.bind``), by label, greedy's
+    included: what judges its runs."""
 
 
 def _by_prompt(call, config, before_prompt, count: int) -> list:
@@ -210,21 +99,45 @@ def _round_plan(methods, split, count: int, r: int) -> list[tuple]:
     return plan
 
 
-def _rank_group(model, configs, settings: RunSettings) -> RankGroup | None:
-    """One group for every ``dist`` configuration, of the most ranks any uses; None if none."""
-    sizes = [task_ranks(c.k, settings.world_size) for c in configs if c.backend == "dist"]
-    if not sizes:
+def _rank_group(model, methods, settings: RunSettings) -> RankGroup | None:
+    """One group for every method that runs on ranks, of the most ranks any uses; None if
+    none does."""
+    size = max((m.ranks(settings) for m in methods), default=0)
+    if not size:
         return None
-    return RankGroup(
-        settings.model_dir or model, world_size=max(sizes), timeout_s=settings.timeout_s
-    )
+    return RankGroup(settings.model_dir or model, world_size=size, timeout_s=settings.timeout_s)
+
+
+class _Prebound:
+    """A (config, runner) pair of ``time_repeated``'s ``others``, as a bound whole-run method
+    (the runner: a no-argument call returning one result per prompt)."""
+
+    by_prompt = False
+    backend = "single"
+
+    def __init__(self, config, runner):
+        self.config, self.runner = config, runner
+        self.label = config.label
+
+    def ranks(self, settings: RunSettings) -> int:
+        return 0
+
+    def bind(self, model, prompts, run):
+        return self
+
+    def decode(self, indices=None, warmup: bool = True) -> list:
+        return self.runner()
+
+    def judge(self, timed, inputs):
+        return None
 
 
 def time_repeated(
     model,
     prompts,
-    configs,
+    configs=(),
     *,
+    methods=(),
     early_exit=(),
     others=(),
     max_new_tokens: int,
@@ -236,70 +149,64 @@ def time_repeated(
     before_run=None,
     before_prompt=None,
 ) -> RepeatedTiming:
-    """Time greedy and each PPD configuration ``settings.repeats`` times, interleaved (module
-    doc).
+    """Time greedy and each method ``settings.repeats`` times, interleaved (module doc).
 
-    ``head``: a trained early head (``measure.train.heads.TrainedHead``) or None (the LM
-    head); ``settings``: stop tokens, decoding, rounds, ``dist`` settings, threads (for the
-    load reading) and progress; ``early_exit``: ``EarlyExitConfig``s timed in the same rounds
-    (HF ``assistant_early_exit``, constant draft length; their ``wall_s`` starts after the
-    first step, see ``measure.eval.early_exit``); ``settings.decoding`` and ``seeds`` (one per
-    prompt): sampled decoding (module docstring); ``others``: (config, runner) pairs, each
-    config with a ``label`` and each runner a no-argument callable returning one result per
-    prompt (with ``tokens`` and ``wall_s``), timed in the same rounds (FREE,
-    ``measure.eval.free_eval``);
-    ``between_rounds``: called before every round, untimed, with the ``dist`` configurations'
+    ``methods``: ``measure.eval.methods.base.Method``s, each bound (``bind``, untimed) before
+    the rounds; ``configs`` (``PPDConfig``s), ``early_exit`` (``EarlyExitConfig``s: HF
+    ``assistant_early_exit``, constant draft length; their ``wall_s`` starts after the first
+    step, see ``measure.eval.early_exit``) and ``others`` ((config, runner) pairs, each config
+    with a ``label`` and each runner a no-argument callable returning one result per prompt)
+    are methods too, timed first, in that order. ``head``: a trained early head
+    (``measure.train.heads.TrainedHead``) or None (the LM head); ``settings``: stop tokens,
+    decoding, rounds, ``dist`` settings, threads (for the load reading) and progress;
+    ``settings.decoding`` and ``seeds`` (one per prompt): sampled decoding (module docstring);
+    ``between_rounds``: called before every round, untimed, with the methods' shared
     ``RankGroup`` (or None) (the interleaved cost probes of ``measure.eval.interleaved``);
     ``before_run``: called once per round and method, untimed, with the method's config (None
     for greedy), before its run or, turning by prompt, before its piece at the turn of its
     place in the rotation (their per-run probes); ``before_prompt``: called, untimed, before
-    every prompt of greedy's and the PPD configurations' runs with (config, prompt index)
-    (the sentinel windows paired with each prompt, ``measure.eval.paired``). Greedy and PPD
-    decode one prompt per call when turning by prompt or with ``before_prompt``, only prompt 0
-    warming up in each round.
+    every prompt of the methods decoded prompt by prompt with (config, prompt index) (the
+    sentinel windows paired with each prompt, ``measure.eval.paired``). Those methods decode
+    one prompt per call when turning by prompt or with ``before_prompt``, only prompt 0 warming
+    up in each round.
     """
-    repeats, decoding = settings.repeats, settings.decoding
+    repeats = settings.repeats
     if not prompts:
         raise ValueError("prompts must not be empty")
-    configs = list(dict.fromkeys(configs))
-    early_exit = list(dict.fromkeys(early_exit))
-    if early_exit and decoding.do_sample:
-        raise ValueError("early_exit: HF early exit is timed with greedy decoding only")
+    methods = [
+        Greedy(),
+        *map(PPD, dict.fromkeys(configs)),
+        *map(HFEarlyExit, dict.fromkeys(early_exit)),
+        *(_Prebound(c, r) for c, r in others),
+        *methods,
+    ]
+    methods = list({m.label: m for m in methods}.values())  # each method once
     if seeds is not None and len(seeds) != len(prompts):
         raise ValueError(f"seeds must hold one seed per prompt ({len(prompts)}), got {len(seeds)}")
     if names is not None and len(names) != len(prompts):
         raise ValueError(f"names must hold one name per prompt ({len(prompts)}), got {len(names)}")
     lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
     check_context(model.config, lengths, max_new_tokens)  # every prompt, before any decoding
-    common = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id)
-    greedy = TimedMethod("greedy")
-    others = list(others)
-    methods = [greedy] + [TimedMethod(c.label, c) for c in configs + early_exit]
-    methods += [TimedMethod(c.label, c) for c, _ in others]
-    with _rank_group(model, configs, settings) or nullcontext() as ranks:
-        run = dict(
-            names=names or [str(i) for i in range(len(prompts))],
-            settings=settings,
-            common=dict(max_new_tokens=max_new_tokens, head=head, seeds=seeds),
-            ranks=ranks,
-        )
-        split = {"greedy": _greedy_runner(model, prompts, dict(common, decoding=decoding,
-                                                                  seeds=seeds)),
-                 **{c.label: _ppd_runner(model, prompts, c, run) for c in configs}}  # fmt: skip
-        whole = {
-            **{c.label: _bind(run_early_exit, model, prompts, c, **common) for c in early_exit},
-            **{c.label: runner for c, runner in others},
-        }
-        if settings.turns == "runs":  # every method whole; greedy and PPD split with the hook
-            keys = {"greedy": None, **{c.label: c for c in configs}}
+    timed = [TimedMethod(m.label, m.config) for m in methods]
+    with _rank_group(model, methods, settings) or nullcontext() as ranks:
+        run = RunInputs(
+            max_new_tokens=max_new_tokens, settings=settings,
+            names=tuple(names or [str(i) for i in range(len(prompts))]), head=head,
+            seeds=None if seeds is None else tuple(seeds), ranks=ranks,
+        )  # fmt: skip
+        bound = {m.label: m.bind(model, prompts, run) for m in methods}  # untimed preparations
+        split = {m.label: bound[m.label].decode for m in methods if m.by_prompt}
+        whole = {m.label: bound[m.label].decode for m in methods if not m.by_prompt}
+        if settings.turns == "runs":  # every method whole; the split ones by prompt with the hook
+            keys = {m.label: m.config for m in methods}
             whole.update({
                 label: _bind(_by_prompt, call, keys[label], before_prompt, len(prompts))
-                if before_prompt is not None else _bind(call) for label, call in split.items()
+                if before_prompt is not None else call for label, call in split.items()
             })  # fmt: skip
             split = {}
-        plan = [_round_plan(methods, split or None, len(prompts), r) for r in range(repeats)]
-        steps = {m.label: len(prompts) if m.label not in split else 1 for m in methods}
-        progress = Progress(repeats * len(prompts) * len(methods), enabled=settings.progress)
+        plan = [_round_plan(timed, split or None, len(prompts), r) for r in range(repeats)]
+        steps = {m.label: len(prompts) if m.label not in split else 1 for m in timed}
+        progress = Progress(repeats * len(prompts) * len(timed), enabled=settings.progress)
         monitor = LoadMonitor(own_threads=settings.threads or torch.get_num_threads())
         try:
             for r, turns in enumerate(plan):
@@ -324,15 +231,18 @@ def time_repeated(
                     progress.finish(label, steps=steps[method.label])
         finally:
             progress.close()
+    greedy, rest = timed[0], timed[1:]
     reference = [[g.tokens for g in runs] for runs in greedy.results]
     exact = {
         m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results)
-        for m in methods[1:]
+        for m in rest
     }
-    ppd = {m.config: m for m in methods[1:] if isinstance(m.config, PPDConfig)}
-    hf = {m.config: m for m in methods[1:] if isinstance(m.config, EarlyExitConfig)}
-    extra = {m.config: m for m in methods[1 + len(configs) + len(early_exit) :]}
-    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra)
+    by_kind = {m.config: (type(k), m) for k, m in zip(methods[1:], rest, strict=True)}
+    ppd = {c: m for c, (kind, m) in by_kind.items() if kind is PPD}
+    hf = {c: m for c, (kind, m) in by_kind.items() if kind is HFEarlyExit}
+    extra = {c: m for c, (kind, m) in by_kind.items() if kind not in (PPD, HFEarlyExit)}
+    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra,
+                          {m.config: m for m in rest}, bound)  # fmt: skip
 
 
 def _bind(fn, *args, **kwargs):

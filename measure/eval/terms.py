@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from measure.eval.repeat import PPDConfig
+from measure.eval.ppd_config import PPDConfig
 from measure.profile.dispatch import dispatch_delays
 from measure.profile.host import host_seconds
 from ppdmodel.cost_profile import CostProfile

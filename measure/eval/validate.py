@@ -10,46 +10,28 @@ prediction.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
-from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
-from measure.eval.free_eval import (
-    FreeConfig,
-    FreeOutcome,
-    calibrate,
-    evaluate_free,
-    free_row,
-    run_free,
-)
-from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping, measure_bookkeeping
+from measure.eval.early_exit import EarlyExitOutcome
+from measure.eval.free_eval import FreeOutcome
+from measure.eval.hf_early_exit import HFBookkeeping
 from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
+from measure.eval.methods.base import JudgeInputs
+from measure.eval.methods.free import Free
+from measure.eval.methods.hf_early_exit import HFEarlyExit
+from measure.eval.methods.ppd import PPD, ConfigResult, check_config
 from measure.eval.paired import SentinelTimeline, paired_rel_err
-from measure.eval.pass_check import pass_check
-from measure.eval.predict import (
-    Prediction,
-    predict_greedy,
-    predict_ppd,
-    predicted_ratios,
-    speedup_interval,
-)
-from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
+from measure.eval.ppd_config import PPDConfig
+from measure.eval.predict import Prediction, predict_greedy, predicted_ratios
+from measure.eval.repeat import RepeatedTiming, time_repeated
 from measure.eval.run_to_run import correlation_of, log_sd_of, noise_allowance, turn_noise
-from measure.eval.terms import term_check
-from measure.eval.turn_speedup import (
-    TURN_COLUMNS,
-    TurnReading,
-    read_turns,
-    rounds_for,
-    turn_columns,
-    turn_log_errors,
-)
-from measure.eval.verdict import agreement, verdict_line
+from measure.eval.turn_speedup import TURN_COLUMNS, rounds_for, turn_columns
+from measure.eval.verdict import agreement
 from measure.profile.drift import MachineDrift
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
@@ -130,79 +112,36 @@ configuration's within each cost replicate (``measure.eval.predict.speedup_inter
 
 
 @dataclass
-class ConfigResult(JudgedResult):
-    """One PPD configuration: measured spread, predictions and greedy's."""
-
-    config: PPDConfig
-    measured: Spread
-    predicted: Prediction
-    greedy_measured: Spread
-    greedy_predicted: Prediction
-    exact: bool
-    terms: pd.DataFrame | None = None
-    """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
-    interleaved: Prediction | None = None
-    """The prediction from the probes interleaved with the rounds (``--interleave-probes``)."""
-    interleaved_greedy: Prediction | None = None
-    """Greedy's, from the same probes."""
-    turns: TurnReading | None = None
-    """Measured over predicted speed-up, turn by turn (``measure.eval.turn_speedup``)."""
-    passes: pd.DataFrame | None = None
-    """Fresh and resumed passes, timed in the runs, beside the closed form's time of their
-    kind (``measure.eval.pass_check``), priced by the profile and (``priced_by``
-    ``interleaved``) by the interleaved probes."""
-
-    @property
-    def speedup_band(self):
-        """The predicted speed-up's interval (``measure.eval.predict.speedup_interval``)."""
-        return speedup_interval(self.greedy_predicted, self.predicted)
-
-    @property
-    def predicted_s(self) -> float:
-        """The closed form's seconds."""
-        return self.predicted.closed_form_s
-
-    @property
-    def simulated_s(self) -> float:
-        return self.predicted.simulated_s
-
-    @property
-    def greedy_predicted_s(self) -> float:
-        return self.greedy_predicted.closed_form_s
-
-    def waterfall_rows(self) -> list[dict]:
-        """The per-token waterfall (seconds) and the measured per-token median beside it."""
-        rows = [dict(method=self.config.label, term=k, seconds_per_token=v)
-                for k, v in self.predicted.terms().items()]  # fmt: skip
-        rows.append(
-            dict(
-                method=self.config.label,
-                term="measured",
-                seconds_per_token=self.measured.median / self.predicted.tokens,
-            )
-        )
-        return rows
-
-
-@dataclass
 class ProfileValidation:
     """Everything ``validate`` found: per-configuration results, the timing and the profile."""
 
     results: list[ConfigResult]
     timing: RepeatedTiming
     profile: CostProfile
-    early_exit: list[EarlyExitOutcome] = field(default_factory=list)
-    """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
-    bookkeeping: HFBookkeeping | None = None
-    """HF generate's host time outside the forwards, measured before the rounds."""
-    free: list[FreeOutcome] = field(default_factory=list)
-    """FREE, timed in the same rounds (``--free``; ``measure.eval.free_eval``)."""
+    others: list[JudgedResult] = field(default_factory=list)
+    """Every other method timed in the same rounds (HF early exit, FREE, speculative
+    decoding, ...), judged (``Bound.judge``), in the order given."""
     interleaved_profile: CostProfile | None = None
     """The profile re-measured between the rounds (``measure.eval.interleaved``), or None."""
     probe_note: str = ""
     """How many probes ran between the rounds and what share of the runs' time they took."""
     sentinel: SentinelTimeline | None = None
     """The sentinel's windows around the judged runs (``--interleave-probes``), or None."""
+
+    @property
+    def early_exit(self) -> list[EarlyExitOutcome]:
+        """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
+        return [o for o in self.others if isinstance(o, EarlyExitOutcome)]
+
+    @property
+    def free(self) -> list[FreeOutcome]:
+        """FREE, timed in the same rounds (``--free``; ``measure.eval.free_eval``)."""
+        return [o for o in self.others if isinstance(o, FreeOutcome)]
+
+    @property
+    def bookkeeping(self) -> HFBookkeeping | None:
+        """HF generate's host time outside the forwards, measured before the rounds."""
+        return next((o.bookkeeping for o in self.early_exit), None)
 
     @property
     def greedy_rel_err(self) -> float:
@@ -236,8 +175,7 @@ class ProfileValidation:
                 | turn_columns(r.turns, r.speedup_predicted)
                 | _speedup_band(r.speedup_band)
             )  # fmt: skip
-        rows += [_early_exit_row(o) for o in self.early_exit]
-        rows += [free_row(o, TABLE_COLUMNS) for o in self.free]
+        rows += [o.table_row(TABLE_COLUMNS) for o in self.others]
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
     def _paired(self, pred: Prediction, interleaved: Prediction | None, config) -> dict:
@@ -294,7 +232,7 @@ class ProfileValidation:
         if self.sentinel is None:
             return pd.DataFrame(columns=columns)
         t = self.timing
-        methods = {None: t.greedy, **t.ppd, **t.early_exit, **t.others}
+        methods = {None: t.greedy, **t.methods}
         seen: dict = {}
         rows = []
         for kind, value in self.sentinel.events:
@@ -333,28 +271,8 @@ class ProfileValidation:
         return pd.DataFrame([row for r in self.results for row in r.waterfall_rows()])
 
     def verdicts(self) -> list[str]:
-        """One verdict line per configuration (PPD, then early exit)."""
-
-        def line(r, **extra) -> str:
-            return verdict_line(
-                r.config.label, r.greedy_measured, r.measured, tokens=r.predicted.tokens,
-                terms=r.predicted.terms(), rel_err=r.rel_err, load=self.timing.load, **extra,
-            )  # fmt: skip
-
-        return [line(r) for r in self.results] + [
-            line(o, method_name="early exit")
-            + ("" if o.steps_agree else "; HF's steps differ from the predicted ones")
-            for o in self.early_exit
-        ] + [
-            verdict_line(
-                o.config.label, o.greedy_measured, o.measured, tokens=o.predicted.tokens,
-                terms=o.predicted.terms, rel_err=o.rel_err, load=self.timing.load,
-                method_name="FREE",
-            )
-            + f"; quality vs greedy: tokens {o.quality.agreement:.3f}, ROUGE-L "
-            f"{o.quality.rouge_l:.3f} (approximate)"
-            for o in self.free
-        ]  # fmt: skip
+        """One verdict line per judged method (PPD, then the others)."""
+        return [r.verdict(self.timing.load) for r in self.results + self.others]
 
     def summary(self) -> dict:
         """Median and worst |relative error| over configurations (PPD rows) and greedy's."""
@@ -498,36 +416,6 @@ def _error_summary(errors: pd.Series, prefix: str) -> dict:
             f"{prefix}worst_abs_rel_err": float(errors.max())}  # fmt: skip
 
 
-def _early_exit_row(o: EarlyExitOutcome) -> dict:
-    p, meas = o.predicted, o.measured
-    return dict(
-        method=o.config.label,
-        backend="single",
-        d_bar=None,
-        k=1,
-        early_head=None,
-        tokens=p.tokens,
-        p_hat=p.p_hat,
-        predicted_s=p.predicted_s,
-        simulated_s=float("nan"),
-        measured_s=meas.median,
-        measured_q1_s=meas.q1,
-        measured_q3_s=meas.q3,
-        rounds=meas.n,
-        noisy=meas.noisy,
-        rel_err=o.rel_err,
-        simulated_rel_err=float("nan"),
-        agreement=agreement(o.rel_err),
-        speedup_measured=o.speedup_measured,
-        speedup_predicted=o.speedup_predicted,
-        exact=o.exact,
-        exit_layer=o.config.exit_layer,
-        draft_tokens=o.config.g,
-        iid_s=p.iid_s,
-        steps_agree=o.steps_agree,
-    )
-
-
 def _row(method, backend, d_bar, k, early_head, pred, meas, err, sim_err, s_meas, s_pred, exact,
          interleaved=None):  # fmt: skip
     band = pred.interval
@@ -605,33 +493,13 @@ def _interleaved_columns(pred: Prediction | None, meas: Spread) -> dict:
     )
 
 
-def _passes(profile: CostProfile, probed: CostProfile | None, config: PPDConfig,
-            runs) -> pd.DataFrame:  # fmt: skip
-    """The pass check of ``runs`` priced by the profile, then by the interleaved probes."""
-    priced = (("profile", profile), ("interleaved", probed))
-    frames = [pass_check(p, config, runs).assign(priced_by=name)
-              for name, p in priced if p is not None]  # fmt: skip
-    return pd.concat(frames, ignore_index=True)
-
-
 def check_configs(profile: CostProfile, configs) -> list[PPDConfig]:
     """The configurations, each checked against the profile (backend and k measured)."""
     configs = list(dict.fromkeys(configs))
     if not configs:
         raise ValueError("configs must hold at least one PPD configuration")
     for c in configs:
-        if c.backend not in profile.backends:
-            raise ValueError(
-                f"the profile has no costs for backend {c.backend!r} (it has "
-                f"{sorted(profile.backends)}): measure one with --backends {c.backend}"
-            )
-        measured = profile.backends[c.backend].measured_ks
-        if c.k not in measured:
-            raise ValueError(
-                f"k = {c.k} was not measured in the profile (k in {list(measured)}): "
-                "measure one with that k"
-            )
-        profile.costs(c.backend, d_bar=c.d_bar)  # d_bar inside Theorem 4.1's domain
+        check_config(profile, c)
     return configs
 
 
@@ -643,6 +511,7 @@ def validate(
     configs,
     early_exit=(),
     free=(),
+    methods=(),
     max_new_tokens: int,
     settings: RunSettings = DEFAULT_SETTINGS,
     head=None,
@@ -650,23 +519,24 @@ def validate(
     seeds=None,
     interleave_probes: int = 0,
 ) -> ProfileValidation:
-    """Measure greedy and each configuration ``settings.repeats`` times; predict each from
-    ``profile``.
+    """Measure greedy and every method ``settings.repeats`` times; predict each from
+    ``profile`` and judge it.
 
-    ``profile`` must have been measured beforehand on this model (its depth is checked);
-    ``configs`` are ``PPDConfig``s; ``early_exit``: ``EarlyExitConfig``s (HF self-speculative
-    early exit, constant draft length), timed in the same rounds and predicted from the
-    profile and the layer match sequences measured separately on the same prompts; the other
-    arguments (``head``: a trained early head or None; ``settings``: stop tokens, decoding,
-    rounds, ``dist`` and progress; ``settings.decoding`` and ``seeds``: sampled decoding, whose
-    baseline samples alike and whose runs are predicted from their own match sequences, as
-    greedy's) are ``time_repeated``'s. ``free``: ``FreeConfig``s, timed in the
-    same rounds and predicted from the profile and each run's exit sequence
-    (``measure.eval.free_eval``; "auto" thresholds calibrated first, untimed).
-    ``interleave_probes``: probe rounds run before every judged round (0: none), plus one
-    before every judged run (turning by prompt, at the turn of its place in the rotation);
-    their samples build a second profile and every configuration is also predicted from it
-    (``measure.eval.interleaved``).
+    ``profile`` must have been measured beforehand on this model (its depth is checked).
+    ``methods``: ``measure.eval.methods.base.Method``s; ``configs`` (``PPDConfig``s, at least
+    one), ``early_exit`` (``EarlyExitConfig``s: HF self-speculative early exit, constant draft
+    length, predicted from the profile and the layer match sequences measured separately on the
+    same prompts) and ``free`` (``FreeConfig``s, predicted from each run's exit sequence; "auto"
+    thresholds calibrated first, untimed) are methods too, in that order. Each is checked
+    against the model's depth and the profile, bound (its untimed preparation), timed in the
+    same interleaved rounds (``time_repeated``, whose arguments the others are: ``head``: a
+    trained early head or None; ``settings``: stop tokens, decoding, rounds, ``dist`` and
+    progress; ``settings.decoding`` and ``seeds``: sampled decoding, whose baseline samples
+    alike), then judged (``Bound.judge``: predicted from the profile and the runs' own traces,
+    nothing fitted on them). ``interleave_probes``: probe rounds run before every judged round
+    (0: none), plus one before every judged run (turning by prompt, at the turn of its place
+    in the rotation); their samples build a second profile and every PPD configuration is
+    also predicted from it (``measure.eval.interleaved``).
     """
     rounds = interleave_probes
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
@@ -675,113 +545,37 @@ def validate(
     if profile.d != d:
         raise ValueError(f"the profile's depth d = {profile.d} does not match the model's d = {d}")
     configs = check_configs(profile, configs)
-    early_exit = list(dict.fromkeys(early_exit))
-    for e in early_exit:
-        if not isinstance(e, EarlyExitConfig):
-            raise ValueError(f"early_exit must hold EarlyExitConfig values, got {e!r}")
-        e.check(d)
-    free = list(dict.fromkeys(free))
-    for f in free:
-        if not isinstance(f, FreeConfig):
-            raise ValueError(f"free must hold FreeConfig values, got {f!r}")
-        f.check(d)
-    settled, others = {}, []
-    for f in free:
-        kw = dict(max_new_tokens=max_new_tokens, eos_token_id=settings.eos_token_id, head=head)
-        thr = f.threshold
-        if thr == "auto":
-            thr = calibrate(model, prompts, f, **kw).threshold
-        settled[f] = float(thr)
-        others.append((f, lambda f=f, thr=thr, kw=kw: run_free(model, prompts, f, thr, **kw)))
-    bookkeeping = None
-    if early_exit:
-        draft_lengths = (1, max(3, *(e.g for e in early_exit)))
-        bookkeeping = measure_bookkeeping(model, early_exit[0].exit_layer, gs=draft_lengths)
+    methods = [*map(PPD, configs), *map(HFEarlyExit, dict.fromkeys(early_exit)),
+               *map(Free, dict.fromkeys(free)), *methods]  # fmt: skip
+    methods = list({m.label: m for m in methods}.values())  # each method once
+    for m in methods:
+        m.check(d, profile)
     probes = None
     if interleave_probes:
         probes = InterleavedProbes(model, profile, configs, rounds=interleave_probes)
     timing = time_repeated(
-        model, prompts, configs, early_exit=early_exit, others=others,
-        max_new_tokens=max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
-        between_rounds=probes, before_run=probes and probes.before_run,
-        before_prompt=probes and probes.before_prompt,
+        model, prompts, methods=methods, max_new_tokens=max_new_tokens, settings=settings,
+        head=head, names=names, seeds=seeds, between_rounds=probes,
+        before_run=probes and probes.before_run, before_prompt=probes and probes.before_prompt,
     )  # fmt: skip
     if probes is not None:
         probes.finish()
     probed = probes.profile() if probes is not None else None
-    greedy_preds = {
-        b: predict_greedy(profile, timing.greedy.runs, backend=b)
-        for b in dict.fromkeys(c.backend for c in configs)
-    }  # greedy priced on each compared backend's own figures
-    greedy_pred = greedy_preds.get("single") or next(iter(greedy_preds.values()))
-    results = []
-    for config in configs:
-        method = timing.ppd[config]
-        predicted = predict_ppd(profile, method.runs, config, max_new_tokens=max_new_tokens)
-        again = {}
-        if probed is not None:
-            again = dict(
-                interleaved=predict_ppd(probed, method.runs, config, max_new_tokens=max_new_tokens),
-                interleaved_greedy=predict_greedy(probed, timing.greedy.runs, config.backend),
-            )
-        results.append(
-            ConfigResult(
-                config=config,
-                measured=method.spread,
-                predicted=predicted,
-                greedy_measured=timing.greedy.spread,
-                greedy_predicted=greedy_preds[config.backend],
-                exact=timing.exact[config],
-                terms=term_check(profile, config, method.runs),
-                passes=_passes(profile, probed, config, method.runs),
-                turns=read_turns(
-                    turn_log_errors(
-                        timing.greedy.results,
-                        method.results,
-                        predicted_ratios(greedy_preds[config.backend], predicted),
-                    )
-                ),  # fmt: skip
-                **again,
-            )
-        )
-    outcomes = []
-    if early_exit:
-        matches = layer_matches(
-            model,
-            prompts,
-            [e.exit_layer for e in early_exit],
-            max_new_tokens=max_new_tokens,
-            eos_token_id=settings.eos_token_id,
-        )
-        if matches["tokens"] != [g.tokens for g in timing.greedy.runs]:
-            warnings.warn(
-                "the layer match-rate pass did not reproduce greedy's tokens: the early-exit "
-                "predictions rest on other traces",
-                stacklevel=2,
-            )
-        outcomes = evaluate_early_exit(
-            profile,
-            early_exit,
-            timing.early_exit,
-            timing.greedy,
-            matches,
-            max_new_tokens=max_new_tokens,
-            exact=timing.exact,
-            bookkeeping=bookkeeping,
-        )
-    free_outcomes = evaluate_free(
-        profile,
-        settled,
-        timing.others,
-        timing.greedy,
-        greedy_pred.closed_form_s,
-        timing.exact,
-        head=head,
-    )
+    backends = dict.fromkeys(m.backend for m in methods)  # greedy priced on each one's figures
+    inputs = JudgeInputs(
+        profile=profile, greedy=timing.greedy, exact=timing.exact, max_new_tokens=max_new_tokens,
+        greedy_predicted={b: predict_greedy(profile, timing.greedy.runs, backend=b)
+                          for b in backends},
+        probed=probed,
+        probed_greedy={} if probed is None else {
+            b: predict_greedy(probed, timing.greedy.runs, b) for b in backends},
+    )  # fmt: skip
+    judged = [timing.bound[m.label].judge(timing.methods[m.config], inputs) for m in methods]
+    results = [j for j in judged if isinstance(j, ConfigResult)]
+    others = [j for j in judged if not isinstance(j, ConfigResult)]
     note = ""
     if probes is not None:
-        timed = [timing.greedy, *timing.ppd.values(), *timing.early_exit.values()]
-        note = probes.describe(sum(sum(m.totals_s) for m in timed + [*timing.others.values()]))
-    return ProfileValidation(results, timing, profile, outcomes, bookkeeping, free_outcomes,
-                             probed, note, probes.timeline if probes is not None else None
-                             )  # fmt: skip
+        note = probes.describe(sum(sum(m.totals_s) for m in [timing.greedy,
+                                                             *timing.methods.values()]))
+    return ProfileValidation(results, timing, profile, others, probed, note,
+                             probes.timeline if probes is not None else None)  # fmt: skip

@@ -1,0 +1,139 @@
+"""The one interface of a decoding method ``ppd validate`` times, predicts and judges.
+
+A *method* (``Method``) holds one frozen config (``PPDConfig``, ``EarlyExitConfig``,
+``FreeConfig``, ``SpecConfig``; greedy has none) and says how it runs: on how many ranks, whether
+it decodes one prompt per call (so the rounds can take turns prompt by prompt) and which
+backend's costs price it. ``bind`` does the untimed work before the rounds (a FREE threshold
+calibrated, HF's bookkeeping measured, a draft model loaded and profiled) and returns the
+method bound to the model and prompts (``Bound``): ``decode`` runs it, ``judge`` predicts its
+runs from the cost profile and the runs' own traces (nothing fitted on them) and returns its
+``JudgedResult``. ``measure.eval.repeat.time_repeated`` and ``measure.eval.validate.validate``
+loop over methods and never ask which one they hold; ``measure.eval.methods`` registers them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from measure.decode.settings import RunSettings
+from measure.eval.judged import JudgedResult
+from measure.profile.stats import Spread
+from ppdmodel.cost_profile import CostProfile
+
+
+@dataclass
+class TimedMethod:
+    """One method's runs over every round: ``results[r][i]`` is prompt i in round r."""
+
+    label: str
+    config: object = None
+    """The method's frozen config; None for greedy."""
+    results: list[list] = field(default_factory=list)
+
+    @property
+    def totals_s(self) -> list[float]:
+        """Decode seconds of all prompts, per round."""
+        return [sum(r.wall_s for r in runs) for runs in self.results]
+
+    @property
+    def spread(self) -> Spread:
+        """Median and quartiles of ``totals_s``."""
+        return Spread.of(self.totals_s)
+
+    @property
+    def runs(self) -> list:
+        """The first round's results (tokens and match outcomes are the same every round)."""
+        return self.results[0]
+
+    @property
+    def tokens(self) -> int:
+        """Generated tokens per round."""
+        return sum(len(r.tokens) for r in self.runs)
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What every method's runs share: the token budget, the run settings (stop tokens,
+    decoding, ``dist``), the early head, prompt names and seeds, and the ranks."""
+
+    max_new_tokens: int
+    settings: RunSettings
+    names: tuple[str, ...]
+    head: object = None
+    """A trained early head, or None (the LM head)."""
+    seeds: tuple | None = None
+    """One seed per prompt (sampled decoding), or None."""
+    ranks: object = None
+    """The ``RankGroup`` the ``dist`` methods share, or None."""
+    shared: dict = field(default_factory=dict, compare=False, hash=False)
+    """Untimed preparations methods of one kind share, measured once per call (``once``)."""
+
+    def once(self, key, make):
+        """``make()`` the first time ``key`` is asked for, the same value afterwards."""
+        if key not in self.shared:
+            self.shared[key] = make()
+        return self.shared[key]
+
+
+@dataclass(frozen=True)
+class JudgeInputs:
+    """What judging one method needs beside its own runs."""
+
+    profile: CostProfile
+    """The profile measured beforehand."""
+    greedy: TimedMethod
+    """Greedy's runs in the same rounds."""
+    greedy_predicted: dict
+    """Greedy's ``measure.eval.predict.Prediction`` per backend it is priced on."""
+    exact: dict
+    """config -> True when every round reproduced greedy's tokens."""
+    max_new_tokens: int
+    probed: CostProfile | None = None
+    """The profile from the probes interleaved with the rounds, or None."""
+    probed_greedy: dict = field(default_factory=dict)
+    """Greedy's prediction per backend from ``probed``."""
+
+
+@runtime_checkable
+class Bound(Protocol):
+    """A method bound to a model and prompts (``Method.bind``)."""
+
+    def decode(self, indices=None, warmup: bool = True) -> list:
+        """One run: a result per prompt at ``indices`` (None: all), each with ``tokens`` and
+        ``wall_s``; ``warmup``: an untimed short decode first."""
+
+    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> JudgedResult | None:
+        """The runs predicted and judged (None for greedy, the baseline of the others)."""
+
+
+@runtime_checkable
+class Method(Protocol):
+    """A decoding method ``ppd validate`` times beside greedy (module docstring)."""
+
+    config: object
+    """Its frozen config (hashable; what results are keyed by); None for greedy."""
+    by_prompt: bool
+    """True: ``decode`` takes one prompt per call (the rounds turn by prompt)."""
+
+    @property
+    def label(self) -> str:
+        """A unique readable name ('ppd d_bar=15 k=3 main single')."""
+
+    @property
+    def backend(self) -> str:
+        """The profile backend whose costs price it ('single' in the calling process)."""
+
+    def ranks(self, settings: RunSettings) -> int:
+        """Ranks of the shared ``RankGroup`` it needs (0: it runs in the calling process)."""
+
+    def check(self, d: int, profile: CostProfile | None) -> None:
+        """ValueError naming the setting the model of depth ``d`` or the profile refuses."""
+
+    def bind(self, model, prompts, run: RunInputs) -> Bound:
+        """The untimed preparation; the method bound to ``model`` and ``prompts``."""
+
+
+def picked(values, indices):
+    """``values`` at ``indices`` (None stays None: no per-prompt values)."""
+    return None if values is None else [values[i] for i in indices]

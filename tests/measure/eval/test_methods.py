@@ -1,0 +1,102 @@
+"""Every registered decoding method runs through ``validate``'s one loop on a tiny model, and
+draft-model speculative decoding is exact and predicted from planted costs within PPD's
+tolerance (the planted sleeps advance a clock the test controls, ``VirtualClock``)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from measure.eval.free_eval import FreeConfig  # noqa: E402
+from measure.eval.hf_early_exit import EarlyExitConfig  # noqa: E402
+from measure.eval.methods import REGISTERED, Method, method_of  # noqa: E402
+from measure.eval.methods.speculative import SpecConfig, Speculative  # noqa: E402
+from measure.eval.ppd_config import PPDConfig  # noqa: E402
+from measure.eval.validate import validate  # noqa: E402
+from measure.profile.profile import measure_profile  # noqa: E402
+from tests.measure.tiny_models import planted_model  # noqa: E402
+from tests.measure.virtual_clock import VirtualClock  # noqa: E402
+
+LAYER_S = 0.020
+EXTRA_ROW_S = 0.008
+EMBED_S = 0.004
+HEAD_S = 0.030
+PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
+TOKENS = 8
+TOLERANCE = 0.05
+"""PPD's planted tolerance (tests/measure/eval/test_planted.py: within 5 %)."""
+EXAMPLES = {
+    PPDConfig: PPDConfig(d_bar=2, k=1),
+    EarlyExitConfig: EarlyExitConfig(exit_layer=2, g=2),
+    FreeConfig: FreeConfig(exit_layer=2, threshold=0.5),
+    SpecConfig: SpecConfig(draft="self:2", g=2, profile_repeats=3),
+}
+"""One configuration of every registered method."""
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def clock():
+    with VirtualClock().installed() as clock:
+        yield clock
+
+
+@pytest.fixture(scope="module")
+def planted(clock):
+    """Planted sleeps; a layer's extra rows (a k-row batch or q + 1 verified positions) add
+    EXTRA_ROW_S each."""
+    return planted_model(layer_s=LAYER_S, extra_row_s=EXTRA_ROW_S, embed_s=EMBED_S,
+                         head_s=HEAD_S, count_positions=True, sleep=clock.sleep)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def profile(planted):
+    return measure_profile(planted, ks=(1, 2, 3), context_tokens=8, repeats=3, warmup=1, calls=2,
+                           threads=1)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def result(planted, profile):
+    assert set(EXAMPLES) == set(REGISTERED)  # a new method needs its example here
+    methods = [method_of(c) for c in EXAMPLES.values() if not isinstance(c, PPDConfig)]
+    return validate(planted, PROMPTS, profile=profile, configs=[EXAMPLES[PPDConfig]],
+                    methods=methods, max_new_tokens=TOKENS)  # fmt: skip
+
+
+def test_every_registered_method_runs_through_one_loop(result):
+    table = result.table
+    labels = [c.label for c in EXAMPLES.values()]
+    assert list(table["method"]) == ["greedy", *labels]
+    assert (table["rounds"] == 3).all()
+    exact = table[table["method"] != EXAMPLES[FreeConfig].label]
+    assert exact["exact"].all()  # FREE is approximate; every other method is greedy's tokens
+    assert len(result.verdicts()) == len(labels)
+    assert [o.label for o in result.others] == labels[1:]
+    for config in EXAMPLES.values():
+        assert isinstance(method_of(config), Method)
+        assert result.timing.methods[config].results
+
+
+def test_speculative_predicted_within_ppds_tolerance(result):
+    (spec,) = [o for o in result.others if o.config == EXAMPLES[SpecConfig]]
+    assert spec.exact and 0 <= spec.columns["p_hat"] <= 1
+    assert abs(spec.rel_err) < TOLERANCE, spec.rel_err  # planted: exact but for rounding
+    assert spec.columns["iid_s"] > 0 and spec.tokens == TOKENS * len(PROMPTS)
+    (line,) = spec.report_lines()
+    assert "--draft-acceptance" in line and "--draft-cost-ratio" in line
+    assert spec.verdict().startswith(f"{spec.label}: ")
+
+
+def test_speculative_refusals(profile):
+    with pytest.raises(ValueError, match="self:N"):
+        SpecConfig(draft="self:x", g=1)
+    with pytest.raises(ValueError, match="g must"):
+        SpecConfig(draft="self:1", g=0)
+    with pytest.raises(ValueError, match="fewer than"):
+        Speculative(SpecConfig(draft="self:4", g=1)).check(4, profile)
+    with pytest.raises(ValueError, match="--k 4"):
+        Speculative(SpecConfig(draft="self:1", g=3)).check(4, profile)
+    with pytest.raises(ValueError, match="no method is registered"):
+        method_of("ppd")
