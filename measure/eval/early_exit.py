@@ -224,7 +224,8 @@ class EarlyExitOutcome(JudgedResult):
 
     def verdict(self, load=None) -> str:
         return super().verdict(load) + (
-            "" if self.steps_agree else "; HF's steps differ from the predicted ones")
+            "" if self.steps_agree else "; HF's steps differ from the predicted ones"
+        )
 
     def breakdown(self) -> str:
         """Predicted vs measured draft forwards, verify forwards and the time outside them

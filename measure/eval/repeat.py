@@ -234,8 +234,7 @@ def time_repeated(
     greedy, rest = timed[0], timed[1:]
     reference = [[g.tokens for g in runs] for runs in greedy.results]
     exact = {
-        m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results)
-        for m in rest
+        m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results) for m in rest
     }
     by_kind = {m.config: (type(k), m) for k, m in zip(methods[1:], rest, strict=True)}
     ppd = {c: m for c, (kind, m) in by_kind.items() if kind is PPD}

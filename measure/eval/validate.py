@@ -575,7 +575,8 @@ def validate(
     others = [j for j in judged if not isinstance(j, ConfigResult)]
     note = ""
     if probes is not None:
-        note = probes.describe(sum(sum(m.totals_s) for m in [timing.greedy,
-                                                             *timing.methods.values()]))
+        note = probes.describe(
+            sum(sum(m.totals_s) for m in [timing.greedy, *timing.methods.values()])
+        )
     return ProfileValidation(results, timing, profile, others, probed, note,
                              probes.timeline if probes is not None else None)  # fmt: skip

@@ -77,7 +77,6 @@ class ConfigResult(JudgedResult):
         )
         return rows
 
-
     def cost_terms(self) -> dict:
         return self.predicted.terms()
 
