@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the README's figures from the `ppd` commands: bash docs/make_figures.sh
+# Regenerate the README's and the guide's figures from the `ppd` commands: bash docs/make_figures.sh
 # (add --validation to also re-measure the validation figures on SmolLM2: about 10 minutes on
 # 2 CPU cores; needs the smollm2 extra and ../shared/data beside the repository)
 set -euo pipefail

@@ -23,7 +23,7 @@
 set -euo pipefail
 MODEL=${MODEL:-smollm2}
 SPEC=${SPEC:-../shared/data/spec_bench_questions.jsonl}
-OUT=${OUT:-ppd-out/readme-headline}
+OUT=${OUT:-ppd-out/where-ppd-wins}
 LAYER=${LAYER:-15}
 EPOCHS=${EPOCHS:-4}
 NEW_TOKENS=${NEW_TOKENS:-64}

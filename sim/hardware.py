@@ -201,7 +201,7 @@ ENGINE_PRESETS: dict[str, Engine] = {
     # fxmarty/accelerated-pytorch-transformers-generation README). Collectives: NCCL from
     # eager Python, 30 us + 5 us per further device (assumption). Messages between PPD's
     # processes: 1 ms, the host time per pass measured on this project's own two-rank
-    # torch.distributed backend (README, "What decides agreement"); an eager multi-process
+    # torch.distributed backend (docs/validate.md, "What decides agreement"); an eager multi-process
     # implementation that copies KV caches through Python pays far more (the paper's Table 3
     # implementation: ~28 ms per hand-off, ``ppdmodel.overheads``).
     "hf-eager": Engine(

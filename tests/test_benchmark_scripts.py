@@ -1,4 +1,5 @@
-"""The analysis parts of the experiment scripts (experiments/), on planted data (no model, no timing)."""
+"""The analysis parts of the experiment scripts (experiments/), on planted data (no model, no
+timing)."""
 
 from __future__ import annotations
 

@@ -300,7 +300,7 @@ def read_fingerprint(head, record: dict, directory: Path) -> None:
             f"head file {directory / CONFIG_NAME} records no LM head hash (written before "
             "head files recorded one), so it cannot be checked against this model's LM head; "
             "train it again, or record the LM head of the model you know it was trained on "
-            "(README, Early heads)",
+            "(docs/measure.md, Early heads)",
             UserWarning,
             stacklevel=3,
         )
