@@ -465,3 +465,19 @@ def test_the_prediction_formula_is_what_predict_computes():
         )
         got = predict_ppd(profile, runs, config, max_new_tokens=8).closed_form_s
         assert got == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_the_plan_page_lists_every_preset():
+    """docs/plan.md names the shape, GPU and link presets `ppd plan` knows, and no others."""
+    from sim.hardware import GPU_PRESETS, LINK_PRESETS
+    from sim.shape import SHAPE_PRESETS
+
+    text = " ".join((DOCS / "plan.md").read_text(encoding="utf-8").split())
+    lists = {
+        "`--shape` a model shape preset (": set(SHAPE_PRESETS),
+        "`--gpu` one or more GPU presets (": set(GPU_PRESETS),
+        "`--link` the interconnect (": set(LINK_PRESETS),
+    }
+    for lead, presets in lists.items():
+        named = text[text.index(lead) + len(lead) :].split(")")[0].split(";")[0]
+        assert {word.split(":")[0] for word in named.split(", ")} == presets, lead
