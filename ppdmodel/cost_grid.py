@@ -82,7 +82,10 @@ class _GridTerms:
         return self.hidden_dispatch_s
 
     def greedy_token_seconds(self, d):
-        """One greedy token: embedding + d layers + final head + host time, seconds."""
+        """One greedy token: embedding + d layers + final head + host time, seconds (``d``:
+        positive integers broadcasting with the grid; ValueError naming it otherwise)."""
+        d = check_positive_int("d", d)
+        check_broadcast(d=np.shape(d), costs=self.grid_shape)
         return self.embedding_s + np.multiply(d, self.layer_s) + self.final_head_s + self.host_s
 
 
@@ -122,6 +125,8 @@ class GridPerToken:
     """Smallest p at which PPD per token (ell -> inf) is no slower than greedy (inf: none)."""
     greedy_latency_s: np.ndarray
     """Greedy seconds per token under the same costs (main's devices only)."""
+    latency_per_p_s: np.ndarray | float = 0.0
+    """d latency_s / d p: -S (ell - 1) / ell (latency is linear in p; <= 0)."""
 
 
 def ppd_grid_per_token(
@@ -157,4 +162,5 @@ def ppd_grid_per_token(
         compute_s=np.broadcast_to(main + cand, shape),
         break_even_p=np.broadcast_to(times.break_even_p, shape),
         greedy_latency_s=np.broadcast_to(costs.greedy_token_seconds(d), shape),
+        latency_per_p_s=np.broadcast_to(-times.saving_s * np.subtract(ell, 1) / ell, shape),
     )

@@ -35,6 +35,8 @@ _SECONDS_FIELDS = (
     "handoff_s",
     "host_s",
 )
+SECONDS_FIELDS = _SECONDS_FIELDS
+"""The fields of ``DecodeCosts`` that hold seconds (a machine twice as slow doubles each)."""
 
 
 def link_seconds(*, latency_s: float, nbytes: float, bandwidth_bytes_per_s: float) -> float:

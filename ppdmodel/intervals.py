@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.validation import (
@@ -118,6 +119,26 @@ def interval_of(values, *, level: float = LEVEL) -> Interval:
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(values, [tail, 100 - tail])
     return Interval(float(low), float(high), level)
+
+
+def spread_interval(values, *, level: float = LEVEL) -> Interval:
+    """An interval of positive ``values`` that few draws make stable: the wider, at each end,
+    of the central percentile interval and exp(mean +- t sd) of their logs (t: Student's
+    quantile at ``level`` with n - 1 degrees of freedom; the lognormal a cost factor draws, and
+    conservative for a uniform draw of p)."""
+    level = check_level(level)
+    values = as_real_array("values", values).ravel()
+    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"values must be one or more finite numbers > 0, got {values!r:.80}")
+    tails = interval_of(values, level=level)
+    if values.size < 3:
+        return tails
+    logs = np.log(values)
+    t = float(student_t.ppf(0.5 + level / 2, values.size - 1))
+    half = t * float(np.std(logs, ddof=1))
+    mid = float(np.mean(logs))
+    return Interval(min(tails.low, float(np.exp(mid - half))),
+                    max(tails.high, float(np.exp(mid + half))), level)  # fmt: skip
 
 
 def prediction_interval(

@@ -64,7 +64,8 @@ def register(subparsers) -> None:
                     help="a measured cost profile (ppd measure profile's JSON)")
     p.add_argument("--accept-wide-prices", action="store_true",
                    help="plan from a --profile whose prices are marked too wide (noted)")
-    p.add_argument("--link", nargs="+", default=["nvlink4"], help="link presets (with --gpu)")
+    p.add_argument("--link", nargs="+", default=None,
+                   help="link presets (with --gpu; default nvlink4)")
     p.add_argument("--devices", type=positive_int, default=8, help="devices available")
     p.add_argument("--shared-slowdown", type=positive_float, default=None,
                    help="slowdown (>= 1) of main and candidates on one GPU (default 2)")
@@ -126,6 +127,9 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", type=output_dir, default="ppd-out/plan", help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--verbose", action="store_true",
+                   help="after the summary, print every frontier, the regimes and the speed-up "
+                        "per device budget (always in the CSV files)")
     # fmt: on
     p.set_defaults(func=run_plan)
 
@@ -151,6 +155,12 @@ def _hardware(args, shape) -> list:
     from sim.hardware_costs import SHARED_GPU_SLOWDOWN, RooflineHardware, load_profile
 
     if args.profile:
+        unused = [f"--{n.replace('_', '-')}" for n in PRESET_OPTIONS
+                  if getattr(args, n) not in (None, False)]  # fmt: skip
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: a --profile is measured already (its host, "
+                             "launch, message and device figures are the profile's); give "
+                             "these with --gpu presets instead, or leave them out")  # fmt: skip
         backends = load_profile(args.profile, shape)
         if args.shared_slowdown is not None:
             slowdown = args.shared_slowdown
@@ -170,10 +180,13 @@ def _hardware(args, shape) -> list:
                          bandwidth_efficiency=_or(args.bandwidth_efficiency, 0.8),
                          shared_device_slowdown=slowdown, host_s=_or(args.host_us, 0.0) * 1e-6)
         for gpu in args.gpu or ["h100-sxm"]
-        for link in args.link
+        for link in args.link or ["nvlink4"]
     ]  # fmt: skip
 
 
+PRESET_OPTIONS = ("engine", "host_us", "host_us_per_layer", "launch_us", "message_us",
+                  "flops_efficiency", "bandwidth_efficiency", "link")  # fmt: skip
+"""``ppd plan`` options that price datasheet presets, which a measured --profile does not use."""
 ENGINE_OVERRIDES = {"host_us_per_layer": "host_per_layer_s", "launch_us": "launch_s",
                     "message_us": "message_s", "host_us": "host_per_step_s"}  # fmt: skip
 """``ppd plan`` options (microseconds) that replace an engine preset's field (seconds)."""
@@ -200,28 +213,29 @@ def _engine_hardware(args, shape) -> list:
         **overrides)  # fmt: skip
     return [EngineHardware(shape, GPUSpec.from_name(gpu), Link.from_name(link), engine,
                            max_tp=args.devices)
-            for gpu in args.gpu or ["h100-sxm"] for link in args.link]  # fmt: skip
+            for gpu in args.gpu or ["h100-sxm"] for link in args.link or ["nvlink4"]]  # fmt: skip
 
 
 def run_plan(args: argparse.Namespace) -> int:
     from sim.plan import plan
     from sim.plan_grid import DraftModel, PlanSpace
     from sim.plan_intervals import PLAN_DRAWS
+    from sim.plan_summary import summary_lines
     from sim.sweep import open_executor
 
     shape, model_name = _shape(args)
     hardware = _hardware(args, shape)
     wide = _wide_notes(args)
     ptable = read_ptable(args, model_name, shape.num_layers)
-    free_table = _free_table(args, shape.num_layers)
+    workloads = tuple(args.workload) if args.workload else None
+    free_table = _free_table(args, shape.num_layers, workloads or ptable.workloads)
     draft = None
     if args.draft_acceptance is not None:
         draft = DraftModel(args.draft_acceptance, args.draft_cost_ratio)
     space = PlanSpace(
         max_devices=args.devices, d_bars=tuple(args.d_bar) if args.d_bar else None,
         ks=tuple(args.k) if args.k else None, early_heads=tuple(args.early_head),
-        heads=tuple(args.head) if args.head else None,
-        workloads=tuple(args.workload) if args.workload else None, ell=args.ell,
+        heads=tuple(args.head) if args.head else None, workloads=workloads, ell=args.ell,
         draft_model=draft, alternatives=not args.no_alternatives, free_table=free_table,
     )  # fmt: skip
     out = Path(args.out)
@@ -233,7 +247,10 @@ def run_plan(args: argparse.Namespace) -> int:
                       out_dir=out / "confirm" if args.confirm_n else None,
                       keep_screened=True, min_quality=args.min_quality,
                       replicates=replicates_of(args, hardware),
-                      draws=PLAN_DRAWS if args.draws is None else args.draws)  # fmt: skip
+                      draws=PLAN_DRAWS if args.draws is None else args.draws,
+                      model=planned_model(args, model_name),
+                      profile_drift=profile_drift(args.profile) if args.profile else None,
+                      engines=[args.engine] * len(hardware))  # fmt: skip
     seconds = time.perf_counter() - started
     regimes = _advise(result, hardware, args.devices)
     plan_table(result).to_csv(out / "plan.csv", index=False)
@@ -251,9 +268,14 @@ def run_plan(args: argparse.Namespace) -> int:
              coverage_note(ptable, result.screened, shape.num_layers),
              sharing_note(hardware, result.screened), *wide)  # fmt: skip
     note = "; ".join(filter(None, notes))
-    commands = {w: settle_command(args, v, ptable) for w, v in result.verdicts.items()}
+    commands = {w: settle_command(args, v, ptable, result.decisions.get(w))
+                for w, v in result.verdicts.items()}  # fmt: skip
+    summary = summary_lines(result)
     if args.json:
         report = {
+            "summary": summary,
+            "decisions": {w: d.to_dict() for w, d in result.decisions.items()},
+            "sources": dict(result.uncertainty.notes),
             "n_screened": result.n_screened,
             "screen_s": result.screen_s,
             "confirm_s": result.confirm_s,
@@ -264,10 +286,14 @@ def run_plan(args: argparse.Namespace) -> int:
             "verdicts": {
                 w: {
                     "text": v.text,
+                    "kind": v.kind,
                     "too_close": v.too_close,
+                    "dominant_source": v.dominant,
                     "recommended": v.recommended,
                     "rival": v.rival,
-                    "validate_command": commands[w],
+                    "settle_command": commands[w],
+                    "validate_command": settle_command(args, replace(v, dominant="profile"),
+                                                       ptable),
                 }
                 for w, v in result.verdicts.items()
             },  # fmt: skip
@@ -278,9 +304,60 @@ def run_plan(args: argparse.Namespace) -> int:
             "frontier": json.loads(result.frontier.to_json(orient="records")),
         }
         print(json.dumps(report, indent=2))
-    else:
-        _print(result, seconds, note, out, regimes, commands)
+        return 0
+    print("\n".join(summary))
+    _print_basis(result, hardware, args, commands, note)
+    if args.verbose:
+        _print(result, seconds, out, regimes, commands)
+    extra = f", {out / 'regimes.csv'}" if len(regimes) else ""
+    print(f"\n{result.n_screened} configurations screened, {len(result.frontier)} on the "
+          f"frontiers, in {seconds:.1f} s; wrote {out / 'plan.csv'}, {out / 'by_devices.csv'}"
+          f"{extra} and {out / 'plan.png'}" + ("" if args.verbose else " (--verbose: the "
+          "frontiers, regimes and speed-up per device budget)"))  # fmt: skip
     return 0
+
+
+def planned_model(args, model_name: str) -> str:
+    """The name of the model being planned: the profile's, the --config folder's, or the
+    --shape preset's (default vicuna-13b)."""
+    from sim.ptable import model_key
+
+    if model_name and not (args.config or args.shape):
+        return model_name
+    if args.config:
+        path = Path(args.config)
+        return model_key(path.parent if path.is_file() else path)
+    return args.shape or "vicuna-13b"
+
+
+def profile_drift(path) -> float | None:
+    """The drift log-sd a profile recorded (``machine.applied_log_sd``), None where none."""
+    from ppdmodel.cost_profile import read_profile_data
+
+    machine = read_profile_data(path).get("machine")
+    value = machine.get("applied_log_sd", machine.get("log_sd")) if isinstance(
+        machine, dict) else None  # fmt: skip
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        return None
+    return float(value)
+
+
+def _print_basis(result, hardware, args, commands: dict, note: str) -> None:
+    """What the summary rests on, and how to settle each open call."""
+    print("\nwhat it rests on:")
+    for source, words in result.uncertainty.notes.items():
+        print(f"  {source}: {words}")
+    heads = {d.head for d in result.decisions.values() if d.head}
+    for words in sorted(heads):
+        print(f"  head: {words}")
+    open_calls = {w: c for w, c in commands.items() if c}
+    if open_calls:
+        print("settle it (one measurement each):")
+        for workload, command in open_calls.items():
+            v = result.verdicts[workload]
+            print(f"  {workload} ({v.dominant or 'p'}): {command}")
+    if note:
+        print(f"note: {note}")
 
 
 def plan_table(result):
@@ -330,8 +407,9 @@ def _advise(result, hardware, devices: int):
     return regime_table(hardware)
 
 
-def _free_table(args, d: int):
-    """--free-table, read and checked against the model's depth (None without it)."""
+def _free_table(args, d: int, workloads):
+    """--free-table, read and checked against the model's depth and the plan's workloads (a
+    row naming a workload applies to it alone; None without it)."""
     from sim.formats import read_free_table
 
     if args.free_table is None:
@@ -341,6 +419,11 @@ def _free_table(args, d: int):
         deepest = int(table.exit_layer.max())
         raise ValueError(f"--free-table {args.free_table}: exit_layer {deepest} is not below "
                          f"the model's d = {d}")  # fmt: skip
+    named = set(table.workload.astype(str))
+    if "" not in named and not named & set(workloads):
+        raise ValueError(f"--free-table {args.free_table}: its rows name the workloads "
+                         f"{sorted(named)}, none of the plan's {list(workloads)}: FREE "
+                         "would be left out (a row with no workload applies to all)")  # fmt: skip
     return table
 
 
@@ -380,17 +463,16 @@ def _write_png(result, path, title: str) -> None:
     plt.close(fig)
 
 
-def _print(result, seconds: float, note: str, out: Path, regimes, commands: dict) -> None:
+def _print(result, seconds: float, out: Path, regimes, commands: dict) -> None:
+    """--verbose: the regimes, every workload's frontier, verdict and speed-up per budget."""
     import numpy as np
     import pandas as pd
 
     confirmed = f"{len(result.frontier)} frontier points simulated in {result.confirm_s:.1f} s"
     if "sim_latency_s" not in result.frontier:
         confirmed = "no simulation (--confirm-n 0)"
-    print(f"screened {result.n_screened} configurations in closed form in "
+    print(f"\nscreened {result.n_screened} configurations in closed form in "
           f"{result.screen_s:.1f} s; {confirmed}; {seconds:.1f} s in all")  # fmt: skip
-    if note:
-        print(f"note: {note}")
     if len(regimes):
         print("\ngreedy decoding per tensor-parallel degree, and what bounds it:")
         with pd.option_context("display.width", 250, "display.max_colwidth", 200,
@@ -431,5 +513,4 @@ def _print(result, seconds: float, note: str, out: Path, regimes, commands: dict
                                "display.float_format", "{:.4g}".format):  # fmt: skip
             print(off.head(SHOW)[["workload", "config", "latency_s", "speedup", "speedup_low",
                                   "speedup_high", "p"]].to_string(index=False))  # fmt: skip
-    extra = f", {out / 'regimes.csv'}" if len(regimes) else ""
-    print(f"\nwrote {out / 'plan.csv'}, {out / 'by_devices.csv'}{extra} and {out / 'plan.png'}")
+

@@ -5,6 +5,7 @@ leaves ``cli*`` modules to tests/test_cli_errors.py)."""
 from __future__ import annotations
 
 import json
+import shlex
 from contextlib import suppress
 from pathlib import Path
 
@@ -73,13 +74,15 @@ def replicates_of(args, hardware):
     return profile_replicates(parse_cost_profile(data), hardware)
 
 
-def settle_command(args, verdict, ptable) -> str:
-    """The ppd validate command that times the recommendation and its close rivals ("" where
-    one command cannot)."""
+def settle_command(args, verdict, ptable, decision=None) -> str:
+    """The command that settles an open call: for p, ``ppd measure match-rate`` at the
+    layer and k in question; for the engine, ``ppd measure profile --device cuda``; else the
+    ``ppd validate`` command that times the recommendation and its close rivals ("" where the
+    call is clear, or one command cannot time them)."""
     from sim.plan_intervals import validate_command
     from sim.ptable import run_metadata
 
-    if verdict.validate_flags is None:
+    if verdict.kind == "clear":
         return ""
     prompts = "PROMPTS"
     entry = profile_entry(args.profile) if args.profile else {}
@@ -88,9 +91,21 @@ def settle_command(args, verdict, ptable) -> str:
         folder = Path(args.table) if Path(args.table).is_dir() else Path(args.table).parent
         with suppress(ValueError):
             prompts = run_metadata(folder).get("prompts") or prompts
+    out = Path(args.out)
+    source = verdict.dominant or "p"
+    if source == "p":
+        layers = ["--layers", str(decision.d_bar), "--ks", str(decision.k)] if (
+            decision is not None and decision.d_bar) else []  # fmt: skip
+        return shlex.join(["ppd", "measure", "match-rate", "--model", model, "--prompts",
+                           prompts, *layers, "--out", str(out / "p")])  # fmt: skip
+    if source == "engine":
+        return shlex.join(["ppd", "measure", "profile", "--model", model, "--device", "cuda",
+                           "--out", str(out / "profile.json")])  # fmt: skip
+    if verdict.validate_flags is None:
+        return ""
     return validate_command(verdict.validate_flags, model=model, prompts=prompts,
                             profile=args.profile, ell=args.ell,
-                            out=str(Path(args.out) / "settle"))  # fmt: skip
+                            out=str(out / "settle"))  # fmt: skip
 
 
 def coverage_note(ptable, screened, d: int) -> str:
@@ -102,8 +117,8 @@ def coverage_note(ptable, screened, d: int) -> str:
     if not missing or len(measured) > 8:
         return ""
     return (f"p-table '{ptable.name}' measured layers {sorted(measured)} only: p at the other "
-            f"d_bar ({len(missing)} of them) is interpolated toward p = 1 at the last layer, an "
-            "assumption its intervals do not cover")  # fmt: skip
+            f"d_bar ({len(missing)} of them) is interpolated, and its intervals draw it anywhere "
+            "between the measured neighbours (toward p = 1 beyond the deepest)")  # fmt: skip
 
 
 def sharing_note(hardware, screened) -> str:

@@ -14,9 +14,18 @@
 4. recommends, per workload, the fastest feasible configuration of quality >= ``min_quality``
    (default 1.0: exact methods only, so FREE is shown but recommended only when the bar is
    lowered), and says why;
-5. puts a 95 % interval on every latency and speed-up (``sim.plan_intervals``: the profile's
-   cost replicates, p's sampling error) and says, per workload, whether the recommendation
-   is clear of its rival and of greedy or too close to call (``Plan.verdicts``).
+5. puts a 95 % interval on every latency and speed-up, covering every source the answer rests
+   on (``sim.plan_uncertainty``: the engine preset's measured error, p's sampling error,
+   interpolation and, where it is another model's, its prior range, the profile's replicates
+   and the machine's drift) and says, per workload, whether the recommendation is clear of
+   its rival and of greedy, conditional on a borrowed p, or too close to call, naming the
+   source that dominates (``Plan.verdicts``);
+6. states the decision first (``Plan.decisions``, ``sim.plan_summary``): per workload the
+   decision with its interval and verdict, the best alternative and the p at which PPD beats
+   it on the same devices, beside the p the table assumed.
+
+A workload the p-table has no p for is planned without inventing one: p is 0 for its PPD and
+early-exit rows, which are not recommended, and the decision gives the p PPD would need.
 
 The configurations a user asked for (``space.d_bars``, ``space.ks``) are kept in
 ``Plan.asked`` with their intervals, on the frontier or not.
@@ -45,7 +54,15 @@ from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
 from sim.plan_free import confirm_free, free_cell, free_label
 from sim.plan_grid import PlanSpace, screen
-from sim.plan_intervals import PLAN_DRAWS, Verdict, against_greedy, judge, rival_of
+from sim.plan_intervals import (
+    P_METHODS,
+    PLAN_DRAWS,
+    Verdict,
+    against_greedy,
+    check_replicates,
+    judge,
+    rival_of,
+)
 from sim.plan_limits import (
     MAX_CONFIRM_N,
     check_cell,
@@ -56,6 +73,8 @@ from sim.plan_limits import (
     check_row,
     check_screened,
 )
+from sim.plan_summary import decide
+from sim.plan_uncertainty import Uncertainty
 from sim.ptable import PTable
 from sim.run import POOL_MIN_WORK, simulate
 from sim.sweep import run_sweep
@@ -88,7 +107,13 @@ class Plan:
     """The PPD configurations the space names (``d_bars``, ``ks`` given), frontier or not:
     ``on_frontier`` marks those in ``frontier``; None when the space names none."""
     covers: str = ""
-    """What the interval columns cover (``sim.plan_intervals.spread_sources``)."""
+    """What the interval columns cover (``Uncertainty.covers``)."""
+    uncertainty: Uncertainty | None = None
+    """The sources behind the intervals."""
+    decisions: dict = field(default_factory=dict)
+    """Per workload: the ``sim.plan_summary.Decision``."""
+    no_p: tuple[str, ...] = ()
+    """Workloads the p-table has no p for (planned with p = 0, PPD not recommended)."""
 
 
 def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.ndarray:
@@ -223,12 +248,19 @@ def plan(
     min_quality: float = EXACT_QUALITY,
     replicates=None,
     draws: int = PLAN_DRAWS,
+    model: str | None = None,
+    profile_drift: float | None = None,
+    engines=None,
 ) -> Plan:
     """Screen, keep the frontier, confirm it by simulation (``confirm_n`` sequences per point;
     0 skips it), recommend and judge (module docstring). ``hardware``: ``HardwareModel``s;
     ``min_quality``: the lowest quality against greedy's output a recommendation may have;
     ``replicates``: per hardware model, its bootstrap replicates (``sim.plan_intervals.
-    profile_replicates``; None: no cost spread); ``draws``: draws per interval (0: points).
+    profile_replicates``; None: none, which widens by a stated default); ``draws``: draws per
+    interval (0: points); ``model``: the planned model's name (a p-table of another or an
+    unnamed model is borrowed: its p widens to the reference tables' range); ``profile_drift``:
+    the profile's recorded drift log-sd; ``engines``: per hardware model the engine preset it
+    was priced with (default: its own; ``sim.plan_uncertainty.Uncertainty.of``).
 
     Refuses (ValueError) a screen or confirmation above ``sim.plan_limits``' work limits
     before starting it; Ctrl-C or any exception ends the confirmation's local workers.
@@ -239,6 +271,7 @@ def plan(
     seed = as_int("seed", seed, minimum=0)  # the confirmation's and the intervals' draws
     if max_compute is not None:  # a finite multiple of greedy's compute
         max_compute = as_real("max_compute", max_compute, minimum=1)
+    ptable, no_p = with_unknown_workloads(ptable, space)
     d, confirm_n = check_plan_args(hardware, ptable, space, d, confirm_n)  # and work limits
     if hardware and hardware[0].shape.num_layers != d:
         raise ValueError(f"d={d} but the hardware's model shape has "
@@ -255,27 +288,59 @@ def plan(
     reasons = {}
     for workload, rows in front.groupby("workload", sort=False):
         rows = rows[_allowed(rows, min_quality)]
-        best = rows.nsmallest(1, ["latency_s", "compute_s"]).index[0]
+        if workload in no_p:
+            rows = rows[~rows.method.isin(P_METHODS)]
+        best = fastest(rows)
         front.loc[best, "recommended"] = True
         reasons[workload] = explain(front.loc[best], rows, screened, max_compute, min_quality)
     front.insert(2, "config", [label(r) for r in front.itertuples()])
     by_devices = best_by_devices(screened, max_compute, min_quality)
     result = Plan(front, reasons, len(screened), screened if keep_screened else None,
-                  by_devices, screened_at - started, confirmed_at - screened_at)  # fmt: skip
-    return judge(
-        result,
-        screened,
-        hardware,
-        ptable,
-        space,
-        d,
-        replicates=replicates,
-        draws=draws,
-        seed=seed,
-        max_compute=max_compute,
-        min_quality=min_quality,
-        label=label,
-    )
+                  by_devices, screened_at - started, confirmed_at - screened_at,
+                  no_p=no_p)  # fmt: skip
+    uncertainty = Uncertainty.of(hardware, ptable, model=model, replicates=check_replicates(
+        replicates, hardware), profile_drift=profile_drift, engines=engines)  # fmt: skip
+    result = judge(result, screened, space, d, uncertainty=uncertainty, draws=draws, seed=seed,
+                   max_compute=max_compute, min_quality=min_quality, label=label)  # fmt: skip
+    decisions = decide(result, screened, space, d, max_compute=max_compute,
+                       min_quality=min_quality, label=label)  # fmt: skip
+    return replace(result, decisions=decisions)
+
+
+METHOD_ORDER = ("greedy", "draft-model", "early-exit", "ppd", "free")
+"""The simpler method first: of configurations equally fast within ``TIE_REL``, the planner
+takes the one on fewer devices, then the simpler method, then the one with less compute."""
+TIE_REL = 1e-9
+"""Relative latency difference below which two configurations tie (floating-point noise)."""
+
+
+def fastest(rows: pd.DataFrame):
+    """The index of the fastest row, ties (``TIE_REL``) going to fewer devices, the simpler
+    method (``METHOD_ORDER``), then less compute."""
+    check_screened("rows", rows)
+    if not len(rows):
+        raise ValueError("rows must hold at least one configuration")
+    top = rows.latency_s.min()
+    tied = rows[rows.latency_s <= top * (1 + TIE_REL)]
+    rank = tied.method.map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(len(METHOD_ORDER))
+    order = tied.assign(_rank=rank).sort_values(["devices", "_rank", "compute_s", "latency_s"],
+                                                kind="stable")  # fmt: skip
+    return order.index[0]
+
+
+def with_unknown_workloads(ptable: PTable, space: PlanSpace) -> tuple[PTable, tuple[str, ...]]:
+    """``ptable`` with p = 0 rows for every workload ``space`` names that it lacks (their PPD
+    and early-exit rows are then never recommended), and those workloads."""
+    check_instance("ptable", ptable, PTable)
+    check_instance("space", space, PlanSpace)
+    missing = tuple(w for w in (space.workloads or ()) if w not in ptable.workloads)
+    if not missing:
+        return ptable, ()
+    template = ptable.df[ptable.df.workload == ptable.workloads[0]]
+    keep = [c for c in ("workload", "head", "layer", "k", "p_correct") if c in template]
+    rows = [template[keep].assign(workload=w, p_correct=0.0) for w in missing]
+    df = pd.concat([ptable.df, *rows], ignore_index=True)
+    return replace(ptable, df=df), missing
 
 
 def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_compute,

@@ -34,7 +34,7 @@ from ppdmodel.alternatives import (
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_int, as_real, check_instance, check_names
+from ppdmodel.validation import as_int, as_real, check_columns, check_instance, check_names
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost, one_process_host_s
 from sim.plan_free import free_rows
@@ -87,6 +87,8 @@ class PlanSpace:
     """A separate draft model to compare with (None: left out)."""
     alternatives: bool = True
     """Screen greedy-TP, early-exit and draft-model rows too (and FREE's, given a table)."""
+    include_ppd: bool = True
+    """Screen PPD's rows (False: the alternatives only, as the planner's draws re-price them)."""
     free_table: pd.DataFrame | None = field(default=None, compare=False, repr=False)
     """A FREE table (``sim.formats.read_free_table``: exit layer, threshold, measured exit rate
     and quality); None: FREE is left out (no quality is assumed for it)."""
@@ -133,6 +135,8 @@ class PlanSpace:
                              f"{type(self.draft_model).__name__}")  # fmt: skip
         if not isinstance(self.alternatives, bool):
             raise ValueError(f"alternatives must be True or False, got {self.alternatives!r}")
+        if not isinstance(self.include_ppd, bool):
+            raise ValueError(f"include_ppd must be True or False, got {self.include_ppd!r}")
         for placement in self.early_heads:
             if placement not in EARLY_HEAD_PLACEMENTS:
                 raise ValueError(
@@ -172,6 +176,26 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     return d
 
 
+def mesh_of(rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int) -> dict:
+    """``_mesh``'s arrays for the PPD configurations of ``rows`` on ``hw`` (``ppd_rows(only=)``;
+    computed once for many draws of the same hardware)."""
+    pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
+    placements = np.array(space.early_heads)
+    check_columns("only", rows, ("tp_main", "tp_candidates", "d_bar", "k", "early_head",
+                                 "head_kind", "w"))  # fmt: skip
+    pair = pd.MultiIndex.from_arrays(pairs.T.tolist()).get_indexer(
+        pd.MultiIndex.from_arrays([rows.tp_main.astype(int), rows.tp_candidates.astype(int)]))
+    eh = pd.Index(placements).get_indexer(rows.early_head)
+    head = pd.Index(list(heads)).get_indexer(rows.head_kind)
+    w = rows.w.to_numpy().astype(int)
+    outside = (pair < 0) | (eh < 0) | (head < 0) | (w < 0) | (w >= n_workloads)
+    if outside.any():
+        raise ValueError("only holds a configuration outside the space (devices, early head, "
+                         "head or workload)")  # fmt: skip
+    return {"pair": pair, "d_bar": rows.d_bar.to_numpy().astype(int),
+            "k": rows.k.to_numpy().astype(int), "eh": eh, "head": head, "w": w}  # fmt: skip
+
+
 def _mesh(**axes) -> dict[str, np.ndarray]:
     """Every combination of the named 1-d axes, as flat arrays of equal length."""
     grids = np.meshgrid(*(np.asarray(v) for v in axes.values()), indexing="ij")
@@ -187,8 +211,11 @@ def _head_seconds(hw: HardwareModel, tp, head_index, heads) -> np.ndarray:
     return out
 
 
-def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
-    """Screen every PPD configuration on one hardware model (the closed form, vectorised)."""
+def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads, *, only=None) -> pd.DataFrame:
+    """Screen every PPD configuration on one hardware model (the closed form, vectorised);
+    ``only``: just these configurations (a frame with ``tp_main``, ``tp_candidates``,
+    ``d_bar``, ``k``, ``early_head``, ``head_kind`` and ``w``, the workload's index in
+    pgrid, or its ``mesh_of``), in their order (the planner's draws price a few rows)."""
     hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
     if np.any(np.asarray(d_bars) * 2 < d):  # (_check_inputs: each < d)
@@ -197,8 +224,11 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
     if not len(pairs):
         return pd.DataFrame()
     placements = np.array(space.early_heads)
-    g = _mesh(pair=np.arange(len(pairs)), d_bar=d_bars, k=ks, eh=np.arange(len(placements)),
-              head=np.arange(len(heads)), w=np.arange(pgrid.shape[0]))  # fmt: skip
+    if only is None:
+        g = _mesh(pair=np.arange(len(pairs)), d_bar=d_bars, k=ks, eh=np.arange(len(placements)),
+                  head=np.arange(len(heads)), w=np.arange(pgrid.shape[0]))  # fmt: skip
+    else:
+        g = only if isinstance(only, dict) else mesh_of(only, hw, space, heads, pgrid.shape[0])
     tp_main, tp_cand = pairs[g["pair"], 0], pairs[g["pair"], 1]
     shared = tp_cand == 0
     tp_side = np.where(shared, tp_main, tp_cand)
@@ -221,7 +251,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
         serial_device=hw.serial_device(shared),
     )
     p = pgrid[g["w"], g["head"], g["d_bar"], g["k"]]
-    latency, compute, break_even = (np.empty(p.size) for _ in range(3))
+    latency, compute, break_even, slope = (np.empty(p.size) for _ in range(4))
     for placement in np.unique(placements[g["eh"]]):
         rows = placements[g["eh"]] == placement
         sub = DecodeCostsGrid(**{f: _take(getattr(costs, f), rows) for f in _FIELDS})
@@ -229,8 +259,8 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
                                  ell=space.ell, costs=sub, early_head=str(placement),
                                  devices_main=tp_main[rows],
                                  devices_candidates=tp_side[rows])  # fmt: skip
-        latency[rows], compute[rows], break_even[rows] = (
-            out.latency_s, out.compute_s, out.break_even_p,
+        latency[rows], compute[rows], break_even[rows], slope[rows] = (
+            out.latency_s, out.compute_s, out.break_even_p, out.latency_per_p_s,
         )  # fmt: skip
     return pd.DataFrame({
         "method": "ppd", "hardware": hw_index, "w": g["w"],
@@ -238,6 +268,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads) -> pd.DataFrame:
         "d_bar": g["d_bar"], "k": g["k"], "early_head": placements[g["eh"]],
         "head_kind": np.asarray(heads)[g["head"]], "g": 0, "exit_layer": 0, "reuse": False,
         "p": p, "break_even_p": break_even, "latency_s": latency, "compute_s": compute,
+        "latency_per_p_s": slope,
     })  # fmt: skip
 
 
@@ -338,8 +369,9 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     """Every configuration of every method on every hardware model, in closed form.
 
     Columns: see the module docstring; ``workload`` and ``hardware_name`` name the indices.
-    ``pgrid``: p to use instead of ``ptable.grid`` (a draw of ``PTable.grid_draws`` over the
-    space's workloads and heads; the lower bound of p is then left out).
+    ``pgrid``: p to use instead of ``ptable.grid`` (a draw of ``PTable.p_draws`` over the
+    space's workloads and heads; the lower bound of p is then left out), or one such array per
+    hardware model stacked on a first axis (the planner's draws screened in one call).
     """
     check_instance("ptable", ptable, PTable)
     for hw in check_hardware(hardware):
@@ -350,11 +382,13 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     expected = ptable.grid(d, workloads, heads) if not given else None
     if given:
         shape = (len(workloads), len(heads), d + 1, ptable.max_k + 1)
-        if not isinstance(pgrid, np.ndarray) or pgrid.shape != shape:
+        ok = isinstance(pgrid, np.ndarray) and pgrid.shape in (shape, (len(hardware), *shape))
+        if not ok:
             got = pgrid.shape if isinstance(pgrid, np.ndarray) else type(pgrid).__name__
-            raise ValueError(f"pgrid must be an array of shape {shape} (PTable.grid's), got "
-                             f"{got}")  # fmt: skip
+            raise ValueError(f"pgrid must be an array of shape {shape} (PTable.grid's), or one "
+                             f"per hardware model, got {got}")  # fmt: skip
     pgrid = pgrid if given else expected
+    per_hw = pgrid.ndim == 5
     d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
     ks = np.asarray(space.ks or range(1, ptable.max_k + 1))
     if d_bars.min() * 2 < d or d_bars.max() >= d:
@@ -365,10 +399,12 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
     frames = []
     for i, hw in enumerate(hardware):
-        frames.append(ppd_rows(hw, i, pgrid, d, space, d_bars, ks, heads))
+        p_i = pgrid[i] if per_hw else pgrid
+        if space.include_ppd:
+            frames.append(ppd_rows(hw, i, p_i, d, space, d_bars, ks, heads))
         if space.alternatives:
             frames.append(greedy_rows(hw, i, len(workloads), d, space))
-            frames.append(early_exit_rows(hw, i, pgrid, d, space, heads))
+            frames.append(early_exit_rows(hw, i, p_i, d, space, heads))
             if space.draft_model is not None:
                 frames.append(draft_model_rows(hw, i, len(workloads), d, space))
             if space.free_table is not None:

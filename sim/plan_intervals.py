@@ -1,18 +1,18 @@
 """The planner's intervals, and its verdict when it cannot tell two configurations apart.
 
-A planned latency rests on the cost profile's medians and on measured match rates, neither
-exact (``ppdmodel.intervals``). ``draw_intervals`` re-screens the rows in question once per
-draw: draw i prices every hardware model with its bootstrap replicate i (``replicates``, cycled:
-``profile_replicates`` builds them from a profile's ``cost_replicates``) and every p-table row
-with p draw i (``PTable.grid_draws``: Jeffreys' posterior over each p's ``n_tokens``). Each row
-gets the central 95 % of its latency and of its speed-up over greedy on one device (the ratio
-taken within each draw, so a cost shared by both cancels) as ``INTERVAL_COLUMNS``.
+A planned latency rests on estimates: the engine preset or the cost profile, the machine it
+was timed on, and p (``sim.plan_uncertainty``). ``draw_intervals`` re-screens the rows in
+question once per draw with every source drawn (``Uncertainty``) and gives each row the
+central 95 % of its latency and of its speed-up over greedy on one device (the ratio taken
+within each draw, so what moves both cancels) as ``INTERVAL_COLUMNS``.
 
 ``judge`` puts them on a plan's frontier and on the configurations asked for. ``verdict``: the
-recommendation is "too close to call" when its speed-up interval overlaps
-its rival's (the fastest configuration of another method, ``rival_of``) or greedy's on one
-device; the ``ppd validate`` flags that time the recommendation and every one of those whose
-interval overlaps it settle it (``validate_flags``, ``merge_flags``, ``validate_command``).
+recommendation is "too close to call" when its speed-up interval overlaps its rival's (the
+fastest configuration of another method, ``rival_of``) or greedy's on one device, naming the
+source that spreads the two most (``dominant_source``) and the measurement that removes it
+(``SETTLES``); "conditional" when they are apart only on a p borrowed from another model;
+"clear" otherwise. The ``ppd validate`` flags that time the recommendation and every close
+rival are ``validate_flags``, ``merge_flags``, ``validate_command``.
 """
 
 from __future__ import annotations
@@ -26,15 +26,20 @@ import numpy as np
 import pandas as pd
 
 from ppdmodel.cost_profile import CostProfile
-from ppdmodel.intervals import LEVEL, MAX_DRAWS, Interval, check_level, interval_of
+from ppdmodel.intervals import LEVEL, MAX_DRAWS, Interval, check_level, spread_interval
 from ppdmodel.validation import as_int, as_real, check_columns, check_instance
 from sim.hardware_costs import HardwareModel, ProfileHardware
-from sim.plan_grid import PlanSpace, screen
+from sim.plan_grid import PlanSpace, mesh_of, ppd_rows, screen
 from sim.plan_limits import SCREEN_COLUMNS, check_min_quality, check_row, check_screened
-from sim.ptable import N_COLUMN, PTable
+from sim.plan_uncertainty import SOURCES, Uncertainty
 
-PLAN_DRAWS = 100
-"""Draws behind a planner interval (a profile stores 100 replicates per backend)."""
+PLAN_DRAWS = 40
+"""Draws behind a planner interval (``spread_interval``: percentile and lognormal, the wider)."""
+SOURCE_DRAWS = 12
+"""Draws per source when ``dominant_sources`` weighs the sources one at a time."""
+BATCH_DRAWS = 40
+"""Draws screened together in one call of ``sim.plan_grid.screen``."""
+"""Draws per source when ``dominant_source`` weighs the sources one at a time."""
 INTERVAL_COLUMNS = ("latency_low_s", "latency_high_s", "speedup_low", "speedup_high")
 """The interval columns of the planner's tables (95 %: ``LEVEL``)."""
 KEYS = ("workload", "hardware", "method", "tp_main", "tp_candidates", "d_bar", "k", "early_head",
@@ -89,20 +94,6 @@ def check_replicates(replicates, hardware=None) -> list[list]:
     return [list(r) for r in replicates] or [[] for _ in range(n or 0)]
 
 
-def spread_sources(replicates, ptable: PTable) -> str:
-    """What a planner interval covers, in words."""
-    check_instance("ptable", ptable, PTable)
-    costs = any(len(r) for r in check_replicates(replicates))
-    p = N_COLUMN in ptable.df and pd.to_numeric(ptable.df[N_COLUMN], errors="coerce").gt(0).any()
-    if costs and p:
-        return "the profile's cost replicates and p's sampling error"
-    if costs:
-        return "the profile's cost replicates only (the p-table gives no n_tokens)"
-    if p:
-        return "p's sampling error only (no cost replicates)"
-    return "nothing: no cost replicates and no n_tokens, so the intervals are points"
-
-
 def _sub_space(space: PlanSpace, rows: pd.DataFrame, d: int) -> PlanSpace:
     """``space`` narrowed to what ``rows`` need (fewer configurations screened per draw)."""
     ppd = rows[rows.method == "ppd"]
@@ -119,47 +110,116 @@ def _sub_space(space: PlanSpace, rows: pd.DataFrame, d: int) -> PlanSpace:
     )  # fmt: skip
 
 
-def draw_intervals(rows: pd.DataFrame, hardware: list, ptable: PTable, space: PlanSpace, *,
-                   d: int, replicates=None, draws: int = PLAN_DRAWS, level: float = LEVEL,
-                   seed: int = 0) -> pd.DataFrame:  # fmt: skip
-    """``rows`` (screened configurations) with ``INTERVAL_COLUMNS`` (module docstring); the
-    intervals are the point predictions where nothing is drawn (no replicates, no n)."""
-    check_screened("rows", rows)
-    check_instance("ptable", ptable, PTable)
+def draw_matrix(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpace, *, d: int,
+                draws: int = PLAN_DRAWS, seed: int = 0,
+                sources: Sequence[str] = SOURCES) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """[rows, draws] latency and speed-up over greedy on one device of ``rows`` (screened
+    configurations), each draw re-screened with ``sources`` of ``uncertainty`` drawn (the
+    speed-up a ratio within each draw: what the draw moves in both cancels)."""
+    check_columns("rows", rows, SCREEN_COLUMNS)
+    check_instance("uncertainty", uncertainty, Uncertainty)
     check_instance("space", space, PlanSpace)
     d = as_int("d", d, limit=10**5)
+    draws = as_int("draws", draws, minimum=1, limit=MAX_DRAWS)
+    unknown = sorted(set(sources) - set(SOURCES))
+    if isinstance(sources, str) or unknown:
+        raise ValueError(f"sources must name some of {SOURCES}, got {sources!r:.60}")
+    ptable = uncertainty.ptable
+    sub = _sub_space(space, rows, d)
+    workloads, heads = sub.workloads or ptable.workloads, sub.heads or ptable.heads
+    samples = uncertainty.p_draws(d, workloads, heads, draws, seed=seed) if "p" in sources else (
+        None)  # fmt: skip
+    fixed = ptable.grid(d, workloads, heads)
+    drawn = uncertainty.hardware_draws(draws, sources, seed=seed)
+    n_hw = len(uncertainty.hardware)
+    keys = [c for c in KEYS if c in rows.columns]
+    is_ppd = (rows.method == "ppd").to_numpy()
+    ppd = rows[is_ppd].assign(w=pd.Index(workloads).get_indexer(rows.workload[is_ppd]))
+    given = {j: mesh_of(ppd[(ppd.hardware == j).to_numpy()], uncertainty.hardware[j], sub, heads,
+                        len(workloads))
+             for j in range(len(uncertainty.hardware)) if (ppd.hardware == j).any()}  # fmt: skip
+    alt = replace(sub, include_ppd=False)  # PPD's rows priced apart, below
+    latency = np.full((len(rows), draws), np.nan)
+    greedy = np.empty((len(rows), draws))
+    for start in range(0, draws, BATCH_DRAWS):  # one screen per batch of draws
+        batch = range(start, min(draws, start + BATCH_DRAWS))
+        hardware = [hw for i in batch for hw in drawn[i]]
+        pgrid = np.stack([fixed if samples is None else samples[i] for i in batch
+                          for _ in range(n_hw)])  # fmt: skip
+        grid = screen(hardware, ptable, alt, d, pgrid=pgrid)
+        grid["draw"] = grid.hardware.to_numpy() // n_hw + start
+        grid["hardware"] = grid.hardware.to_numpy() % n_hw
+        grid = grid.drop_duplicates([*keys, "draw"])
+        base = grid[(grid.method == "greedy") & (grid.tp_main == 1)]
+        ref = base.groupby(["draw", "workload"]).latency_s.min()
+        for i in batch:
+            index = pd.MultiIndex.from_arrays([np.full(len(rows), i), rows.workload])
+            greedy[:, i] = ref.reindex(index).to_numpy()
+            if (~is_ppd).any():
+                left = rows[~is_ppd][keys]
+                right = grid.loc[grid.draw == i, [*keys, "latency_s"]]
+                mixed = {k: object for k in keys if left[k].dtype != right[k].dtype}
+                found = left.astype(mixed).merge(right.astype(mixed), on=keys, how="left")
+                latency[~is_ppd, i] = found.latency_s.to_numpy()
+            p_i = fixed if samples is None else samples[i]
+            for j, mesh in given.items():
+                mine = (ppd.hardware == j).to_numpy()
+                priced = ppd_rows(drawn[i][j], j, p_i, d, sub, sub.d_bars, sub.ks, heads,
+                                  only=mesh)  # fmt: skip
+                latency[np.flatnonzero(is_ppd)[mine], i] = priced.latency_s.to_numpy()
+    speedup = greedy / latency
+    return latency, speedup
+
+
+def draw_intervals(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpace, *, d: int,
+                   draws: int = PLAN_DRAWS, level: float = LEVEL,
+                   seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """``rows`` (screened configurations) with ``INTERVAL_COLUMNS``: the central ``level`` of
+    ``draw_matrix``'s draws with every source of ``uncertainty`` (``draws`` 0: the points)."""
+    check_screened("rows", rows)
     draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)
     level = check_level(level)
-    replicates = check_replicates(replicates, hardware)
     out = rows.copy()
-    sub = _sub_space(space, rows, d) if draws else space
-    workloads, heads = sub.workloads or ptable.workloads, sub.heads or ptable.heads
-    samples = ptable.grid_draws(d, workloads, heads, draws=draws, seed=seed) if draws else None
-    if not draws or (samples is None and not any(replicates)):
+    if not draws:
         for low, high, column in (("latency_low_s", "latency_high_s", "latency_s"),
                                   ("speedup_low", "speedup_high", "speedup")):  # fmt: skip
             out[low] = out[high] = out[column] if column in out else np.nan
         return out
-    keys = [c for c in KEYS if c in rows.columns]
-    fixed = ptable.grid(d, workloads, heads) if samples is None else None
-    latency = np.empty((len(rows), draws))
-    speedup = np.empty((len(rows), draws))
-    for i in range(draws):
-        hw_i = [r[i % len(r)] if r else hw for hw, r in zip(hardware, replicates, strict=True)]
-        pgrid = fixed if samples is None else samples[i]
-        grid = screen(hw_i, ptable, sub, d, pgrid=pgrid).drop_duplicates(keys)
-        base = grid[(grid.method == "greedy") & (grid.tp_main == 1)]
-        ref = base.groupby("workload").latency_s.min()
-        found = rows[keys].merge(grid[[*keys, "latency_s"]], on=keys, how="left")
-        latency[:, i] = found.latency_s.to_numpy()
-        speedup[:, i] = ref.reindex(found.workload).to_numpy() / latency[:, i]
+    latency, speedup = draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed)
     for j, (lat, gain) in enumerate(zip(latency, speedup, strict=True)):
         if np.isfinite(lat).all():
-            lo, hi = interval_of(lat, level=level), interval_of(gain, level=level)
+            lo, hi = spread_interval(lat, level=level), spread_interval(gain, level=level)
             out.loc[out.index[j], list(INTERVAL_COLUMNS)] = [lo.low, lo.high, hi.low, hi.high]
         else:
             out.loc[out.index[j], list(INTERVAL_COLUMNS)] = np.nan
     return out
+
+
+def dominant_sources(pairs: Sequence, uncertainty: Uncertainty, space: PlanSpace, *, d: int,
+                     draws: int = SOURCE_DRAWS, seed: int = 0) -> list[tuple[str, dict]]:
+    """Per (best, rival) pair of rows: the source whose draws alone spread the ratio of the
+    two speed-ups most (95 % width of its log), and each active source's width (one batch of
+    draws per source for every pair)."""
+    if isinstance(pairs, str | bytes) or not isinstance(pairs, Sequence):
+        raise ValueError(f"pairs must be a sequence of (best, rival) rows, got {pairs!r:.60}")
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValueError(f"pairs[{i}] must be a (best, rival) pair of planner rows")
+        check_row(f"pairs[{i}][0]", pair[0])
+        check_row(f"pairs[{i}][1]", pair[1])
+    if not pairs:
+        return []
+    rows = pd.DataFrame([row for pair in pairs for row in pair])
+    widths = [{} for _ in pairs]
+    for source in uncertainty.active():
+        _, gain = draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed,
+                              sources=(source,))  # fmt: skip
+        for i in range(len(pairs)):
+            ratio = np.log(gain[2 * i] / gain[2 * i + 1])
+            ratio = ratio[np.isfinite(ratio)]
+            widths[i][source] = float(np.subtract(*np.percentile(ratio, [97.5, 2.5]))) if len(
+                ratio) else 0.0  # fmt: skip
+    return [(max(w, key=w.get) if w else "", w) for w in widths]
 
 
 def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
@@ -178,8 +238,8 @@ def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, seed,
-           max_compute, min_quality, label):  # fmt: skip
+def judge(result, screened, space, d, *, uncertainty, draws, seed, max_compute, min_quality,
+          label):  # fmt: skip
     """``result`` (a ``sim.plan.Plan``) with interval columns on its frontier, the asked
     configurations and the verdicts (module docstring); ``label`` names a row."""
     if not callable(label):
@@ -189,6 +249,7 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
     check_columns("result.frontier", front, ("recommended",))
     check_screened("screened", screened)
     check_instance("space", space, PlanSpace)
+    check_instance("uncertainty", uncertainty, Uncertainty)
     front = front.copy()
     asked = None
     if space.d_bars is not None or space.ks is not None:
@@ -206,8 +267,8 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
         None)  # fmt: skip
     parts = [p for p in (front, asked, rival_rows) if p is not None]
     seed = as_int("seed", seed, minimum=0)
-    done = draw_intervals(pd.concat(parts, ignore_index=True), hardware, ptable, space, d=d,
-                          replicates=replicates, draws=draws, seed=seed)  # fmt: skip
+    done = draw_intervals(pd.concat(parts, ignore_index=True), uncertainty, space, d=d,
+                          draws=draws, seed=seed)  # fmt: skip
     columns = list(INTERVAL_COLUMNS)
     front[columns] = done[columns].iloc[: len(front)].to_numpy()
     start = len(front)
@@ -222,8 +283,7 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
     if rival_rows is not None:
         rival_rows = rival_rows.assign(**dict(zip(columns, done[columns].iloc[start:]
                                                   .to_numpy().T, strict=True)))  # fmt: skip
-    covers = spread_sources(replicates, ptable)
-    verdicts = {}
+    verdicts, rivals_of = {}, {}
     for _, best in front[front.recommended].iterrows():
         workload = best.workload
         greedy = front[(front.workload == workload) & (front.method == "greedy")
@@ -232,8 +292,25 @@ def judge(result, screened, hardware, ptable, space, d, *, replicates, draws, se
         others = [*(r for _, r in (rival.iterrows() if rival is not None else ())),
                   *(r for _, r in greedy.iterrows())]  # fmt: skip
         others = [r for r in others if label(r) != label(best)]
-        verdicts[workload] = verdict(best, others, covers, label)
-    return replace(result, frontier=front, verdicts=verdicts, asked=asked, covers=covers)
+        verdicts[workload] = verdict(best, others, uncertainty.covers(), label,
+                                     borrowed=uncertainty.borrowed)  # fmt: skip
+        named = [r for r in others if label(r) == verdicts[workload].rival]
+        rivals_of[workload] = (best, named[0] if named else None)
+    open_calls = [w for w, v in verdicts.items() if v.too_close and rivals_of[w][1] is not None]
+    if open_calls and draws:
+        found = dominant_sources([rivals_of[w] for w in open_calls], uncertainty, space, d=d,
+                                 seed=seed)  # fmt: skip
+        for w, (source, widths) in zip(open_calls, found, strict=True):
+            verdicts[w] = replace(verdicts[w], dominant=source,
+                                  widths=tuple(sorted(widths.items())))  # fmt: skip
+    front = uncertainty.columns(front, d)
+    asked = None if asked is None else uncertainty.columns(asked, d)
+    return replace(result, frontier=front, verdicts=verdicts, asked=asked,
+                   covers=uncertainty.covers(), uncertainty=uncertainty)  # fmt: skip
+
+
+P_METHODS = ("ppd", "early-exit")
+"""Methods whose latency rests on p (a borrowed p leaves their comparison conditional)."""
 
 
 def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float = 1.0, *,
@@ -283,9 +360,23 @@ def validate_flags(row) -> list[str] | None:
     return None
 
 
+SETTLES = {
+    "engine": "measure the engine on your GPU (ppd measure profile --device cuda)",
+    "p": "measure this model's p (ppd measure match-rate)",
+    "profile": "time both on this machine (ppd validate)",
+    "drift": "time both in one interleaved run (ppd validate)",
+}
+"""Per source, the one measurement that removes it."""
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """Whether the planner can tell its recommendation from the nearest other choice."""
+    """Whether the planner can tell its recommendation from the nearest other choice.
+
+    ``kind``: ``clear`` (the 95 % intervals, every source included, are apart and p is this
+    model's or not needed), ``conditional`` (apart, but on a p borrowed from another model),
+    ``too close to call`` (they overlap; ``dominant`` names the source that spreads the two
+    most, and ``SETTLES`` the measurement that removes it)."""
 
     workload: str
     recommended: str
@@ -298,7 +389,7 @@ class Verdict:
     too_close: bool = False
     """The two speed-up intervals overlap: the planner cannot tell which is faster."""
     covers: str = ""
-    """What the intervals cover (``spread_sources``)."""
+    """What the intervals cover (``Uncertainty.covers``)."""
     validate_flags: tuple[str, ...] | None = None
     """``ppd validate`` flags that time the recommendation and every rival whose interval
     overlaps it, else the nearest rival (None: one command cannot time the recommendation
@@ -306,6 +397,17 @@ class Verdict:
     untimed: tuple[str, ...] = ()
     """Those rivals ``ppd validate`` cannot time (tensor parallelism, a separate draft model),
     left out of ``validate_flags``."""
+    kind: str = "clear"
+    """``clear``, ``conditional`` or ``too close to call`` (class docstring)."""
+    dominant: str = ""
+    """The source that spreads the comparison most (``sim.plan_uncertainty.SOURCES``)."""
+    widths: tuple = ()
+    """(source, 95 % width of log(speed-up ratio)) of each source alone."""
+
+    @property
+    def settle(self) -> str:
+        """The measurement that settles it ("" when clear)."""
+        return "" if self.kind == "clear" else SETTLES.get(self.dominant, SETTLES["profile"])
 
     @property
     def text(self) -> str:
@@ -315,14 +417,17 @@ class Verdict:
             return f"nothing to compare {mine} with"
         other = f"{self.rival} {_show(self.rival_speedup)}"
         level = f"{100 * self.recommended_speedup.level:g} %"
-        if self.too_close:
+        if self.kind == "too close to call":
             return (f"too close to call: {mine} against {other}: their {level} intervals "
-                    f"overlap (they cover {self.covers})")  # fmt: skip
-        return f"clear: {mine} against {other}, {level} intervals apart (they cover {self.covers})"
+                    f"overlap, mostly from {self.dominant or 'p'}")  # fmt: skip
+        if self.kind == "conditional":
+            return (f"conditional on p: {mine} against {other}: apart on the p range assumed, "
+                    "but that p is borrowed from another model")  # fmt: skip
+        return f"clear: {mine} against {other}, {level} intervals apart, every source included"
 
 
 def _show(interval: Interval | None) -> str:
-    return "" if interval is None else f"({interval.low:.3f}x to {interval.high:.3f}x greedy)"
+    return "" if interval is None else f"({interval.low:.2f}x to {interval.high:.2f}x greedy)"
 
 
 def _speedup(row) -> Interval:
@@ -333,14 +438,16 @@ def _speedup(row) -> Interval:
     return Interval(float(min(low, high)), float(max(low, high)))
 
 
-def verdict(best, rivals: Sequence, covers: str, label) -> Verdict:
+def verdict(best, rivals: Sequence, covers: str, label, *, borrowed: bool = False) -> Verdict:
     """The verdict on ``best`` (a row with ``speedup`` and ``INTERVAL_COLUMNS``) against the
     first of ``rivals`` (rows, fastest first; greedy on one device among them) whose
-    speed-up interval overlaps its own, else the first; ``label`` names a row."""
+    speed-up interval overlaps its own, else the first; ``label`` names a row; ``borrowed``:
+    p is another model's (a comparison that rests on it is at most ``conditional``)."""
     check_row("best", best, ("speedup",))
     if not callable(label):
         raise TypeError(f"label must be callable, got {type(label).__name__}")
     check_instance("covers", covers, str)
+    check_instance("borrowed", borrowed, bool)
     if isinstance(rivals, str | bytes) or not isinstance(rivals, Sequence):
         raise ValueError(f"rivals must be a sequence of planner rows, got {rivals!r:.60}")
     rivals = [r for r in rivals if r is not None]
@@ -355,8 +462,11 @@ def verdict(best, rivals: Sequence, covers: str, label) -> Verdict:
     untimed = tuple(label(r) for r in compared if validate_flags(r) is None)
     timed = [validate_flags(r) for r in (best, *compared)]
     flags = None if timed[0] is None else merge_flags([f for f in timed if f is not None])
+    on_p = best.method in P_METHODS or rival.method in P_METHODS
+    kind = "too close to call" if close else "conditional" if borrowed and on_p else "clear"
     return Verdict(str(best.workload), label(best), mine, label(rival), _speedup(rival),
-                   bool(close), covers, flags, untimed)  # fmt: skip
+                   bool(close), covers, flags, untimed, kind,
+                   "p" if kind == "conditional" else "")  # fmt: skip
 
 
 SINGLE_VALUED = ("--head-dir",)

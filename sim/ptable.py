@@ -20,6 +20,15 @@ so a planner can refuse to recommend for one model from another's rates (``same_
 layers map by relative depth, layer / d) and every k up to the largest measured, linearly in
 relative depth between measured layers, with p = 0 at depth 0 and p = 1 at depth 1 (the last
 layer's prediction is the final one), and linearly in k between measured k (never beyond).
+
+What p rests on (``PTable.bounds``, ``PTable.p_draws``): a layer nobody measured lies anywhere
+between its measured neighbours (the bracket; a layer beyond the deepest measured one between
+it and p = 1), and a table of another model (``borrowed``) says little about this one: its p
+widens to the range that every reference table (``REFERENCE_TABLES``: the paper's Table 2 and
+the shipped atlases) gives at the same relative depth, head kind and k, for the same workload
+family (``WORKLOAD_FAMILIES``) where a reference has it. ``p_draws`` draws p uniformly inside
+those bounds (one position per draw, workload and head, shared by every layer and k) plus,
+for this model's own table, p's sampling error.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from numbers import Real
 from pathlib import Path
 
@@ -68,6 +78,29 @@ RUN_SIDECARS = ("run.json", "profile.json")
 validate``'s ``run.json`` (key ``model``), a profile ``ppd validate`` measured (``model.name``)."""
 TRACES = "traces.jsonl"
 """The traces file of a match-rate or validate folder."""
+REFERENCE_TABLES = ("paper", "smollm2")
+"""Built-in tables whose p, at a relative depth, spans the prior of a borrowed p-table."""
+WORKLOAD_FAMILIES = {
+    "qa": ("squad", "qa", "question_answering", "questions"),
+    "summarization": ("cnn/dm", "cnndm", "summarization", "summary"),
+    "translation": ("wmt", "translation"),
+    "math": ("math_reasoning", "math", "gsm8k"),
+    "conversation": ("multi-turn conversation", "multi_turn_conversation", "chat", "mt_bench",
+                     "conversation"),
+    "rag": ("rag", "retrieval"),
+}  # fmt: skip
+"""Workload names that measure the same kind of text (Spec-Bench's categories, the paper's
+data sets), for the prior of a borrowed table."""
+
+
+def workload_family(name: str) -> str:
+    """The family of a workload name (``WORKLOAD_FAMILIES``), or the name itself in lower case."""
+    check_instance("name", name, str)
+    key = name.strip().lower()
+    for family, names in WORKLOAD_FAMILIES.items():
+        if key == family or key in names:
+            return family
+    return key
 
 
 @dataclass(frozen=True)
@@ -231,6 +264,103 @@ class PTable:
                                                 seed=int(seed) + i)  # fmt: skip
         return out
 
+    def bounds(self, d_model: int, workloads=None, heads=None, *,
+               borrowed: bool = False) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """(low, high) of p at every cell of ``grid``: the bracket of measured neighbours
+        around each layer nobody measured, widened for a ``borrowed`` table to the reference
+        tables' p at the same relative depth, head and k (module docstring)."""
+        if not isinstance(borrowed, bool):
+            raise ValueError(f"borrowed must be True or False, got {borrowed!r:.60}")
+        d_model = as_int("d_model", d_model, limit=MAX_D_MODEL)
+        workloads = self.workloads if workloads is None else check_names("workloads", workloads)
+        heads = self.heads if heads is None else check_names("heads", heads)
+        self.grid(d_model, workloads, heads)  # the same checks as the nominal grid
+        depth = np.arange(d_model + 1) / d_model
+        low = np.full((len(workloads), len(heads), d_model + 1, self.max_k + 1), np.nan)
+        high = low.copy()
+        for i, w in enumerate(workloads):
+            for j, h in enumerate(heads):
+                low[i, j], high[i, j] = self._bracket(w, h, depth)
+        if borrowed:
+            for ref in _references():
+                for i, w in enumerate(workloads):
+                    for j, h in enumerate(heads):
+                        values = ref.nominal_at(w, h, d_model, self.max_k)
+                        if values is not None:
+                            low[i, j] = np.fmin(low[i, j], values.min(axis=0))
+                            high[i, j] = np.fmax(high[i, j], values.max(axis=0))
+        return low, high
+
+    def nominal_at(self, workload: str, head: str, d_model: int, max_k: int):
+        """This table's p for ``workload``'s family (every workload of it; all workloads where
+        none is of that family) and ``head``, on a ``d_model``-layer model and k up to ``max_k``
+        (k beyond this table's largest held at it): [workloads, layer, k]; None without that
+        head."""
+        if head not in self.heads:
+            return None
+        family = workload_family(workload)
+        same = [w for w in self.workloads if workload_family(w) == family]
+        grid = self.grid(d_model, same or None, (head,))[:, 0]
+        out = np.full((grid.shape[0], d_model + 1, max_k + 1), np.nan)
+        top = min(max_k, self.max_k)
+        out[..., 1 : top + 1] = grid[..., 1 : top + 1]
+        out[..., top + 1 :] = grid[..., top : top + 1]
+        return out
+
+    def p_draws(self, d_model: int, workloads=None, heads=None, *, draws: int, seed: int = 0,
+                borrowed: bool = False, bounds=None) -> np.ndarray | None:  # fmt: skip
+        """[draws, w, h, layer, k] draws of p inside ``bounds`` (uniform, one position per
+        draw, workload and head), plus p's sampling error (``grid_draws``) where the table is
+        this model's; None when nothing spreads (every cell measured, no n). ``bounds``:
+        ``self.bounds(...)``'s result when the caller has it already."""
+        draws = as_int("draws", draws, limit=MAX_DRAWS)
+        if bounds is None:
+            bounds = self.bounds(d_model, workloads, heads, borrowed=borrowed)
+        low, high = bounds
+        nominal = self.grid(d_model, workloads, heads)
+        sampled = None if borrowed else self.grid_draws(d_model, workloads, heads, draws=draws,
+                                                        seed=seed)  # fmt: skip
+        width = np.nan_to_num(high - low)
+        if sampled is None and not (width > 0).any():
+            return None
+        rng = np.random.default_rng([int(seed), 0x9E37])
+        u = rng.uniform(size=(draws, *nominal.shape[:2], 1, 1))
+        out = low[None] + u * width[None]
+        if sampled is not None:
+            out = out + (sampled - nominal[None])
+        return np.clip(out, 0.0, 1.0)
+
+    def _bracket(self, workload: str, head: str, depth: np.ndarray):
+        """(low, high) [layer, k]: a measured layer's own p; between two measured layers (p = 0
+        at depth 0, p = 1 at the last layer unless measured) the smaller and larger of the two;
+        an unmeasured k between the lower k's low and the upper k's high."""
+        rows = self.df[(self.df["workload"] == workload) & (self.df["head"] == head)]
+        rates = rows.dropna(subset=["p_correct"]).groupby(["k", "layer"])["p_correct"].mean()
+        measured_k = np.array(sorted(rates.index.get_level_values("k").unique()))
+        lows, highs = [], []
+        for k in measured_k:
+            series = rates.loc[k]
+            layers = series.index.to_numpy()
+            top = [] if layers.max() == self.d else [1.0]
+            x = np.concatenate([[0.0], layers / self.d, top])
+            y = np.concatenate([[0.0], series.to_numpy(), top])
+            exact = np.isclose(depth[:, None], x[None, :], rtol=0, atol=1e-9)
+            right = np.clip(np.searchsorted(x, depth, side="right"), 1, len(x) - 1)
+            left = right - 1
+            lo = np.minimum(y[left], y[right])
+            hi = np.maximum(y[left], y[right])
+            hit = exact.any(axis=1)
+            at = y[exact.argmax(axis=1)]
+            lows.append(np.where(hit, at, lo))
+            highs.append(np.where(hit, at, hi))
+        low = np.full((depth.size, self.max_k + 1), np.nan)
+        high = low.copy()
+        for k in range(int(measured_k.min()), int(measured_k.max()) + 1):
+            hi_i = int(np.searchsorted(measured_k, k))
+            lo_i = hi_i if measured_k[hi_i] == k else hi_i - 1
+            low[:, k], high[:, k] = lows[lo_i], highs[hi_i]
+        return low, high
+
     @property
     def workloads(self) -> tuple[str, ...]:
         return tuple(pd.unique(self.df["workload"]))
@@ -297,6 +427,30 @@ class PTable:
                 lo, w = hi - 1, (k - measured_k[hi - 1]) / (measured_k[hi] - measured_k[hi - 1])
                 out[:, k] = (1 - w) * by_k[lo] + w * by_k[hi]
         return out
+
+
+@cache
+def _references() -> tuple[PTable, ...]:
+    """The built-in tables of ``REFERENCE_TABLES`` this install ships."""
+    out = []
+    for name in REFERENCE_TABLES:
+        try:
+            out.append(PTable.builtin(name))
+        except ValueError:  # pragma: no cover - an install without the atlases
+            continue
+    return tuple(out)
+
+
+def p_origin(table: PTable, model: str | None) -> str:
+    """Whose p ``table`` holds for the planned ``model``: ``own`` (both named, the same
+    model), ``other`` (another named model), ``unknown`` (either is not named: treated as
+    borrowed)."""
+    check_instance("table", table, PTable)
+    if model is not None and not isinstance(model, str):
+        raise ValueError(f"model must be a model name or None, got {model!r:.60}")
+    if not model or not table.model:
+        return "unknown"
+    return "own" if same_model(table.model, model) else "other"
 
 
 def run_metadata(directory: str | Path) -> dict:

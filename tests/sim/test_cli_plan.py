@@ -47,13 +47,14 @@ def plan_registered(monkeypatch):
 
 
 def test_plan_writes_csv_png_and_prints_a_recommendation(tmp_path, capsys):
-    assert main(SMALL + ["--out", str(tmp_path)]) == 0
+    assert main(SMALL + ["--out", str(tmp_path), "--verbose"]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("decision per workload") and "what it rests on:" in out
     assert "recommended:" in out and "Pareto frontier" in out
     front = pd.read_csv(tmp_path / "plan.csv")
     assert front.recommended.sum() == 1 and front.agrees.all()
     assert (tmp_path / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert list((tmp_path / "confirm").glob("part-*.parquet"))
+    assert list((tmp_path / "confirm").glob("part-*.jsonl"))
 
 
 def test_plan_json_with_a_config_file_and_a_p_table_file(tmp_path, capsys):
@@ -135,6 +136,7 @@ def test_plan_from_a_measured_profile_infers_the_model(tmp_path, capsys):
         "translation",
         "--out",
         str(tmp_path / "out"),
+        "--verbose",
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -149,7 +151,8 @@ def test_plan_from_a_measured_profile_infers_the_model(tmp_path, capsys):
 
 def test_plan_engine_prints_regimes_and_offers_tp8_for_7b(tmp_path, capsys):
     args = "plan --shape llama2-7b --gpu a100-80gb --devices 8 --engine torch-compiled"
-    args = args.split() + ["--workload", "SQuAD", "--confirm-n", "0", "--out", str(tmp_path)]
+    args = args.split() + ["--workload", "SQuAD", "--confirm-n", "0", "--out", str(tmp_path),
+                           "--verbose"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "bandwidth-bound" in out and "Regime on" in out
@@ -182,7 +185,7 @@ def test_plan_without_a_free_table_leaves_free_out_with_a_note(tmp_path, capsys)
 def test_plan_free_table_quality_column_and_min_quality(tmp_path, capsys):
     table = tmp_path / "free_table.csv"
     table.write_text(FREE_CSV)
-    argv = SMALL + ["--free-table", str(table), "--out", str(tmp_path / "exact")]
+    argv = SMALL + ["--free-table", str(table), "--out", str(tmp_path / "exact"), "--verbose"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "left out" not in out and "FREE (approximate; below --min-quality" in out
@@ -244,12 +247,12 @@ def _measured(tmp_path, *, model="smollm2", tokens=8):
 
 def test_plan_from_a_validation_folder_says_too_close_and_how_to_settle_it(tmp_path, capsys):
     argv, folder = _measured(tmp_path)
-    assert main([*argv, "--table", str(folder), "--d-bar", "22", "--k", "1"]) == 0
+    assert main([*argv, "--table", str(folder), "--d-bar", "22", "--k", "1", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "verdict: too close to call: PPD d_bar=22 k=1" in out and "against greedy" in out
-    (command,) = [line for line in out.splitlines() if line.startswith("settle it")]
-    assert "ppd validate --model smollm2 --prompts questions.jsonl" in command
-    assert "--d-bar 22 --k 1 --early-head candidates --backend dist" in command
+    assert "questions: too close to call (" in out.splitlines()[1]
+    (command,) = [line for line in out.splitlines() if line.startswith("  questions (")]
+    assert "--model smollm2 --prompts questions.jsonl" in command
     assert "off the frontier" in out and "measured layers [22] only" not in out  # asked: 22
     table = pd.read_csv(tmp_path / "out" / "plan.csv")
     assert (table.speedup_low <= table.speedup).all()
@@ -260,6 +263,11 @@ def test_plan_from_a_validation_folder_says_too_close_and_how_to_settle_it(tmp_p
     report = json.loads(capsys.readouterr().out)
     (verdict,) = report["verdicts"].values()
     assert verdict["too_close"] and verdict["validate_command"].startswith("ppd validate")
+    assert "--d-bar 22 --k 1 --early-head candidates --backend dist" in verdict[
+        "validate_command"]  # fmt: skip
+    assert len(report["summary"]) <= 10 and max(map(len, report["summary"])) <= 120
+    (decision,) = report["decisions"].values()
+    assert decision["verdict"] == "too close to call" and decision["dominant_source"]
     assert main([*argv, "--table", str(folder), "--d-bar", "20", "22"]) == 0
     assert "measured layers [22] only: p at the other d_bar (1 of them)" in capsys.readouterr().out
 

@@ -20,7 +20,6 @@ from sim.plan_intervals import (
     merge_flags,
     profile_replicates,
     rival_of,
-    spread_sources,
     validate_command,
     validate_flags,
     verdict,
@@ -33,14 +32,14 @@ SHAPE = ModelShape.from_name("smollm2-135m").with_context(1024)
 SPACE = PlanSpace(max_devices=2, d_bars=(22,), ks=(1,), alternatives=False)
 
 
-def _plan(tmp_path, *, tokens, p=0.2, spread=0.02, draws=40):
+def _plan(tmp_path, *, tokens, p=0.2, spread=0.02, draws=40, drift=0.0):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = spread_profile(tmp_path / "profile.json", spread=spread)
     hardware = load_profile(path, SHAPE)
     replicates = profile_replicates(parse_cost_profile(json.loads(path.read_text())), hardware)
     table = PTable.from_run(validation_folder(tmp_path / "v", p={22: p}, tokens=tokens))
     return plan(hardware, table, SPACE, d=30, confirm_n=0, replicates=replicates, draws=draws,
-                executor=ThreadPoolExecutor(1))  # fmt: skip
+                executor=ThreadPoolExecutor(1), model="smollm2", profile_drift=drift)  # fmt: skip
 
 
 def test_from_traces_counts_each_sequence_once_and_keeps_n():
@@ -99,16 +98,23 @@ def test_plan_carries_intervals_and_says_too_close_to_call(tmp_path):
     assert best.method == "ppd" and best.speedup_low < 1 < best.speedup_high
     v = close.verdicts[best.workload]
     assert v.too_close and v.rival.startswith("greedy") and "too close to call" in v.text
-    assert "cost replicates and p's sampling error" in close.covers
+    assert "profile: the profile's bootstrap replicates" in close.covers
+    assert "p: this model's own" in close.covers
     assert v.validate_flags == ("--d-bar", "22", "--k", "1", "--early-head", "candidates",
                                 "--backend", "dist")  # fmt: skip
     clear = _plan(tmp_path / "many", tokens=4000, p=0.5, spread=0.0)
     v = next(iter(clear.verdicts.values()))
     assert not v.too_close and v.text.startswith("clear") and v.recommended_speedup.low > 1
-    points = plan(load_profile(tmp_path / "few" / "profile.json", SHAPE), PTable.paper(),
-                  PlanSpace(max_devices=2, d_bars=(22,), ks=(1,)), d=30, confirm_n=0)  # fmt: skip
-    assert (points.frontier.speedup_low == points.frontier.speedup).all()  # nothing to draw
-    assert points.covers.startswith("nothing")
+    hardware = load_profile(tmp_path / "few" / "profile.json", SHAPE)
+    space = PlanSpace(max_devices=2, d_bars=(22,), ks=(1,))
+    points = plan(hardware, PTable.paper(), space, d=30, confirm_n=0, draws=0)
+    assert (points.frontier.speedup_low == points.frontier.speedup).all()  # nothing drawn
+    # another model's p, a profile without replicates or drift: nothing missing shrinks them
+    borrowed = plan(hardware, PTable.paper(), space, d=30, confirm_n=0, draws=20,
+                    model="smollm2")  # fmt: skip
+    assert (borrowed.frontier.speedup_low < borrowed.frontier.speedup_high).any()
+    assert "borrowed from another model" in borrowed.covers
+    assert "no replicates in the profile" in borrowed.covers and "drift:" in borrowed.covers
 
 
 def test_asked_configurations_are_kept_and_marked(tmp_path):
@@ -180,7 +186,6 @@ def test_validate_flags_per_method_and_verdict_without_rivals(tmp_path):
     alone = verdict(row, [], "x", lambda r: "cfg")
     assert alone.rival == "" and "nothing to compare" in alone.text
     assert isinstance(alone.recommended_speedup, Interval)
-    assert spread_sources(None, PTable.paper()).startswith("nothing")
 
 
 def test_greedy_is_too_close_to_call_against_ppd_on_more_devices(tmp_path):

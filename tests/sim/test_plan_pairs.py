@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ import pytest
 
 from ppdmodel import expected_latency_seconds
 from ppdmodel.cost_profile import parse_cost_profile
-from ppdmodel.intervals import interval_of
+from ppdmodel.intervals import spread_interval
 from sim.hardware_costs import decode_costs, load_profile
 from sim.plan import plan
 from sim.plan_grid import PlanSpace, screen
@@ -131,15 +132,17 @@ def test_plan_intervals_draw_each_replicates_pair_factors(tmp_path):
     hardware = load_profile(path, SHAPE)
     replicates = profile_replicates(profile, hardware)
     draws = len(_replicates())  # each replicate once; p has no n_tokens, so it is fixed
-    result = plan(hardware, _ptable(), SPACE, d=30, confirm_n=0, replicates=replicates,
-                  draws=draws, executor=ThreadPoolExecutor(1))  # fmt: skip
+    table = replace(_ptable(), model="planted")  # this model's own p, measured at every d_bar
+    result = plan(hardware, table, SPACE, d=30, confirm_n=0, replicates=replicates,
+                  draws=draws, executor=ThreadPoolExecutor(1), model="planted",
+                  profile_drift=0.0)  # fmt: skip
     asked = _dist_rows(result.asked)
     assert len(asked) == 2 * len(KS) * 2 and asked[list(INTERVAL_COLUMNS)].notna().all().all()
     for row in asked.itertuples():
         assert row.latency_s == pytest.approx(_expected(profile, row, SPACE.ell), rel=1e-12)
         reps = profile.cost_replicates("dist", d_bar=int(row.d_bar), k=int(row.k),
                                        early_head=row.early_head)  # fmt: skip
-        want = interval_of([_expected(profile, row, SPACE.ell, c) for c in reps])
+        want = spread_interval([_expected(profile, row, SPACE.ell, c) for c in reps])
         got = (row.latency_low_s, row.latency_high_s)
         np.testing.assert_allclose(got, (want.low, want.high), rtol=1e-12)
         assert want.low < want.high  # the replicates' pair factors spread it
