@@ -66,15 +66,14 @@ class JudgedResult:
     def common_row(self, columns) -> dict:
         """The table columns every judged method fills (the others None)."""
         m = self.measured
-        row = dict.fromkeys(columns)
-        row.update(
+        figures = dict(
             method=self.label, predicted_s=self.predicted_s, simulated_s=self.simulated_s,
             measured_s=m.median, measured_q1_s=m.q1, measured_q3_s=m.q3, rounds=m.n,
             noisy=m.noisy, rel_err=self.rel_err, simulated_rel_err=self.simulated_rel_err,
             agreement=agreement(self.rel_err), speedup_measured=self.speedup_measured,
             speedup_predicted=self.speedup_predicted, exact=self.exact,
         )  # fmt: skip
-        return row
+        return {c: figures.get(c) for c in columns}
 
     def table_row(self, columns) -> dict:
         """Its row of ``ProfileValidation.table`` (``columns``: the table's)."""
@@ -125,8 +124,7 @@ class MethodOutcome(JudgedResult):
 
     def table_row(self, columns) -> dict:
         row = self.common_row(columns)
-        row.update({k: v for k, v in self.columns.items() if k in row})
-        row["tokens"] = self.tokens
+        row.update({k: v for k, v in {**self.columns, "tokens": self.tokens}.items() if k in row})
         return row
 
     def cost_terms(self) -> dict:
