@@ -34,10 +34,17 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from ppdmodel.validation import as_int, check_broadcast, check_instance, check_nonnegative
+from ppdmodel.validation import (
+    as_int,
+    check_broadcast,
+    check_columns,
+    check_instance,
+    check_nonnegative,
+)
 from sim.cost import RooflineCost
 from sim.hardware import Engine, GPUSpec, Link
 from sim.hardware_costs import (
+    HardwareModel,
     _check_gap,
     _table,
     check_hardware,
@@ -56,6 +63,8 @@ ALLREDUCE_HEAD_BYTES = 64
 """Bytes all-reduced after a vocabulary-parallel LM head (the top-k ids and values)."""
 
 
+MAX_TP = 1024
+"""Largest tensor-parallel degree (and device count) an engine's hardware takes."""
 REGIMES = ("launch-bound", "bandwidth-bound", "compute-bound", "all-reduce-bound")
 """What bounds a decoder layer: the host's launches, HBM bandwidth, FLOP/s, or collectives."""
 
@@ -100,7 +109,7 @@ class EngineHardware:
         check_instance("gpu", self.gpu, GPUSpec)
         check_instance("link", self.link, Link)
         check_instance("engine", self.engine, Engine)
-        object.__setattr__(self, "max_tp", as_int("max_tp", self.max_tp, limit=1024))
+        object.__setattr__(self, "max_tp", as_int("max_tp", self.max_tp, limit=MAX_TP))
         if not check_instance("name", self.name, str):
             object.__setattr__(self, "name", f"{self.gpu.name}+{self.link.name}/{self.engine.name}")
 
@@ -212,7 +221,7 @@ class EngineHardware:
     def greedy_token_seconds(self, tp: int = 1) -> float:
         """Greedy decoding's seconds per token on ``tp`` devices (embedding, d layers, head,
         step), as ``sim.hardware_costs.greedy_costs`` prices it."""
-        tp = as_int("tp", tp, limit=1024)
+        tp = as_int("tp", tp, limit=MAX_TP)
         d = self.shape.num_layers
         layers = d * self.layer_seconds(tp, 1)
         total = self.embedding_seconds(tp) + layers + self.final_head_seconds(tp) + self.host_s
@@ -220,7 +229,7 @@ class EngineHardware:
 
     def regime(self, tp: int = 1) -> Regime:
         """What bounds greedy decoding on ``tp`` devices, and why (``REGIMES``)."""
-        tp = as_int("tp", tp, limit=1024)
+        tp = as_int("tp", tp, limit=MAX_TP)
         host = float(self.host_layer_seconds(tp))
         device = float(self.device_layer_seconds(tp, 1))
         roof, e = self._roofline(tp), self.engine
@@ -269,10 +278,21 @@ REGIME_COLUMNS = ("hardware_name", "tp", "greedy_ms", "host_ms_per_layer", "devi
 """Columns of ``regime_table``."""
 
 
+ADVICE_COLUMNS = ("budget", "hardware_name", "method", "config", "latency_s")
+"""Columns of ``sim.plan.best_by_devices`` that ``regime_advice`` reads."""
+
+
 def regime_advice(hw, by_devices: pd.DataFrame, tp: int, devices: int) -> str:
     """One sentence for a recommendation on ``hw``: the regime of main's ``tp`` devices and,
     on ``devices`` devices, the fastest PPD against greedy with tensor parallelism
-    (``by_devices``: ``sim.plan.best_by_devices`` rows of one workload)."""
+    (``by_devices``: ``sim.plan.best_by_devices`` rows of one workload); "" on hardware
+    without an engine (``RooflineHardware``, a measured profile). ValueError naming the
+    argument that is not a hardware model, a frame with ``ADVICE_COLUMNS``, or a count in
+    [1, ``MAX_TP``]."""
+    check_instance("hw", hw, HardwareModel, "a sim hardware model, e.g. EngineHardware")
+    check_columns("by_devices", by_devices, ADVICE_COLUMNS)
+    tp = as_int("tp", tp, limit=MAX_TP)
+    devices = as_int("devices", devices, limit=MAX_TP)
     if not isinstance(hw, EngineHardware):
         return ""
     r = hw.regime(tp)

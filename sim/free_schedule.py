@@ -27,6 +27,7 @@ from ppdmodel.free import (
 )
 from ppdmodel.passes import check_costs
 from ppdmodel.validation import as_int, check_instance, check_probability, check_seed, ndim
+from sim.config import MAX_WORK
 from sim.hardware_costs import MAX_ROWS, HardwareModel, one_process_host_s
 
 FREE_EVENT_COLUMNS = ("token", "layer_start", "layer_end", "rows", "start", "end", "kind")
@@ -35,6 +36,25 @@ MAX_RUNS = 10**5
 """Largest ``n_runs`` of ``monte_carlo_free``."""
 MAX_TOKENS = 2 * 10**4
 """Largest n_runs * ell of ``monte_carlo_free`` (every layer is an event)."""
+EVENT_WORK = 20
+"""Work units (``sim.config.MAX_WORK``'s, about 1 us) of one event of the schedule: 15-32 us
+measured on a shared 2-core VM (d = 40, 2000 tokens, events recorded or not)."""
+
+
+def free_work(d: int, exit_layer: int, ell: float, deep: float) -> float:
+    """Work units of simulating ``ell`` tokens of which ``deep`` did not exit: per token the
+    embedding, exit_layer shallow layers, the exit head and the host time; per deep token
+    d - exit_layer layers and the final head (``EVENT_WORK`` each)."""
+    return EVENT_WORK * (ell * (exit_layer + 3) + deep * (d - exit_layer + 1))
+
+
+def check_free_work(work: float, what: str) -> None:
+    """ValueError when ``work`` (``free_work``) exceeds ``sim.config.MAX_WORK``."""
+    if work > MAX_WORK:
+        raise ValueError(
+            f"{what} is about {work / 1e6:.3g} s of simulation, above the limit of "
+            f"{MAX_WORK / 1e6:.3g} s (sim.config.MAX_WORK)"
+        )
 
 
 @dataclass
@@ -52,14 +72,26 @@ class FreeSimResult:
 
 
 class FreeSchedule:
-    """One FREE sequence on one GPU (module docstring)."""
+    """One FREE sequence on one GPU (module docstring): ``d`` layers (an integer in [2, 10^6]),
+    the exit head after layer ``exit_layer`` in [1, d - 1], ``exits`` x_t (0/1, 1..``MAX_ELL``
+    tokens); ValueError naming the argument out of range, or when the sequence is more than
+    ``sim.config.MAX_WORK`` of simulation (``free_work``)."""
 
     def __init__(self, d, exit_layer, costs: DecodeCosts, exits, record_events=True) -> None:
+        d, exit_layer = check_free_shape(d, exit_layer)
+        check_costs(costs)
+        exits = check_exits(exits)
+        if not isinstance(record_events, bool | np.bool_):
+            raise ValueError(f"record_events must be True or False, got {record_events!r:.40}")
+        deep = int(np.count_nonzero(~exits))
+        check_free_work(free_work(d, exit_layer, exits.size, deep),
+                        f"d = {d}, exit_layer = {exit_layer} over {exits.size} tokens "
+                        f"({deep} deep): reduce d or the exits")  # fmt: skip
         self.d, self.exit_layer, self.costs = d, exit_layer, costs
         self.exits = exits
         self.env = simpy.Environment()
         self.gpu = simpy.Resource(self.env, capacity=1)
-        self.record_events = record_events
+        self.record_events = bool(record_events)
         self.records: list[tuple] = []
         self.busy_s = 0.0
 
@@ -105,13 +137,13 @@ def simulate_free(
     *, d, exit_layer, costs, exits=None, q=None, ell=None, seed=None, record_events=True
 ) -> FreeSimResult:
     """Simulate one FREE sequence: given ``exits`` (x_t, t = 1..ell), or ``ell`` exits drawn
-    i.i.d. with rate ``q`` from ``numpy.random.default_rng(seed)``."""
+    i.i.d. with rate ``q`` from ``numpy.random.default_rng(seed)`` (``FreeSchedule`` checks
+    the rest)."""
     d, exit_layer = check_free_shape(d, exit_layer)
-    check_costs(costs)
     if exits is not None:
         if q is not None or ell is not None:
             raise ValueError("give exits, or q and ell, not both")
-        x = check_exits(exits)
+        x = exits
     else:
         if q is None or ell is None:
             raise ValueError("pass exits (a recorded sequence), or q and ell (i.i.d. exits)")
@@ -126,10 +158,17 @@ def simulate_free(
 def monte_carlo_free(*, d, exit_layer, costs, ell, q, n_runs, seed=None) -> pd.DataFrame:
     """``n_runs`` sequences with i.i.d. exits at rate ``q``: a DataFrame of latency_s, busy_s
     and exits (the count) per run, seeded by ``seed``."""
+    d, exit_layer = check_free_shape(d, exit_layer)
     n_runs = as_int("n_runs", n_runs, limit=MAX_RUNS)
     ell = as_int("ell", ell, limit=MAX_ELL)
     if n_runs * ell > MAX_TOKENS:
         raise ValueError(f"n_runs * ell must be <= {MAX_TOKENS}, got {n_runs} * {ell}")
+    if ndim("q", q) != 0:
+        raise ValueError(f"q must be a scalar probability, got {q!r:.80}")
+    q = check_probability("q", q)
+    check_free_work(n_runs * free_work(d, exit_layer, ell, ell * (1 - q)),
+                    f"n_runs = {n_runs} sequences of {ell} tokens at d = {d}, exit_layer = "
+                    f"{exit_layer}, q = {q:g}: reduce n_runs, ell or d")  # fmt: skip
     seeds = np.random.SeedSequence(check_seed("seed", seed, generator_ok=False)).spawn(n_runs)
     rows = []
     for s in seeds:

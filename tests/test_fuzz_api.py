@@ -100,6 +100,7 @@ AUTO_SLOW_EXAMPLES = 300
 CALL_TIME_BOUND_S = 5.0
 """No single call may take longer (the size and work limits keep valid calls short)."""
 FUZZ_WORK_LIMITS = {"sim.config.MAX_WORK": 10**6, "sim.run.MAX_WORK": 10**6,
+                    "sim.free_schedule.MAX_WORK": 10**6,
                     "sim.plan_limits.MAX_CONFIRM_WORK": 10**6}  # fmt: skip
 """The simulator's and the planner's work caps while fuzzing: about a second of simulation
 (for users, 5 s a sequence and an hour a confirmation). A valid but large request (the
@@ -255,6 +256,7 @@ COSTS = ppdmodel.DecodeCosts(
     shared_device_slowdown=1.2,
 )
 COSTS_ARGS = dict(d=30, d_bar=15, k=3, costs=COSTS, early_head="main")
+GRID = ppdmodel.DecodeCostsGrid(layer_s=[1e-3, 2e-3], candidate_layer_s=1.5e-3, early_head_s=5e-3)
 cost_values = st.sampled_from([COSTS, ppdmodel.DecodeCosts.unit(), "main", "candidates", "cpu"])
 
 sim_values = st.sampled_from(
@@ -425,6 +427,12 @@ TARGETS = [
             early_head_s=5e-3,
             shared_device_slowdown=[1.0, 2.0],
         ),
+    ),
+    # the grid's methods live on its private base class, which the enumeration skips
+    Target("DecodeCostsGrid.greedy_token_seconds", GRID.greedy_token_seconds, dict(d=40)),
+    Target("DecodeCostsGrid.candidate_layer_seconds", GRID.candidate_layer_seconds, dict(k=3)),
+    Target(
+        "DecodeCostsGrid.dispatch_seconds", GRID.dispatch_seconds, dict(early_head="candidates")
     ),
     Target("speculative_tokens_per_step", ppdmodel.speculative_tokens_per_step, dict(a=0.6, g=4)),
     Target(
@@ -735,8 +743,9 @@ VALID_OVERRIDES = {
                                             "tp_main": 1, "tp_candidates": 0, "a": 0.6, "g": 3,
                                             "step_s": 1e-2, "busy_s": 1e-2}},
     "sim.plan_intervals.verdict": {"label": plan_label},
-    "ppdmodel.cost_grid.ppd_grid_per_token": {"costs": ppdmodel.DecodeCostsGrid(
-        layer_s=[1e-3, 2e-3], candidate_layer_s=1.5e-3, early_head_s=5e-3)},
+    "ppdmodel.cost_grid.ppd_grid_per_token": {"costs": GRID},
+    "sim.engine.regime_advice": {"hw": ENGINE_HW, "by_devices": PLAN.by_devices, "tp": 1,
+                                 "devices": 2},
 }  # fmt: skip
 """Valid values for parameters whose meaning differs from ``VALID_BY_NAME``'s."""
 
@@ -793,7 +802,7 @@ def _instance(cls) -> tuple[object, tuple[str, ...]]:
              ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5), ENGINE_HW, PROFILE,
              ppdmodel.Interval(1.0, 2.0, 0.95), SharedDevice(simpy.Environment(), 1.5),
              compute_terms(d=30, d_bar=15, k=3, costs=COSTS, early_head="main"),
-             WidePrice("dist", "candidate_layer_s[3]", 0.273, 0.2)]  # fmt: skip
+             WidePrice("dist", "candidate_layer_s[3]", 0.273, 0.2), GRID]  # fmt: skip
     for value in known:
         if type(value) is cls:
             return value, ()
@@ -1079,6 +1088,26 @@ def report_counts(request):
 )  # fmt: skip
 def test_the_naming_rule(message, names, named):
     assert names_a_parameter(message, names) is named
+
+
+REACHED = {
+    "sim.engine.regime_advice": lambda out: out.startswith("Regime on 1 device: launch-bound"),
+    "sim.free_schedule.FreeSchedule": lambda out: out.exits.tolist() == [True, False, True],
+    "sim.free_schedule.FreeSchedule.run": lambda out: out.latency_s > 0 and len(out.events),
+    "DecodeCostsGrid.greedy_token_seconds": lambda out: out.tolist() == [0.04, 0.08],
+}
+"""Targets whose valid call used to stop short of their checks, or that had none (issue 47: an
+engine-less ``hw``, a constructor that checked nothing, methods of a private base class): what
+the valid call must now return."""
+
+
+@pytest.mark.parametrize("name", sorted(REACHED))
+def test_valid_calls_reach_the_body(name, fuzz_work_limits):
+    """The valid call of each ``REACHED`` target runs its body (so malformed values replacing
+    its arguments meet its checks), not an early return or a refusal."""
+    (target,) = [t for t in ALL_TARGETS if t.name == name]
+    assert not target.unset, f"{name} has no valid value for {target.unset}"
+    assert REACHED[name](target.func(**target.valid))
 
 
 def test_every_public_function_is_fuzzed():

@@ -202,3 +202,21 @@ def test_tradeoff_and_paper_helpers_name_what_is_wrong():
         paper.p_correct(dataset="squad", k=1, trained="yes", layer=20)
     with pytest.raises(ValueError, match=r"^k must be one of 1, 3, 5"):
         paper.per_position_p(dataset="squad", k=[1], trained=True, layer=20)
+
+
+@pytest.mark.parametrize(
+    ("d", "match"),
+    [
+        (-3, r"^d must be a positive integer \(>= 1\), got -3"),  # was negative seconds
+        (float("nan"), r"^d must be a positive integer \(>= 1\), got nan"),  # was NaN
+        (0, r"^d must be a positive integer"),
+        (np.array([30, 40, 50]), r"^d, costs must broadcast together"),
+    ],
+)
+def test_grid_greedy_token_seconds_checks_d(d, match):
+    """Issue 47: ``DecodeCostsGrid.greedy_token_seconds`` checks ``d`` as ``DecodeCosts``'s
+    does."""
+    grid = ppdmodel.DecodeCostsGrid(layer_s=[1e-3, 2e-3], candidate_layer_s=1.5e-3)
+    with pytest.raises(ValueError, match=match):
+        grid.greedy_token_seconds(d)
+    assert grid.greedy_token_seconds(np.array([30, 40])) == pytest.approx([0.03, 0.08])

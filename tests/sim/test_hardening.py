@@ -4,9 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import ppdmodel
 import sim
 from sim.config import MAX_GPUS, MAX_WORK
+from sim.engine import EngineHardware, regime_advice
 from sim.formats import LAYER_TIMES_COLUMNS, MatchTrace, read_layer_times, validate_layer_times
+from sim.free_schedule import FreeSchedule
+from sim.hardware import Engine
 from sim.run import summarise
 
 SMALL = dict(d=4, d_bar=2, k=1, ell=3)
@@ -174,3 +178,68 @@ def test_match_trace_refuses_infinities():
         MatchTrace("s", float("inf"), 2, 1, [1])
     with pytest.raises(ValueError, match=r"m must be a list of 0 and 1"):
         MatchTrace("s", 4, 2, 1, "0101")
+
+
+# -- issue 47: functions the fuzz's valid inputs did not reach -------------------------------
+
+FREE_COSTS = dict(layer_s=1e-3, embedding_s=1e-4, early_head_s=2e-3, final_head_s=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(costs=None), r"^costs must be a ppdmodel.DecodeCosts"),  # was AttributeError
+        (dict(d=2**31), r"^d must be <= 1000000, got 2147483648"),  # ran without end
+        (dict(exit_layer=127), r"^exit_layer must be in \[1, d - 1\] = \[1, 11\], got 127"),
+        (dict(exit_layer=np.int8(127)), r"^exit_layer must be in \[1, d - 1\]"),
+        (dict(exit_layer=-3), r"^exit_layer must be a positive integer"),  # negative layers
+        (dict(exits=[1, 2]), r"^exits must hold only 0/1"),
+        (dict(record_events="yes"), r"^record_events must be True or False"),
+    ],
+)
+def test_free_schedule_checks_its_arguments(kwargs, match):
+    args = dict(d=12, exit_layer=4, costs=ppdmodel.DecodeCosts(**FREE_COSTS), exits=[1, 0, 1])
+    with pytest.raises(ValueError, match=match):
+        FreeSchedule(**{**args, **kwargs}).run()
+
+
+def test_free_schedule_refuses_a_sequence_beyond_the_work_limit():
+    costs = ppdmodel.DecodeCosts(**FREE_COSTS)
+    with pytest.raises(ValueError, match=r"d = 1000000, exit_layer = 1 over 3 tokens.*MAX_WORK"):
+        FreeSchedule(d=10**6, exit_layer=1, costs=costs, exits=[0, 0, 0])
+    with pytest.raises(ValueError, match=r"^n_runs = 2000 sequences of 10 tokens.*MAX_WORK"):
+        sim.monte_carlo_free(d=10**4, exit_layer=1, costs=costs, ell=10, q=0.5, n_runs=2000)
+    result = FreeSchedule(d=12, exit_layer=4, costs=costs, exits=[1, 0, 1]).run()
+    assert result.events.layer_start.min() == 0 and result.events.layer_end.max() == 12
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((None, 1, 2), r"^by_devices must be a pandas DataFrame"),  # was AttributeError
+        ((pd.DataFrame({"budget": [2]}), 1, 2), r"^by_devices is missing columns"),
+        (("BY_DEVICES", 0, 2), r"^tp must be a positive integer"),
+        (("BY_DEVICES", 1, 2.5), r"^devices must be a positive integer"),
+        (("BY_DEVICES", 1, 10**6), r"^devices must be <= 1024"),
+    ],
+)
+def test_regime_advice_checks_its_arguments(args, match):
+    hw = EngineHardware(sim.ModelShape.from_name("llama2-7b"), sim.GPUSpec.from_name("h200"),
+                        sim.Link.from_name("nvlink4"), Engine.from_name("hf-eager"))  # fmt: skip
+    by_devices, tp, devices = args
+    by_devices = BY_DEVICES if isinstance(by_devices, str) else by_devices
+    with pytest.raises(ValueError, match=match):
+        regime_advice(hw, by_devices, tp, devices)
+    with pytest.raises(ValueError, match=r"^hw must be a HardwareModel"):
+        regime_advice("h200", BY_DEVICES, 1, 2)
+    assert regime_advice(hw, BY_DEVICES, 1, 2).startswith("Regime on 1 device: launch-bound")
+    assert "PPD (ppd cfg) takes 10 ms/token against 12 for greedy cfg" in regime_advice(
+        hw, BY_DEVICES.assign(hardware_name=hw.name), 1, 2
+    )
+
+
+BY_DEVICES = pd.DataFrame({
+    "budget": [2, 2], "hardware_name": ["x", "x"], "method": ["ppd", "greedy"],
+    "config": ["ppd cfg", "greedy cfg"], "latency_s": [0.010, 0.012],
+})  # fmt: skip
+"""``sim.plan.best_by_devices`` rows of one workload, as ``regime_advice`` reads them."""
