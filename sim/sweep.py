@@ -10,16 +10,17 @@ not depend on the executor, the number of workers, the chunking or the order cel
   ``open_executor("ray")`` / ``"ray://host:10001"`` a thin Ray adapter. ``fn`` must be a
   module-level function (workers import it).
 * Resuming: with ``out_dir`` every finished chunk of cells is written by the caller (never by
-  a worker, so workers need no shared disk) as ``part-<first>-<last>.parquet``, atomically; a
-  rerun with the same cells and seed reads the parts that exist and runs only the rest. The
-  sweep's identity (a hash of cells and seed) is kept in ``sweep.json``; another sweep in the
-  same directory is refused. Parquet needs ``pyarrow`` (the ``measure`` extra), only then.
+  a worker, so workers need no shared disk) as ``part-<first>-<last>.jsonl``, atomically: the
+  rows ``fn`` returned, one JSON object a line (floats exact, no dependency beyond the core
+  install); a rerun with the same cells and seed reads the parts that exist and runs only the
+  rest, each part's rows made into a DataFrame as a fresh chunk's are. The sweep's identity (a
+  hash of cells and seed) is kept in ``sweep.json``; another sweep in the same directory is
+  refused.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,8 @@ from sim.pool import MAX_WORKERS, tied_pool, useful_workers
 
 MANIFEST = "sweep.json"
 """File in ``out_dir`` naming the sweep its parts belong to."""
+PART_SUFFIX = ".jsonl"
+"""Suffix of a part: one finished chunk's rows (``part-<first>-<last>.jsonl``)."""
 MAX_CELLS = 10**6
 """Largest number of cells of one sweep (one seed, one task and one row at least each)."""
 
@@ -98,15 +101,15 @@ def run_sweep(
         if not str(out_dir).strip():
             raise ValueError("out_dir must name a directory (None: write nothing), got ''")
         out_dir = _prepare(Path(out_dir), cells, seed, chunk_size)
-        finished = {_part_range(p): p for p in out_dir.glob("part-*.parquet")}
-        done = [pd.read_parquet(finished[c]) for c in chunks if c in finished]
+        finished = {_part_range(p): p for p in out_dir.glob(f"part-*{PART_SUFFIX}")}
+        done = [pd.DataFrame(_read_part(finished[c])) for c in chunks if c in finished]
         chunks = [c for c in chunks if c not in finished]
     if executor is None and len(chunks) == 1:  # one task: no pool to start
         ((a, b),) = chunks
-        frame = pd.DataFrame(_run_chunk(fn, cells[a:b], seeds[a:b], a))
+        rows = _run_chunk(fn, cells[a:b], seeds[a:b], a)
         if out_dir is not None:
-            _write_part(out_dir, (a, b), frame)
-        done.append(frame)
+            _write_part(out_dir, (a, b), rows)
+        done.append(pd.DataFrame(rows))
         chunks = []
     with _executor_or_pool(executor, len(chunks)) as pool:
         futures: dict[Future, tuple[int, int]] = {
@@ -114,10 +117,10 @@ def run_sweep(
         }
         try:
             for future in as_completed(futures):
-                frame = pd.DataFrame(future.result())
+                rows = future.result()
                 if out_dir is not None:
-                    _write_part(out_dir, futures[future], frame)
-                done.append(frame)
+                    _write_part(out_dir, futures[future], rows)
+                done.append(pd.DataFrame(rows))
         except BaseException:  # Ctrl-C or a failed cell: start nothing more
             for future in futures:
                 future.cancel()
@@ -153,12 +156,7 @@ def sweep_id(cells: Sequence[dict], seed, chunk_size: int) -> str:
 
 
 def _prepare(out_dir: Path, cells, seed, chunk_size: int) -> Path:
-    """Check pyarrow, create ``out_dir`` and its manifest, or refuse another sweep's parts."""
-    if importlib.util.find_spec("pyarrow") is None:
-        raise ValueError(
-            "out_dir: writing Parquet parts needs pyarrow (pip install pyarrow, or the "
-            "toolkit's measure extra)"
-        )
+    """Create ``out_dir`` and its manifest, or refuse another sweep's parts."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ident = {"sweep_id": sweep_id(cells, seed, chunk_size), "n_cells": len(cells)}
     manifest = out_dir / MANIFEST
@@ -175,16 +173,30 @@ def _prepare(out_dir: Path, cells, seed, chunk_size: int) -> Path:
 
 
 def _part_range(path: Path) -> tuple[int, int]:
-    _, first, last = path.stem.split("-")
+    _, first, last = path.name.removesuffix(PART_SUFFIX).split("-")
     return int(first), int(last) + 1
 
 
-def _write_part(out_dir: Path, chunk: tuple[int, int], frame: pd.DataFrame) -> None:
-    """Write one chunk's rows atomically (a temporary name, then rename)."""
-    final = out_dir / f"part-{chunk[0]:08d}-{chunk[1] - 1:08d}.parquet"
+def _write_part(out_dir: Path, chunk: tuple[int, int], rows: list[dict]) -> None:
+    """Write one chunk's rows atomically (a temporary name, then rename), a JSON object a line
+    (Python's float repr: read back bit for bit; numpy scalars as their Python values)."""
+    final = out_dir / f"part-{chunk[0]:08d}-{chunk[1] - 1:08d}{PART_SUFFIX}"
     tmp = final.with_suffix(".tmp")
-    frame.to_parquet(tmp, index=False)
+    text = "".join(json.dumps(row, default=_plain) + "\n" for row in rows)
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, final)
+
+
+def _plain(value):
+    """A numpy scalar as its Python value (the JSON encoder knows no numpy types)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"a sweep row holds {type(value).__name__}, which a part cannot store")
+
+
+def _read_part(path: Path) -> list[dict]:
+    """The rows of one part (``_write_part``)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 @contextmanager
