@@ -20,8 +20,8 @@ import numpy as np
 
 from ppdmodel.cli_args import existing_file, nonnegative_float, positive_float, positive_int
 from ppdmodel.cost_profile import ACCEPT_WIDE_FLAG, check_wide_prices, read_cost_profile
-from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, DecodeCosts
-from ppdmodel.intervals import prediction_interval
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, SECONDS_FIELDS, DecodeCosts
+from ppdmodel.intervals import MISSING_LOG_SD, prediction_interval
 from ppdmodel.seconds import break_even_p, expected_latency_seconds, greedy_latency_seconds
 from ppdmodel.waterfall import latency_waterfall
 
@@ -222,10 +222,11 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
             "speedup": greedy / ppd,
             "break_even_p": break_even_p(**shape),
         }
-        if (replicates or terms.p_tokens) and np.ndim(p) == 0:
+        if (terms.profile is not None or terms.p_tokens) and np.ndim(p) == 0:
             extra.update(
                 _interval_columns(d, d_bar, k, ell, p, early_head, schedule, terms, replicates)
             )
+            extra["interval_covers"] = interval_covers(terms, bool(replicates))
         if terms.profile is not None:
             extra["backend"] = terms.backend
             extra["priced_as"] = schedule  # "main" on a serial backend (both sides alike)
@@ -241,10 +242,34 @@ def cost_rows(row: dict, params: dict, terms: CostTerms) -> list[dict]:
     return out
 
 
+def interval_covers(terms: CostTerms, replicates: bool) -> str:
+    """What the interval columns of a row cover, in words."""
+    costs = ("the profile's cost replicates" if replicates else
+             f"no replicates in the profile: +-{1.96 * MISSING_LOG_SD:.0%} stated"
+             if terms.profile is not None else "")  # fmt: skip
+    p = (f"p's sampling error over {terms.p_tokens} tokens" if terms.p_tokens else
+         "p as given (no spread: --p-tokens N adds its sampling error)")  # fmt: skip
+    return "; ".join(filter(None, (costs, p)))
+
+
+def _missing_replicates(costs: DecodeCosts, greedy: DecodeCosts, n: int = 40) -> list:
+    """Stand-ins for replicates a profile did not keep: every timed figure scaled by
+    exp(N(0, ``MISSING_LOG_SD``)), the same factor for PPD's and greedy's costs of a draw
+    (seeded)."""
+    factors = np.exp(MISSING_LOG_SD * np.random.default_rng(0).standard_normal(n))
+    return [tuple(dataclasses.replace(c, **{f: getattr(c, f) * float(x) for f in SECONDS_FIELDS},
+                                      candidate_layer_s_by_k=tuple(
+                                          (kk, s * float(x)) for kk, s in c.candidate_layer_s_by_k))
+                  for c in (costs, greedy)) for x in factors]  # fmt: skip
+
+
 def _interval_columns(d, d_bar, k, ell, p, early_head, schedule, terms, replicates) -> dict:
     """95 % intervals of PPD's seconds per token and of the speed-up (``ppdmodel.intervals``):
-    the profile's cost replicates and, with --p-tokens, p's sampling error."""
+    the profile's cost replicates (stated stand-ins where it kept none) and, with --p-tokens,
+    p's sampling error."""
     pairs = replicates or [(terms.costs(d_bar, k, early_head), terms.greedy_costs(d_bar))]
+    if not replicates and terms.profile is not None:
+        pairs = _missing_replicates(*pairs[0])
     by_id = {id(c): g for c, g in pairs}
 
     def ppd(c, q):

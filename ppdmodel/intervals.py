@@ -44,6 +44,9 @@ DRAWS = 200
 """Draws behind an interval by default (cost replicates are cycled when fewer)."""
 MAX_DRAWS = 100_000
 """The most draws an interval may ask for."""
+MISSING_LOG_SD = 0.05
+"""Log-sd standing in for a cost profile's sampling error where it kept no replicates: a
+missing source widens an interval by a stated default, never narrows it."""
 
 
 @dataclass(frozen=True)

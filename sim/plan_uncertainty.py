@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ppdmodel.costs import SECONDS_FIELDS, DecodeCosts
+from ppdmodel.intervals import MISSING_LOG_SD
 from ppdmodel.validation import as_int, check_instance
 from sim.engine import EngineHardware
 from sim.hardware import ENGINE_PRESETS
@@ -42,8 +43,6 @@ SOURCES = ("engine", "p", "profile", "drift")
 DEFAULT_DRIFT_LOG_SD = 0.10
 """Log-sd of the machine's drift over minutes where a profile recorded none: the project's
 2-vCPU VM's, ``experiments/machine_drift.py`` (80 s windows; ``measure.profile.drift``)."""
-MISSING_LOG_SD = 0.05
-"""Log-sd standing in for a profile's sampling error where it kept no replicates."""
 
 
 def perturbed(hw, device: float = 1.0, host: float = 1.0, comm: float = 1.0):

@@ -246,7 +246,10 @@ def test_latency_with_a_profile_prints_its_intervals(capsys, tmp_path):
     assert main([*base, "--p-tokens", "20"]) == 0  # p's sampling error widens it
     (wider,) = json.loads(capsys.readouterr().out)
     assert wider["ppd_s_high"] - wider["ppd_s_low"] > row["ppd_s_high"] - row["ppd_s_low"]
-    del entry["cost_replicates"]  # an older profile: no samples, no interval
+    assert "the profile's cost replicates" in row["interval_covers"]
+    del entry["cost_replicates"]  # an older profile: no samples, a stated spread stands in
     path.write_text(json.dumps(data))
     assert main(base) == 0
-    assert "ppd_s_low" not in json.loads(capsys.readouterr().out)[0]
+    (older,) = json.loads(capsys.readouterr().out)
+    assert older["ppd_s_low"] < older["ppd_s_per_token"] < older["ppd_s_high"]
+    assert "no replicates in the profile: +-10% stated" in older["interval_covers"]
