@@ -3,20 +3,25 @@
 Each package declares a ``register(subparsers)`` function in the ``ppd.commands`` entry-point
 group (``pyproject.toml``); it adds its sub-commands and sets ``func(args) -> int`` on each.
 This module knows none of them, so the math package does not depend on the layers above it.
-Handlers import heavy dependencies (torch) lazily, so ``ppd --help`` works with the core alone.
+A registrar imports no heavy dependency (torch): a command that needs one sets
+``func=deferred("package.module:function")``, which imports its module when the command runs,
+so ``ppd --help`` and every closed-form command work with the core install alone.
 
 Errors: a user error (a bad value, a malformed or missing file, an unwritable path) ends as
-``ppd <command>: error: ...`` with exit status 2; anything else prints one line and a hint to
-rerun with ``--debug``, which shows the traceback (exit status 1).
+``ppd <command>: error: ...`` with exit status 2, as does a command that needs an optional
+dependency this install lacks (the line names the extra that brings it); anything else prints
+one line and a hint to rerun with ``--debug``, which shows the traceback (exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import re
 import sys
-from collections.abc import Iterator
-from importlib.metadata import entry_points
+from collections.abc import Callable, Iterator
+from importlib.metadata import PackageNotFoundError, entry_points, requires
 
 COMMAND_GROUP = "ppd.commands"
 """Entry-point group of the sub-command registrars; entries are added in name order."""
@@ -26,6 +31,46 @@ USER_ERRORS = (ValueError, OSError, OverflowError, MemoryError)
 unwritable file, a size too large to represent or to hold in memory."""
 
 EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
+DISTRIBUTION = "ppd-toolkit"
+"""The distribution whose extras (``pyproject.toml``) say which install brings a dependency."""
+
+
+def deferred(target: str) -> Callable[[argparse.Namespace], int]:
+    """A handler that imports ``target`` (``"package.module:function"``) when its command runs
+    and calls it with the parsed arguments: the registrar's module stays free of the work's
+    dependencies (torch), so building the parser never imports them."""
+    module, sep, name = target.partition(":")
+    if not (module and sep and name):
+        raise ValueError(f"target must be 'package.module:function', got {target!r}")
+
+    def run(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(module), name)(args)
+
+    run.__qualname__ = run.__name__ = name
+    run.__doc__ = f"``{target}``, imported when the command runs."
+    return run
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra of ``DISTRIBUTION`` that installs the top-level module ``exc`` did not find
+    (``torch``: ``measure``), or None when no extra lists it (a bug, not a missing install)."""
+    top = exc.name or ""
+    if not top or "." in top:  # a module missing inside an installed package: not an extra
+        return None
+    try:
+        requirements = requires(DISTRIBUTION) or []
+    except PackageNotFoundError:
+        return None
+    for requirement in requirements:
+        found = re.match(r"\s*([A-Za-z0-9._-]+).*;.*\bextra\s*==\s*[\"']([^\"']+)", requirement)
+        if found and _canonical(found[1]) == _canonical(top):
+            return found[2]
+    return None
+
+
+def _canonical(name: str) -> str:
+    """A distribution or module name compared as pip does (case, ``-``, ``_`` and ``.`` alike)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,7 +134,8 @@ def iter_commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argpar
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``ppd``; user errors exit 2 (``SystemExit``), other failures 1, Ctrl-C 130."""
+    """Run ``ppd``; user errors and a missing extra exit 2 (``SystemExit``), other failures 1,
+    Ctrl-C 130."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     command = getattr(args, "command_parser", parser)
@@ -113,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         if isinstance(exc, USER_ERRORS):
             parser.exit(EXIT_USAGE, f"{prog}: error: {describe(exc)}\n")
+        extra = missing_extra(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if extra is not None:
+            parser.exit(EXIT_USAGE, f"{prog}: error: this command needs {exc.name}, which is not "
+                        f"installed: pip install -e \".[{extra}]\"\n")  # fmt: skip
         first = (describe(exc).splitlines() or [""])[0]
         parser.exit(
             EXIT_FAILURE,
