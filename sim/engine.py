@@ -29,7 +29,7 @@ device is shared.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 import pandas as pd
@@ -118,9 +118,10 @@ class EngineHardware:
         """Host time per token outside the layers (the engine's step cost)."""
         return self.engine.host_per_step_s
 
-    @property
+    @cached_property
     def shared_device_slowdown(self) -> float:
-        """Slowdown of main and candidates sharing one device (at tensor parallelism 1)."""
+        """Slowdown of main and candidates sharing one device (at tensor parallelism 1; kept:
+        the ``HardwareModel`` protocol check reads it on every call)."""
         return float(self.device_slowdown(True))
 
     def tp_degrees(self) -> tuple[int, ...]:
