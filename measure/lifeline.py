@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from ppdmodel.cli import ReportedFailure
 from sim.lifeline import tie_to_parent
 
 WATCHDOG_GRACE_S = 5.0
@@ -47,10 +48,11 @@ PEER_ERROR_MARKS = ("Connection closed", "Connection reset", "timed out", "Timed
 """Text of errors a rank raises because *another* rank failed (named after the culprit)."""
 
 
-class DistRunError(RuntimeError):
+class DistRunError(ReportedFailure):
     """A group of ranks failed; the message is one line naming the rank that failed first
-    (its exception, exit code or signal). The ranks' tracebacks are in ``details`` and, as the
-    exception's cause, in a traceback (``ppd --debug``)."""
+    (its exception, exit code or signal), which ``ppd`` prints alone (exit status 1). The ranks'
+    tracebacks are in ``details`` and, as the exception's cause, in a traceback (``ppd
+    --debug``)."""
 
     def __init__(self, message: str, details: str = ""):
         super().__init__(message)

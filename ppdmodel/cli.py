@@ -9,8 +9,9 @@ so ``ppd --help`` and every closed-form command work with the core install alone
 
 Errors: a user error (a bad value, a malformed or missing file, an unwritable path) ends as
 ``ppd <command>: error: ...`` with exit status 2, as does a command that needs an optional
-dependency this install lacks (the line names the extra that brings it); anything else prints
-one line and a hint to rerun with ``--debug``, which shows the traceback (exit status 1).
+dependency this install lacks (the line names the extra that brings it); a ``ReportedFailure``
+(a ``dist`` rank killed by a signal) prints its one line, exit status 1; anything else prints one
+line and a hint to rerun with ``--debug``, which shows the traceback (exit status 1).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ unwritable file, a size too large to represent or to hold in memory."""
 EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
 DISTRIBUTION = "ppd-toolkit"
 """The distribution whose extras (``pyproject.toml``) say which install brings a dependency."""
+
+
+class ReportedFailure(RuntimeError):
+    """A failure that is neither the user's nor a bug, whose message says in one line what
+    happened (a ``dist`` rank killed by a signal): ``ppd`` prints that line alone, exit 1."""
 
 
 def deferred(target: str) -> Callable[[argparse.Namespace], int]:
@@ -163,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         if extra is not None:
             parser.exit(EXIT_USAGE, f"{prog}: error: this command needs {exc.name}, which is not "
                         f"installed: pip install -e \".[{extra}]\"\n")  # fmt: skip
+        if isinstance(exc, ReportedFailure):
+            parser.exit(EXIT_FAILURE, f"{prog}: error: {describe(exc)}\n")
         first = (describe(exc).splitlines() or [""])[0]
         parser.exit(
             EXIT_FAILURE,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from measure.lifeline import DistRunError, failure_message
 from ppdmodel import cli_args
 from ppdmodel.cli import build_parser, iter_commands, main
 
@@ -375,6 +377,33 @@ def test_debug_shows_the_traceback(crash_command, capsys):
         main(["--debug", "crash"])
     with pytest.raises(KeyError):
         main(["crash", "--debug"])
+
+
+def _killed_rank(args) -> int:
+    raise DistRunError(failure_message({}, {0: None, 1: -signal.SIGKILL}))
+
+
+def test_a_reported_failure_is_one_line_exit_1(monkeypatch, capsys):
+    """Issue 47: a dist rank killed by a signal (``DistRunError``, a ``ReportedFailure``) is
+    its own line naming the rank and the signal, exit 1, no second line; --debug raises."""
+    import ppdmodel.cli as cli
+
+    class EntryPoint:
+        name, value = "zz-dist", "tests.test_cli_errors:_killed_rank"
+
+        def load(self):
+            return lambda subparsers: subparsers.add_parser("dist").set_defaults(func=_killed_rank)
+
+    real = cli.entry_points
+    monkeypatch.setattr(cli, "entry_points", lambda group: [*real(group=group), EntryPoint()])
+    code, output = run_cli(["dist"], capsys)
+    assert code == 1
+    assert output.splitlines() == [
+        "ppd dist: error: PPD dist run failed: rank 1: killed by SIGKILL (signal 9) (out of "
+        "memory? the OOM killer sends SIGKILL); ranks still running (killed): [0]"
+    ]
+    with pytest.raises(DistRunError):
+        main(["dist", "--debug"])
 
 
 def test_user_error_under_debug_raises(capsys):

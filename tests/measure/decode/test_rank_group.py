@@ -8,7 +8,10 @@ and round (49 loads in one run of 17 configurations).
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +29,10 @@ from measure.lifeline import DistRunError  # noqa: E402
 from tests.measure.decode.counting_ranks import count_ranks, counted  # noqa: E402
 from tests.measure.decode.test_early_head import perturbed_head  # noqa: E402
 from tests.measure.decode.test_local import NEW_TOKENS, prompts  # noqa: E402
-from tests.measure.tiny_models import tiny_model  # noqa: E402
+from tests.measure.tiny_models import save_tiny_model_dir, tiny_model  # noqa: E402
+from tests.procs import cmdline, descendants, kill_all  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -117,3 +123,28 @@ def test_a_group_refuses_bad_arguments_before_spawning(monkeypatch):
     for world_size in (1, 2.0, True):
         with pytest.raises(ValueError, match="world_size must be an integer >= 2"):
             RankGroup(tiny_model("gpt2"), world_size=world_size)
+
+
+def test_ppd_run_names_a_killed_rank_in_one_line(tmp_path):
+    """Issue 47: a ``ppd run --backend dist`` whose rank the OOM killer ends prints one line
+    naming the rank and the signal, exit 1 (not a second "unexpected failure" line)."""
+    model = save_tiny_model_dir(tmp_path / "model")
+    argv = [sys.executable, "-m", "ppdmodel", "run", "--model", str(model), "--prompt", "a b c",
+            "--backend", "dist", "--k", "1", "--max-new-tokens", "32", "--repeats", "1000",
+            "--no-assistant", "--no-progress", "--out", str(tmp_path / "out")]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=tmp_path) as run:  # fmt: skip
+        try:
+            deadline = time.monotonic() + 300
+            while not (ranks := [p for p in descendants(run.pid) if "spawn_main" in cmdline(p)]):
+                assert run.poll() is None and time.monotonic() < deadline, "no rank started"
+                time.sleep(0.1)
+            os.kill(ranks[0], signal.SIGKILL)
+            _, err = run.communicate(timeout=120)
+        finally:
+            kill_all([run.pid, *descendants(run.pid)])
+    assert run.returncode == 1, err
+    (line,) = err.splitlines()
+    assert re.match(r"ppd run: error: PPD dist run failed: rank \d: killed by SIGKILL \(signal 9\)",
+                    line), line  # fmt: skip
