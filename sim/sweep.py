@@ -33,6 +33,7 @@ import pandas as pd
 
 from ppdmodel.validation import as_int, check_instance, check_names, check_seed
 from sim.pool import MAX_WORKERS, tied_pool, useful_workers
+from sim.progress import Progress
 
 MANIFEST = "sweep.json"
 """File in ``out_dir`` naming the sweep its parts belong to."""
@@ -70,14 +71,17 @@ def run_sweep(
     executor: Executor | None = None,
     out_dir: str | Path | None = None,
     chunk_size: int = 1,
+    progress: str | None = None,
 ) -> pd.DataFrame:
     """Run ``fn(cell, seed_seq)`` over ``cells`` (module docstring); rows sorted by cell.
 
     ``executor``: any ``concurrent.futures.Executor`` (None: a local process pool tied to this
     process, ``sim.pool``, of at most one worker per CPU and per task, closed at the end; a
     single task runs in this process). ``chunk_size``: cells per task (amortises task
-    overhead; parts hold a chunk). An exception here (Ctrl-C included) cancels the tasks not
-    yet started; the local pool's workers end at once.
+    overhead; parts hold a chunk). ``progress``: the label of progress lines on stderr over
+    the cells this call runs (``sim.progress.Progress``: throttled, with the time left; a run
+    shorter than its ``min_interval_s`` prints none); None: silent. An exception here (Ctrl-C
+    included) cancels the tasks not yet started; the local pool's workers end at once.
     """
     if not callable(fn):
         raise TypeError(f"fn must be a module-level function, got {type(fn).__name__}")
@@ -93,6 +97,8 @@ def run_sweep(
     cells = [dict(c) for c in cells]
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if progress is not None:
+        check_instance("progress", progress, str, "a label, or None")
     seeds = cell_seeds(len(cells), seed)
     chunks = [(i, min(i + chunk_size, len(cells))) for i in range(0, len(cells), chunk_size)]
     done: list[pd.DataFrame] = []
@@ -104,12 +110,14 @@ def run_sweep(
         finished = {_part_range(p): p for p in out_dir.glob(f"part-*{PART_SUFFIX}")}
         done = [pd.DataFrame(_read_part(finished[c])) for c in chunks if c in finished]
         chunks = [c for c in chunks if c not in finished]
+    shown = Progress(sum(b - a for a, b in chunks), progress or "", enabled=progress is not None)
     if executor is None and len(chunks) == 1:  # one task: no pool to start
         ((a, b),) = chunks
         rows = _run_chunk(fn, cells[a:b], seeds[a:b], a)
         if out_dir is not None:
             _write_part(out_dir, (a, b), rows)
         done.append(pd.DataFrame(rows))
+        shown.advance(b - a)
         chunks = []
     with _executor_or_pool(executor, len(chunks)) as pool:
         futures: dict[Future, tuple[int, int]] = {
@@ -121,6 +129,8 @@ def run_sweep(
                 if out_dir is not None:
                     _write_part(out_dir, futures[future], rows)
                 done.append(pd.DataFrame(rows))
+                a, b = futures[future]
+                shown.advance(b - a)
         except BaseException:  # Ctrl-C or a failed cell: start nothing more
             for future in futures:
                 future.cancel()

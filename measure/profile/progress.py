@@ -1,9 +1,16 @@
-"""Progress of long measurements on stderr: a tqdm bar on a terminal, else plain lines with ETA."""
+"""Progress of long measurements on stderr: a tqdm bar on a terminal, else plain lines with ETA.
+
+The line is ``sim.progress.progress_line``, the one format of every long run's progress
+(``ppd plan``'s throttled ``sim.progress.Progress`` prints it too); a measurement prints one per
+finished step, each step being seconds to minutes.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+
+from sim.progress import progress_line
 
 
 def progress_bar(total: int, *, enabled: bool = True, desc: str | None = None):
@@ -42,11 +49,9 @@ class Progress:
         if self.bar is not None:
             self.bar.update(steps)
         elif self.enabled:
-            elapsed = self.clock() - self.start
-            left = elapsed / self.done * (self.total - self.done)
-            print(f"{self.prefix}: {self.done}/{self.total} done ({label}), {elapsed:.1f} s "
-                  f"elapsed, about {left:.0f} s left", file=self.stream or sys.stderr,
-                  flush=True)  # fmt: skip
+            line = progress_line(self.prefix, self.done, self.total, self.clock() - self.start,
+                                 label)  # fmt: skip
+            print(line, file=self.stream or sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

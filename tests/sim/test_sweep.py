@@ -2,12 +2,15 @@
 
 import sys
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import sim
+import sim.sweep
+from sim.progress import Progress
 from sim.sweep import RayExecutor, open_executor, run_sweep
 
 CELLS = [{"p": p, "n": 30} for p in (0.1, 0.4, 0.7, 0.9, 0.5)]
@@ -31,6 +34,22 @@ def test_same_numbers_with_any_executor_and_chunking():
     assert list(serial["cell"]) == list(range(len(CELLS)))
     other = run_sweep(monte_carlo_cell, CELLS, seed=4, executor=ThreadPoolExecutor(2))
     assert not other["mean"].equals(serial["mean"])
+
+
+def test_progress_lines_count_the_cells_this_call_runs(tmp_path, monkeypatch, capsys):
+    """``progress``: lines on stderr as chunks end (here unthrottled), over the cells run now,
+    not those a resumed sweep read back; none without a label."""
+    monkeypatch.setattr(sim.sweep, "Progress", partial(Progress, min_interval_s=0.0,
+                                                        max_interval_s=0.0))  # fmt: skip
+    args = dict(seed=1, executor=ThreadPoolExecutor(1), out_dir=tmp_path, chunk_size=2)
+    run_sweep(monte_carlo_cell, CELLS, **args)
+    assert capsys.readouterr().err == ""
+    sorted(tmp_path.glob("part-*.jsonl"))[0].unlink()  # 2 cells left to run
+    run_sweep(monte_carlo_cell, CELLS, **args, progress="confirming")
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("confirming: 2/2 done, ") and line.endswith("about 0 s left")
+    with pytest.raises(ValueError, match=r"^progress must be a str"):
+        run_sweep(monte_carlo_cell, CELLS, **args, progress=True)
 
 
 def test_monte_carlo_cells_agree_with_theorem_41():
