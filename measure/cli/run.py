@@ -128,7 +128,21 @@ def register(subparsers) -> None:
         nargs="+",
         default=[],
         metavar="G",
-        help="draft lengths g of --early-exit (each L x each g; required with --early-exit)",
+        help="draft lengths g of --early-exit and --spec-draft (each L or draft x each g; "
+        "required with either)",
+    )
+    validate.add_argument(
+        "--spec-draft",
+        type=draft_model,
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help="also time draft-model speculative decoding (the draft proposes g tokens greedily, "
+        "the model verifies them in one pass, exact) with each draft: a model folder, .gguf "
+        "file or known name sharing the model's tokenizer, or self:N (the model's first N "
+        "layers with its final norm and LM head), at each --draft-tokens g, in the same rounds; "
+        "predicted from the profile, the draft's own profile (measured first, untimed) and "
+        "each run's steps (default: none)",
     )
     validate.add_argument(
         "--free",
@@ -344,13 +358,46 @@ def _early_exit_configs(args) -> list:
 
     if args.do_sample and args.early_exit:
         raise ValueError("--do-sample: --early-exit times greedy decoding only")
-    if bool(args.early_exit) != bool(args.draft_tokens):
+    if bool(args.early_exit) != bool(args.draft_tokens) and not args.spec_draft:
+        raise ValueError("--early-exit and --draft-tokens must be given together")
+    if args.early_exit and not args.draft_tokens:
         raise ValueError("--early-exit and --draft-tokens must be given together")
     return [
         EarlyExitConfig(exit_layer=L, g=g)
         for L in dict.fromkeys(args.early_exit)
         for g in dict.fromkeys(args.draft_tokens)
     ]
+
+
+def _spec_methods(args) -> list:
+    """The --spec-draft x --draft-tokens methods (checked before any model is loaded)."""
+    from measure.eval.methods import method_of
+    from measure.eval.methods.speculative import SpecConfig
+
+    if not args.spec_draft:
+        return []
+    if args.do_sample:
+        raise ValueError("--do-sample: --spec-draft times greedy decoding only")
+    if not args.draft_tokens:
+        raise ValueError("--spec-draft and --draft-tokens must be given together")
+    rows = max(args.draft_tokens) + 1  # the verify's positions, priced as a k-row batch
+    if args.profile is None and rows > max(args.k):
+        raise ValueError(f"--spec-draft verifies up to {rows} positions at once: add --k {rows} so "
+                         "the profile measured now prices that batch")  # fmt: skip
+    return [
+        method_of(SpecConfig(draft=m, g=g))
+        for m in dict.fromkeys(args.spec_draft)
+        for g in dict.fromkeys(args.draft_tokens)
+    ]
+
+
+def draft_model(text: str) -> str:
+    """A --spec-draft value: not blank (a path, a known name or self:N, read when the method is
+    built: ``measure.eval.methods.speculative.SpecConfig``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a model folder, .gguf file, known name or "
+                                         "self:N, got an empty value")  # fmt: skip
+    return text
 
 
 def free_threshold(text: str):

@@ -19,6 +19,7 @@ from measure.cli.run import (
     _probe_rounds,
     _probes_for,
     _profile_threads,
+    _spec_methods,
     _values,
     check_world_size,
     context_warning,
@@ -211,6 +212,7 @@ def validate_command(args) -> int:
                          "given --profile keeps the floor it was measured with (ppd measure "
                          "profile --drift-floor)")  # fmt: skip
     early_exit = _early_exit_configs(args)
+    methods = _spec_methods(args)
     free = _free_configs(args)
     probe_rounds = _probe_rounds(args)
     from measure.eval.free_eval import free_table
@@ -242,6 +244,8 @@ def validate_command(args) -> int:
         if profile is not None:
             check_wide_prices(profile, accept=args.accept_wide_prices)
             check_configs(profile, _ppd_configs(args, _d_bars(args, d)))
+            for m in methods:
+                m.check(d, profile)
             _profile_threads(args, profile)
 
     loaded = _load(args, check)
@@ -260,8 +264,8 @@ def validate_command(args) -> int:
     probe_rounds = _probes_for(args, profile, probe_rounds)
     result = validate(
         model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
-        max_new_tokens=args.max_new_tokens, settings=settings, head=head, names=names, seeds=seeds,
-        interleave_probes=probe_rounds,
+        methods=methods, max_new_tokens=args.max_new_tokens, settings=settings, head=head,
+        names=names, seeds=seeds, interleave_probes=probe_rounds,
     )  # fmt: skip
     probed = result.interleaved_profile is not None
     _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
@@ -312,8 +316,9 @@ def validate_command(args) -> int:
         print("  " + line)
     for line in format_early_exit(result):
         print(line)
-    for o in result.free:
-        print("FREE (approximate; quality against greedy's tokens): " + o.describe())
+    for o in result.others:
+        for line in o.report_lines():
+            print(line)
     for line in result.verdicts():
         print("verdict: " + line)
     print(
@@ -371,7 +376,7 @@ def validate_command(args) -> int:
         "waterfall.png, predicted_vs_measured.png, layer_times.png"
         + (", profile_interleaved.json, sentinel.csv" if probed else "")
     )
-    inexact = [r for r in result.results + result.early_exit if not r.exact]
+    inexact = [r for r in result.results + result.others if not (r.exact or r.approximate)]
     return 1 if inexact else 0
 
 

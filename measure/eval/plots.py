@@ -100,13 +100,15 @@ def _waterfall(ax, result) -> None:
 
 def _point_name(row) -> str:
     """'greedy, single' (its prices' backend), 'd_bar k head backend' for PPD, 'EE L/g' for
-    early exit or 'FREE L_s/threshold'."""
+    early exit, 'FREE L_s/threshold', or any other method's label."""
     if row["method"] == "greedy":
         return f"greedy, {row['backend']}"
     if row.get("threshold") is not None and row.get("threshold") == row.get("threshold"):
         return f"FREE {int(row['exit_layer'])}/{row['threshold']:.3g}"
     if row.get("exit_layer") is not None and row.get("exit_layer") == row.get("exit_layer"):
         return f"EE {int(row['exit_layer'])}/{int(row['draft_tokens'])}"
+    if row.get("d_bar") is None or row.get("d_bar") != row.get("d_bar"):
+        return str(row["method"])  # any other method: its label
     return f"{int(row['d_bar'])} {int(row['k'])} {row['early_head'][:4]} {row['backend']}"
 
 

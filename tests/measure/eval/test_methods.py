@@ -4,6 +4,7 @@ tolerance (the planted sleeps advance a clock the test controls, ``VirtualClock`
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,7 +16,8 @@ from measure.eval.methods.speculative import SpecConfig, Speculative  # noqa: E4
 from measure.eval.ppd_config import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
-from tests.measure.tiny_models import planted_model  # noqa: E402
+from ppdmodel.cli import main  # noqa: E402
+from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
 from tests.measure.virtual_clock import VirtualClock  # noqa: E402
 
 LAYER_S = 0.020
@@ -100,3 +102,29 @@ def test_speculative_refusals(profile):
         Speculative(SpecConfig(draft="self:1", g=3)).check(4, profile)
     with pytest.raises(ValueError, match="no method is registered"):
         method_of("ppd")
+
+
+def test_cli_validate_times_speculative_decoding(tmp_path, capsys):
+    model_dir = tmp_path / "tiny"
+    tiny_model("llama", seed=3).save_pretrained(model_dir)
+    char_tokenizer().save_pretrained(model_dir)
+    base = ["validate", "--model", str(model_dir), "--prompt", "hello", "--out", str(tmp_path)]
+    for extra, message in (
+        (["--spec-draft", "self:2"], "--spec-draft and --draft-tokens must be given together"),
+        (["--spec-draft", "self:2", "--draft-tokens", "2"], "add --k 3"),
+        (["--spec-draft", "self:4", "--draft-tokens", "1", "--k", "2"], "fewer than"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main([*base, *extra])
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
+    argv = [*base, "--max-new-tokens", "6", "--d-bar", "2", "--k", "1", "2", "--repeats", "1",
+            "--profile-repeats", "2", "--no-interleave-probes", "--spec-draft", "self:2",
+            "--draft-tokens", "1"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "speculative decoding spec draft=self:2 g=1: draft of 2 layers, acceptance" in out
+    assert "verdict: spec draft=self:2 g=1: " in out
+    table = pd.read_csv(tmp_path / "validation.csv")
+    row = table[table["method"] == "spec draft=self:2 g=1"].iloc[0]
+    assert row["exact"] and row["draft_tokens"] == 1 and 0 <= row["p_hat"] <= 1
