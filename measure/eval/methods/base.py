@@ -134,6 +134,26 @@ class Method(Protocol):
         """The untimed preparation; the method bound to ``model`` and ``prompts``."""
 
 
+class InProcess:
+    """What a method run whole in the calling process shares (HF early exit, FREE,
+    speculative decoding): its config's label, no ranks, the ``single`` backend's costs, and
+    its config's own check of the model's depth."""
+
+    config: object
+    by_prompt = False
+    backend = "single"
+
+    @property
+    def label(self) -> str:
+        return self.config.label
+
+    def ranks(self, settings: RunSettings) -> int:
+        return 0
+
+    def check(self, d: int, profile: CostProfile | None) -> None:
+        self.config.check(d)
+
+
 def picked(values, indices):
     """``values`` at ``indices`` (None stays None: no per-prompt values)."""
     return None if values is None else [values[i] for i in indices]

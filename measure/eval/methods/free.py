@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from measure.decode.settings import RunSettings
 from measure.eval.free_eval import (
     BACKEND,
     FreeConfig,
@@ -15,31 +14,18 @@ from measure.eval.free_eval import (
     evaluate_free,
     run_free,
 )
-from measure.eval.methods.base import JudgeInputs, RunInputs, TimedMethod
-from ppdmodel.cost_profile import CostProfile
+from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMethod
 
 
 @dataclass(frozen=True)
-class Free:
+class Free(InProcess):
     """FREE at one exit layer, threshold and mode (``Method``)."""
 
     config: FreeConfig
-    by_prompt = False
-    backend = BACKEND
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, FreeConfig):
             raise ValueError(f"free must hold FreeConfig values, got {self.config!r}")
-
-    @property
-    def label(self) -> str:
-        return self.config.label
-
-    def ranks(self, settings: RunSettings) -> int:
-        return 0
-
-    def check(self, d: int, profile: CostProfile | None) -> None:
-        self.config.check(d)
 
     def bind(self, model, prompts, run: RunInputs) -> FreeRun:
         """The threshold the timed runs use ("auto": calibrated now, untimed)."""

@@ -8,40 +8,25 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from measure.decode.settings import RunSettings
 from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
 from measure.eval.hf_early_exit import (
-    BACKEND,
     EarlyExitConfig,
     HFBookkeeping,
     measure_bookkeeping,
     run_early_exit,
 )
-from measure.eval.methods.base import JudgeInputs, RunInputs, TimedMethod
-from ppdmodel.cost_profile import CostProfile
+from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMethod
 
 
 @dataclass(frozen=True)
-class HFEarlyExit:
+class HFEarlyExit(InProcess):
     """HF early exit at one exit layer and draft length (``Method``)."""
 
     config: EarlyExitConfig
-    by_prompt = False
-    backend = BACKEND
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, EarlyExitConfig):
             raise ValueError(f"early_exit must hold EarlyExitConfig values, got {self.config!r}")
-
-    @property
-    def label(self) -> str:
-        return self.config.label
-
-    def ranks(self, settings: RunSettings) -> int:
-        return 0
-
-    def check(self, d: int, profile: CostProfile | None) -> None:
-        self.config.check(d)
 
     def bind(self, model, prompts, run: RunInputs) -> HFEarlyExitRun:
         """HF's bookkeeping (draft lengths 1 and max(3, g), on a synthetic prompt) and the

@@ -30,10 +30,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from measure.decode.settings import RunSettings
 from measure.decode.speculative import SpecResult, self_draft, spec_generate
 from measure.eval.judged import MethodOutcome
-from measure.eval.methods.base import JudgeInputs, RunInputs, TimedMethod
+from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMethod
 from measure.hf.loading import load_model
 from measure.profile.profile import load_profile, measure_profile
 from ppdmodel.alternatives import MAX_DRAFT, speculative_seconds_per_token
@@ -142,19 +141,10 @@ def predict_spec(costs: DecodeCosts, draft_costs: DecodeCosts, runs: list[SpecRe
 
 
 @dataclass(frozen=True)
-class Speculative:
+class Speculative(InProcess):
     """Draft-model speculative decoding at one draft and draft length (``Method``)."""
 
     config: SpecConfig
-    by_prompt = False
-    backend = BACKEND
-
-    @property
-    def label(self) -> str:
-        return self.config.label
-
-    def ranks(self, settings: RunSettings) -> int:
-        return 0
 
     def check(self, d: int, profile: CostProfile | None) -> None:
         """A self-draft keeps fewer layers than the target; the profile measured the target's
