@@ -41,15 +41,15 @@ EVENT_WORK = 20
 measured on a shared 2-core VM (d = 40, 2000 tokens, events recorded or not)."""
 
 
-def free_work(d: int, exit_layer: int, ell: float, deep: float) -> float:
+def _free_work(d: int, exit_layer: int, ell: float, deep: float) -> float:
     """Work units of simulating ``ell`` tokens of which ``deep`` did not exit: per token the
     embedding, exit_layer shallow layers, the exit head and the host time; per deep token
     d - exit_layer layers and the final head (``EVENT_WORK`` each)."""
     return EVENT_WORK * (ell * (exit_layer + 3) + deep * (d - exit_layer + 1))
 
 
-def check_free_work(work: float, what: str) -> None:
-    """ValueError when ``work`` (``free_work``) exceeds ``sim.config.MAX_WORK``."""
+def _check_free_work(work: float, what: str) -> None:
+    """ValueError when ``work`` (``_free_work``) exceeds ``sim.config.MAX_WORK``."""
     if work > MAX_WORK:
         raise ValueError(
             f"{what} is about {work / 1e6:.3g} s of simulation, above the limit of "
@@ -75,7 +75,7 @@ class FreeSchedule:
     """One FREE sequence on one GPU (module docstring): ``d`` layers (an integer in [2, 10^6]),
     the exit head after layer ``exit_layer`` in [1, d - 1], ``exits`` x_t (0/1, 1..``MAX_ELL``
     tokens); ValueError naming the argument out of range, or when the sequence is more than
-    ``sim.config.MAX_WORK`` of simulation (``free_work``)."""
+    ``sim.config.MAX_WORK`` of simulation (``_free_work``)."""
 
     def __init__(self, d, exit_layer, costs: DecodeCosts, exits, record_events=True) -> None:
         d, exit_layer = check_free_shape(d, exit_layer)
@@ -84,7 +84,7 @@ class FreeSchedule:
         if not isinstance(record_events, bool | np.bool_):
             raise ValueError(f"record_events must be True or False, got {record_events!r:.40}")
         deep = int(np.count_nonzero(~exits))
-        check_free_work(free_work(d, exit_layer, exits.size, deep),
+        _check_free_work(_free_work(d, exit_layer, exits.size, deep),
                         f"d = {d}, exit_layer = {exit_layer} over {exits.size} tokens "
                         f"({deep} deep): reduce d or the exits")  # fmt: skip
         self.d, self.exit_layer, self.costs = d, exit_layer, costs
@@ -166,7 +166,7 @@ def monte_carlo_free(*, d, exit_layer, costs, ell, q, n_runs, seed=None) -> pd.D
     if ndim("q", q) != 0:
         raise ValueError(f"q must be a scalar probability, got {q!r:.80}")
     q = check_probability("q", q)
-    check_free_work(n_runs * free_work(d, exit_layer, ell, ell * (1 - q)),
+    _check_free_work(n_runs * _free_work(d, exit_layer, ell, ell * (1 - q)),
                     f"n_runs = {n_runs} sequences of {ell} tokens at d = {d}, exit_layer = "
                     f"{exit_layer}, q = {q:g}: reduce n_runs, ell or d")  # fmt: skip
     seeds = np.random.SeedSequence(check_seed("seed", seed, generator_ok=False)).spawn(n_runs)
