@@ -26,6 +26,7 @@ STREAMLIT_FLAGS = {
     "client.toolbarMode": "minimal",
     "server.fileWatcherType": "none",  # the toolkit is not edited while it is served
     "server.runOnSave": "false",
+    "runner.magicEnabled": "false",  # a bare string in the page is not drawn
 }
 """Streamlit settings ``ppd app`` always passes."""
 DEFAULT_PORT = 8501

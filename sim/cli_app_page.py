@@ -33,14 +33,14 @@ from sim.plan_summary import HEAD_WORDS
 from sim.ptable import REFERENCE_TABLES, PTable
 from sim.shape import SHAPE_PRESETS
 
+# The engine choice that gives no --engine.
 IDEAL = "ideal (roofline, no host time)"
-"""The engine choice that gives no --engine."""
+# Interval draws the page offers (fewer: faster).
 DRAW_CHOICES = (PAGE_DRAWS, 24, PLAN_DRAWS)
-"""Interval draws the page offers (fewer: faster)."""
+# Largest device count the page's widget takes.
 MAX_DEVICES = 64
-"""Largest device count the page's widget takes."""
+# Largest microseconds a host or launch figure may be on the page.
 MAX_US = 1e6
-"""Largest microseconds a host or launch figure may be on the page."""
 
 
 @st.cache_resource
@@ -55,6 +55,22 @@ def _view(inputs: PageInputs):
     started = time.perf_counter()
     view = page_view(inputs, _work_dir() / "what-if")
     return view, time.perf_counter() - started
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _specs(inputs: PageInputs, workload: str) -> dict:
+    """The Vega-Lite specs of one view's figures for ``workload``, built once (Altair checks a
+    chart against its schema each time it is drawn: a few tenths of a second)."""
+    view = _view(inputs)[0]
+    points = view.pareto[view.pareto.workload == workload]
+    curve = view.p_curve[view.p_curve.workload == workload] if len(view.p_curve) else None
+    terms = view.waterfall[view.waterfall.workload == workload] if len(view.waterfall) else None
+    specs = {"pareto": _pareto_chart(points).to_dict()}
+    if curve is not None and len(curve):
+        specs["p"] = _p_chart(curve).to_dict()
+    if terms is not None and len(terms):
+        specs["waterfall"] = _waterfall_chart(terms).to_dict()
+    return specs
 
 
 def _saved(upload) -> str:
@@ -182,8 +198,9 @@ def _pareto_chart(points: pd.DataFrame):
         y=alt.Y("speedup:Q", title="speed-up over greedy on one device"), color=colour,
         tooltip=["config", "speedup", "speedup_low", "speedup_high", "compute_ratio"],
     )  # fmt: skip
-    chart = base.mark_line(point=True) + base.mark_errorbar().encode(
-        y="speedup_low:Q", y2="speedup_high:Q")  # fmt: skip
+    chart = base.mark_line(point=True) + base.mark_errorbar(opacity=0.35).encode(
+        y=alt.Y("speedup_low:Q", title="speed-up over greedy on one device"),
+        y2="speedup_high:Q")  # fmt: skip
     star = alt.Chart(points[points.recommended]).mark_point(
         shape="diamond", size=260, filled=True, color="gold", stroke="black").encode(
         x="compute_ratio:Q", y="speedup:Q", tooltip=["config", "speedup"])  # fmt: skip
@@ -195,64 +212,77 @@ def _p_chart(curve: pd.DataFrame):
                        var_name="what", value_name="speedup").dropna()  # fmt: skip
     lines["what"] = lines.what.map(
         {
-            "ppd_speedup": "PPD (the decision's configuration)",
-            "alternative_speedup": "best other method, same devices",
+            "ppd_speedup": "PPD",
+            "alternative_speedup": "best other method",
         }
     )
+    colours = alt.Scale(domain=["PPD", "best other method"],
+                        range=[to_hex("tab:blue"), to_hex("tab:orange")])  # fmt: skip
     chart = alt.Chart(lines).mark_line().encode(
         x=alt.X("p:Q", title="p (match rate)"), y=alt.Y("speedup:Q", title="speed-up"),
-        color=alt.Color("what:N", legend=alt.Legend(orient="bottom", title=None)))  # fmt: skip
+        color=alt.Color("what:N", legend=alt.Legend(orient="bottom", title=None),
+                        scale=colours))  # fmt: skip
     first = curve.iloc[0]
     marks = pd.DataFrame([{"p": first.break_even_p, "mark": "break-even"},
                           {"p": first.assumed_p, "mark": "p assumed"}])  # fmt: skip
     marks = marks[marks.p.between(0, 1)]
     rules = alt.Chart(marks).mark_rule(strokeDash=[4, 3]).encode(
         x="p:Q", color=alt.value("black"), tooltip=["mark", "p"])  # fmt: skip
-    labels = alt.Chart(marks).mark_text(align="left", dx=4, dy=-120).encode(
-        x="p:Q", text="mark:N")  # fmt: skip
+    labels = alt.Chart(marks).mark_text(align="left", dx=4, baseline="top").encode(
+        x="p:Q", y=alt.value(4), text="mark:N")  # fmt: skip
     return (chart + rules + labels).properties(height=320)
 
 
 def _waterfall_chart(terms: pd.DataFrame):
+    first = terms.iloc[0]
+    total = {"label": "= PPD, predicted", "start": 0.0, "end": first.total_s,
+             "seconds": first.total_s, "kind": "prediction"}  # fmt: skip
+    greedy = {"label": "greedy on main's devices", "start": 0.0, "end": first.greedy_s,
+              "seconds": first.greedy_s, "kind": "greedy"}  # fmt: skip
+    terms = pd.concat([terms.assign(kind="term"), pd.DataFrame([total, greedy])])
     terms = terms.assign(start_ms=terms.start * 1e3, end_ms=terms.end * 1e3,
                          ms=terms.seconds * 1e3)  # fmt: skip
     order = list(terms.label)
+    kinds = {"term": "tab:blue", "prediction": "tab:green", "greedy": "tab:gray"}
+    colour = alt.Color("kind:N", legend=None, scale=alt.Scale(
+        domain=list(kinds), range=[to_hex(c) for c in kinds.values()]))  # fmt: skip
     bars = alt.Chart(terms).mark_bar().encode(
-        x=alt.X("label:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)),
-        y=alt.Y("start_ms:Q", title="ms per token"), y2="end_ms:Q",
+        y=alt.Y("label:N", sort=order, title=None,
+                axis=alt.Axis(labelLimit=260, labelOverlap=False)),
+        x=alt.X("start_ms:Q", title="ms per token"), x2="end_ms:Q", color=colour,
         tooltip=["label", alt.Tooltip("ms:Q", format=".4f")])  # fmt: skip
-    greedy = alt.Chart(pd.DataFrame({"ms": [terms.greedy_s.iloc[0] * 1e3]})).mark_rule(
-        strokeDash=[4, 3], color="gray").encode(y="ms:Q")  # fmt: skip
-    return (bars + greedy).properties(height=300)
+    return bars.properties(height=26 * len(terms))
 
 
 def _figures(view, workload: str) -> None:
+    specs = _specs(view.inputs, workload)
     points = view.pareto[view.pareto.workload == workload]
     best = points[points.recommended].iloc[0]
     left, right = st.columns(2)
     with left:
         st.subheader("Every method: speed-up against compute")
-        st.altair_chart(_pareto_chart(points), width="stretch")
-        st.caption(f"pareto chart: recommended {best.config}, {best.speedup:.3f}x at "
-                   f"{best.compute_ratio:.2f}x compute; bars: 95 % intervals")  # fmt: skip
-    curve = view.p_curve[view.p_curve.workload == workload] if len(view.p_curve) else None
+        words = (f"pareto chart: recommended {best.config}, {best.speedup:.3f}x at "
+                 f"{best.compute_ratio:.2f}x compute; bars: 95 % intervals")  # fmt: skip
+        st.vega_lite_chart(spec=specs["pareto"], width="stretch", alt=words)
+        st.caption(words)
     with right:
         st.subheader("PPD against p")
-        if curve is None or not len(curve):
+        if "p" not in specs:
             st.info("no PPD configuration was screened for this workload")
         else:
-            st.altair_chart(_p_chart(curve), width="stretch")
-            first = curve.iloc[0]
-            st.caption(f"p chart: break-even p {first.break_even_p:.3f} against the best other "
-                       f"method on the same devices; p assumed {first.assumed_p:.3f}")  # fmt: skip
-    terms = view.waterfall[view.waterfall.workload == workload] if len(view.waterfall) else None
-    if terms is not None and len(terms):
+            first = view.p_curve[view.p_curve.workload == workload].iloc[0]
+            words = (f"p chart: break-even p {first.break_even_p:.3f} against the best other "
+                     f"method on the same devices; p assumed {first.assumed_p:.3f}")  # fmt: skip
+            st.vega_lite_chart(spec=specs["p"], width="stretch", alt=words)
+            st.caption(words)
+    if "waterfall" in specs:
         st.subheader("Where PPD's time per token goes")
-        st.altair_chart(_waterfall_chart(terms), width="stretch")
-        first = terms.iloc[0]
-        st.caption(f"waterfall: {first.config}: Theorem 4.1's ideal {first.seconds * 1e3:.3f} ms "
-                   f"to the prediction {first.total_s * 1e3:.3f} ms per token; greedy on main's "
-                   f"devices {first.greedy_s * 1e3:.3f} ms (dashed)")  # fmt: skip
+        first = view.waterfall[view.waterfall.workload == workload].iloc[0]
+        words = (f"waterfall: {first.config}: Theorem 4.1's ideal {first.seconds * 1e3:.3f} ms "
+                 f"to the prediction {first.total_s * 1e3:.3f} ms per token; greedy on main's "
+                 f"devices {first.greedy_s * 1e3:.3f} ms")  # fmt: skip
+        st.vega_lite_chart(spec=specs["waterfall"], width="stretch", alt=words)
+        st.caption(words)
 
 
 def _decision(view, shown: dict, seconds: float) -> None:
