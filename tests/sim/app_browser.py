@@ -20,9 +20,10 @@ CHROMIUM = os.environ.get("PPD_CHROMIUM", "/usr/bin/chromium")
 """The Chromium binary (Debian's package ``chromium``)."""
 CHROMIUM_FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync")  # fmt: skip
+                  "--disable-sync", "--disable-dev-shm-usage")  # fmt: skip
 """Headless Chromium as root on a machine with no network beyond loopback (with a fresh
-profile folder: ``launch_persistent_context``)."""
+profile folder: ``launch_persistent_context``; shared memory in /tmp, as a container's
+/dev/shm may be small)."""
 START_S = 120.0
 """Seconds the server may take to answer its health check."""
 RENDER_S = 180.0

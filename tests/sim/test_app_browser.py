@@ -4,7 +4,7 @@ the GPU and the devices change; a bad config.json upload is named on the page, w
 usable. Prints the re-render time of a widget change for an 80-layer model on 8 devices (a
 reading, not an assertion: benchmarks/bench_app.py reports it) and writes screenshots
 (``PPD_APP_SCREENSHOTS``: the folder; default a temporary one). Skipped without Chromium,
-Streamlit or Playwright."""
+Streamlit or Playwright, except where ``PPD_APP_BROWSER=required`` (.ci/run)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,14 @@ from tests.sim.app_browser import (
 )
 from tests.sim.app_reference import reference_plan
 
-pytestmark = pytest.mark.skipif(bool(browser_missing()), reason=browser_missing() or "ready")
+REQUIRED = os.environ.get("PPD_APP_BROWSER") == "required"
+"""Set by .ci/run, which installs Chromium: there a missing browser fails the test."""
+pytestmark = pytest.mark.skipif(bool(browser_missing()) and not REQUIRED,
+                                reason=browser_missing() or "ready")  # fmt: skip
+
+
+def test_the_browser_is_here_where_ci_installs_it():
+    assert not browser_missing(), browser_missing()
 
 
 def expected(**inputs) -> str:
