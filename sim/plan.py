@@ -48,7 +48,15 @@ from ppdmodel.alternatives import (
     sample_speculative_steps,
 )
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_int, as_real, check_flag, check_instance, check_nonnegative
+from ppdmodel.intervals import MAX_DRAWS
+from ppdmodel.validation import (
+    as_int,
+    as_real,
+    check_columns,
+    check_flag,
+    check_instance,
+    check_nonnegative,
+)
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
@@ -267,6 +275,11 @@ def plan(
     """
     space = PlanSpace() if space is None else space
     check_min_quality(min_quality)
+    draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)  # before any work
+    if model is not None and not isinstance(model, str):
+        raise ValueError(f"model must be the planned model's name or None, got {model!r:.60}")
+    if profile_drift is not None:
+        profile_drift = as_real("profile_drift", profile_drift, maximum=1.0)
     check_flag("keep_screened", keep_screened)
     seed = as_int("seed", seed, minimum=0)  # the confirmation's and the intervals' draws
     if max_compute is not None:  # a finite multiple of greedy's compute
@@ -317,9 +330,13 @@ TIE_REL = 1e-9
 def fastest(rows: pd.DataFrame):
     """The index of the fastest row, ties (``TIE_REL``) going to fewer devices, the simpler
     method (``METHOD_ORDER``), then less compute."""
-    check_screened("rows", rows)
+    check_columns("rows", rows, ("method", "devices", "latency_s", "compute_s"))
     if not len(rows):
         raise ValueError("rows must hold at least one configuration")
+    for column in ("devices", "latency_s", "compute_s"):
+        values = rows[column].to_numpy()
+        if values.dtype.kind not in "iuf" or not np.isfinite(values.astype(float)).all():
+            raise ValueError(f"rows column {column!r} must hold finite numbers")
     top = rows.latency_s.min()
     tied = rows[rows.latency_s <= top * (1 + TIE_REL)]
     rank = tied.method.map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(len(METHOD_ORDER))

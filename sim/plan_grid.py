@@ -34,7 +34,14 @@ from ppdmodel.alternatives import (
 from ppdmodel.cost_grid import DecodeCostsGrid, ppd_grid_per_token
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.defaults import default_d_bar
-from ppdmodel.validation import as_int, as_real, check_columns, check_instance, check_names
+from ppdmodel.validation import (
+    as_int,
+    as_real,
+    check_columns,
+    check_instance,
+    check_name,
+    check_names,
+)
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost, one_process_host_s
 from sim.plan_free import free_rows
@@ -176,13 +183,19 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     return d
 
 
-def mesh_of(rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int) -> dict:
+def mesh_of(rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int, *,
+            name: str = "rows") -> dict:
     """``_mesh``'s arrays for the PPD configurations of ``rows`` on ``hw`` (``ppd_rows(only=)``;
-    computed once for many draws of the same hardware)."""
+    computed once for many draws of the same hardware); errors name ``name``."""
+    check_name(name)
+    check_instance("hw", hw, HardwareModel, "RooflineHardware or ProfileHardware")
+    check_instance("space", space, PlanSpace)
+    heads = check_names("heads", heads)
+    n_workloads = as_int("n_workloads", n_workloads, limit=10**6)
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     placements = np.array(space.early_heads)
-    check_columns("only", rows, ("tp_main", "tp_candidates", "d_bar", "k", "early_head",
-                                 "head_kind", "w"))  # fmt: skip
+    check_columns(name, rows, ("tp_main", "tp_candidates", "d_bar", "k", "early_head",
+                               "head_kind", "w"))  # fmt: skip
     pair = pd.MultiIndex.from_arrays(pairs.T.tolist()).get_indexer(
         pd.MultiIndex.from_arrays([rows.tp_main.astype(int), rows.tp_candidates.astype(int)]))
     eh = pd.Index(placements).get_indexer(rows.early_head)
@@ -190,8 +203,8 @@ def mesh_of(rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int) -
     w = rows.w.to_numpy().astype(int)
     outside = (pair < 0) | (eh < 0) | (head < 0) | (w < 0) | (w >= n_workloads)
     if outside.any():
-        raise ValueError("only holds a configuration outside the space (devices, early head, "
-                         "head or workload)")  # fmt: skip
+        raise ValueError(f"{name} holds a configuration outside the space (devices, early head, "
+                         "heads or n_workloads)")  # fmt: skip
     return {"pair": pair, "d_bar": rows.d_bar.to_numpy().astype(int),
             "k": rows.k.to_numpy().astype(int), "eh": eh, "head": head, "w": w}  # fmt: skip
 
@@ -228,7 +241,10 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads, *, only=None) -> 
         g = _mesh(pair=np.arange(len(pairs)), d_bar=d_bars, k=ks, eh=np.arange(len(placements)),
                   head=np.arange(len(heads)), w=np.arange(pgrid.shape[0]))  # fmt: skip
     else:
-        g = only if isinstance(only, dict) else mesh_of(only, hw, space, heads, pgrid.shape[0])
+        g = only if isinstance(only, dict) else mesh_of(only, hw, space, heads, pgrid.shape[0],
+                                                        name="only")  # fmt: skip
+        if set(g) != {"pair", "d_bar", "k", "eh", "head", "w"}:
+            raise ValueError("only must be a frame of configurations or its mesh_of")
     tp_main, tp_cand = pairs[g["pair"], 0], pairs[g["pair"], 1]
     shared = tp_cand == 0
     tp_side = np.where(shared, tp_main, tp_cand)

@@ -202,6 +202,7 @@ def dominant_sources(pairs: Sequence, uncertainty: Uncertainty, space: PlanSpace
     draws per source for every pair)."""
     if isinstance(pairs, str | bytes) or not isinstance(pairs, Sequence):
         raise ValueError(f"pairs must be a sequence of (best, rival) rows, got {pairs!r:.60}")
+    check_instance("uncertainty", uncertainty, Uncertainty)
     for i, pair in enumerate(pairs):
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise ValueError(f"pairs[{i}] must be a (best, rival) pair of planner rows")
@@ -299,7 +300,7 @@ def judge(result, screened, space, d, *, uncertainty, draws, seed, max_compute, 
     open_calls = [w for w, v in verdicts.items() if v.too_close and rivals_of[w][1] is not None]
     if open_calls and draws:
         found = dominant_sources([rivals_of[w] for w in open_calls], uncertainty, space, d=d,
-                                 seed=seed)  # fmt: skip
+                                 draws=min(SOURCE_DRAWS, draws), seed=seed)  # fmt: skip
         for w, (source, widths) in zip(open_calls, found, strict=True):
             verdicts[w] = replace(verdicts[w], dominant=source,
                                   widths=tuple(sorted(widths.items())))  # fmt: skip

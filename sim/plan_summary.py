@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from ppdmodel.intervals import Interval
-from ppdmodel.validation import check_instance
+from ppdmodel.validation import as_int, as_real, check_instance
 from sim.plan_intervals import Verdict, against_greedy, rival_of
-from sim.plan_limits import check_screened
+from sim.plan_limits import check_min_quality, check_row, check_screened
 from sim.plan_uncertainty import SOURCES
 
 SUMMARY_WIDTH = 120
@@ -65,6 +65,22 @@ class Decision:
     d_bar: int = 0
     k: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("workload", "recommended", "method", "alternative", "ppd", "beats", "head"):
+            check_instance(name, getattr(self, name), str)
+        check_instance("speedup", self.speedup, Interval)
+        check_instance("verdict", self.verdict, Verdict)
+        if self.alternative_speedup is not None:
+            check_instance("alternative_speedup", self.alternative_speedup, Interval)
+        for name in ("break_even_p", "assumed_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number (nan: unknown), got {value!r:.60}")
+        if not (isinstance(self.p_range, tuple) and len(self.p_range) == 2):
+            raise ValueError(f"p_range must be a (low, high) pair, got {self.p_range!r:.60}")
+        for name in ("d_bar", "k"):
+            as_int(name, getattr(self, name), minimum=0, limit=10**5)
+
     @property
     def p_known(self) -> bool:
         return bool(np.isfinite(self.assumed_p))
@@ -93,6 +109,10 @@ def _finite(value: float):
 def break_even_against(ppd: pd.Series, other_latency_s: float) -> float:
     """The p at which PPD row ``ppd`` is as fast as ``other_latency_s`` (its latency is linear
     in p: ``latency_per_p_s``); 0 when faster at any p, inf when never."""
+    check_row("ppd", ppd, ("latency_per_p_s", "p"))
+    other_latency_s = as_real("other_latency_s", other_latency_s)
+    if getattr(ppd, "method", "ppd") != "ppd" or not np.isfinite(float(ppd.latency_per_p_s)):
+        raise ValueError("ppd must be a PPD row of a planner screen (with latency_per_p_s)")
     slope = float(ppd.latency_per_p_s)
     at_zero = float(ppd.latency_s) - slope * float(ppd.p)
     if at_zero <= other_latency_s:
@@ -130,7 +150,17 @@ def _ppd_for(workload, best, screened, no_p, max_compute, min_quality):
 def decide(result, screened: pd.DataFrame, space, d: int, *, max_compute, min_quality,
            label) -> dict[str, Decision]:  # fmt: skip
     """Per workload of a judged plan (``sim.plan.Plan``), its ``Decision`` (module docstring)."""
+    if not isinstance(getattr(result, "verdicts", None), dict) or getattr(
+            result, "uncertainty", None) is None:  # fmt: skip
+        raise ValueError("result must be a judged sim.plan.Plan (with verdicts and uncertainty)")
     check_screened("screened", screened)
+    d = as_int("d", d, minimum=2, limit=10**5)
+    depth = result.uncertainty.hardware[0].shape.num_layers
+    if d != depth:
+        raise ValueError(f"d = {d} but the plan's model has {depth} layers")
+    if max_compute is not None:
+        max_compute = as_real("max_compute", max_compute, minimum=1)
+    min_quality = check_min_quality(min_quality)
     if not callable(label):
         raise TypeError(f"label must be callable, got {type(label).__name__}")
     uncertainty = result.uncertainty
@@ -196,9 +226,10 @@ def _range(interval: Interval | None) -> str:
 def summary_lines(result, *, sources_line: str = "") -> list[str]:
     """The decision first: a header, then per workload its decision, the best alternative and
     PPD's break-even p (each line at most ``SUMMARY_WIDTH`` characters)."""
+    check_instance("sources_line", sources_line, str)
     decisions = getattr(result, "decisions", None)
-    if not isinstance(decisions, dict):
-        raise ValueError("result must be a judged sim.plan.Plan")
+    if not isinstance(decisions, dict) or getattr(result, "uncertainty", None) is None:
+        raise ValueError("result must be a judged sim.plan.Plan (with decisions)")
     active = result.uncertainty.active() if result.uncertainty is not None else ()
     drawn = ", ".join(s for s in SOURCES if s in active) or "nothing"
     lines = [sources_line or "decision per workload (speed-up over greedy on one device, 95 % "

@@ -31,10 +31,10 @@ import pandas as pd
 
 from ppdmodel.costs import SECONDS_FIELDS, DecodeCosts
 from ppdmodel.intervals import MISSING_LOG_SD
-from ppdmodel.validation import as_int, check_instance
+from ppdmodel.validation import as_int, as_real, check_columns, check_instance, check_names
 from sim.engine import EngineHardware
 from sim.hardware import ENGINE_PRESETS
-from sim.hardware_costs import ProfileHardware, RooflineHardware
+from sim.hardware_costs import HardwareModel, ProfileHardware, RooflineHardware
 from sim.preset_error import PresetError, preset_error
 from sim.ptable import PTable, p_origin
 
@@ -48,6 +48,9 @@ DEFAULT_DRIFT_LOG_SD = 0.10
 def perturbed(hw, device: float = 1.0, host: float = 1.0, comm: float = 1.0):
     """``hw`` with its device work ``device`` times as long, its host time ``host`` times and
     its communication ``comm`` times (datasheet models; a profile: every figure by ``device``)."""
+    check_instance("hw", hw, (ProfileHardware, EngineHardware, RooflineHardware))
+    device, host, comm = (as_real(n, v, strict=True, maximum=1e6) for n, v in
+                          (("device", device), ("host", host), ("comm", comm)))  # fmt: skip
     if isinstance(hw, ProfileHardware):
         return scaled_profile(hw, device)
     gpu = replace(hw.gpu, peak_flops_bf16=hw.gpu.peak_flops_bf16 / device,
@@ -62,7 +65,6 @@ def perturbed(hw, device: float = 1.0, host: float = 1.0, comm: float = 1.0):
                          allreduce_per_device_s=e.allreduce_per_device_s * comm,
                          message_s=e.message_s * comm)  # fmt: skip
         return replace(hw, gpu=gpu, link=link, engine=engine)
-    check_instance("hw", hw, RooflineHardware)
     return replace(hw, gpu=gpu, link=link, host_s=hw.host_s * host)
 
 
@@ -70,6 +72,7 @@ def scaled_profile(hw: ProfileHardware, factor: float) -> ProfileHardware:
     """A profile backend with every timed figure ``factor`` times as long (its sharing
     factors, ratios, unchanged)."""
     check_instance("hw", hw, ProfileHardware)
+    factor = as_real("factor", factor, strict=True, maximum=1e6)
     base = hw.base
     values = {name: getattr(base, name) * factor for name in SECONDS_FIELDS}
     by_k = tuple((k, s * factor) for k, s in base.candidate_layer_s_by_k)
@@ -97,6 +100,25 @@ class Uncertainty:
     """Per source, what it rests on, in words."""
     _bounds: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        check_instance("hardware", self.hardware, tuple)
+        check_instance("ptable", self.ptable, PTable)
+        if self.model is not None and not isinstance(self.model, str):
+            raise ValueError(f"model must be a model name or None, got {self.model!r:.60}")
+        n = len(self.hardware)
+        for name in ("replicates", "engine_errors", "drift_log_sd"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or len(value) != n:
+                raise ValueError(f"{name} must be a tuple of one entry per hardware model ({n}), "
+                                 f"got {value!r:.60}")  # fmt: skip
+        for i, hw in enumerate(self.hardware):
+            check_instance(f"hardware[{i}]", hw, HardwareModel)
+            if self.engine_errors[i] is not None:
+                check_instance(f"engine_errors[{i}]", self.engine_errors[i], PresetError)
+            as_real(f"drift_log_sd[{i}]", self.drift_log_sd[i], maximum=1.0)
+            check_instance(f"replicates[{i}]", self.replicates[i], tuple)
+        check_instance("notes", self.notes, dict)
+
     @classmethod
     def of(cls, hardware, ptable: PTable, *, model: str | None = None, replicates=None,
            profile_drift: float | None = None, engines=None) -> Uncertainty:  # fmt: skip
@@ -108,6 +130,12 @@ class Uncertainty:
         check_instance("hardware", hardware, (list, tuple))
         check_instance("ptable", ptable, PTable)
         hardware = tuple(hardware)
+        if replicates is not None:
+            check_instance("replicates", replicates, (list, tuple))
+            for i, reps in enumerate(replicates):
+                check_instance(f"replicates[{i}]", reps, (list, tuple))
+        if profile_drift is not None:
+            profile_drift = as_real("profile_drift", profile_drift, maximum=1.0)
         reps = tuple(tuple(r) for r in (replicates or [[] for _ in hardware]))
         if len(reps) != len(hardware):
             raise ValueError(f"replicates must give one list per hardware model "
@@ -115,6 +143,13 @@ class Uncertainty:
         if engines is None:
             engines = [hw.engine.name if isinstance(hw, EngineHardware) else None
                        for hw in hardware]  # fmt: skip
+        if isinstance(engines, str) or not isinstance(engines, list | tuple) or len(
+                engines) != len(hardware) or not all(e is None or isinstance(e, str)
+                                                     for e in engines):  # fmt: skip
+            raise ValueError(f"engines must give one engine preset name (or None) per hardware "
+                             f"model ({len(hardware)}), got {engines!r:.60}")  # fmt: skip
+        for i, hw in enumerate(hardware):
+            check_instance(f"hardware[{i}]", hw, HardwareModel)
         errors, drifts = [], []
         profiled = [hw for hw in hardware if isinstance(hw, ProfileHardware)]
         for hw, engine in zip(hardware, engines, strict=True):
@@ -154,7 +189,11 @@ class Uncertainty:
     def hardware_draws(self, draws: int, sources=SOURCES, *, seed: int = 0) -> list[list]:
         """Per draw, the hardware models with the hardware ``sources`` drawn."""
         draws = as_int("draws", draws, minimum=0, limit=100_000)
-        rng = np.random.default_rng([int(seed), 0x5EED])
+        seed = as_int("seed", seed, minimum=0)
+        if isinstance(sources, str) or not isinstance(sources, list | tuple) or not all(
+                isinstance(x, str) and x in SOURCES for x in sources):  # fmt: skip
+            raise ValueError(f"sources must name some of {SOURCES}, got {sources!r:.60}")
+        rng = np.random.default_rng([seed, 0x5EED])
         out = []
         for i in range(draws):
             row = []
@@ -178,7 +217,9 @@ class Uncertainty:
     def p_draws(self, d: int, workloads, heads, draws: int, *, seed: int = 0):
         """[draws, w, h, layer, k] draws of p (``PTable.p_draws``), or None when p spreads
         nothing."""
-        key = (d, tuple(workloads), tuple(heads))
+        d = as_int("d", d, minimum=2, limit=10**5)
+        workloads, heads = check_names("workloads", workloads), check_names("heads", heads)
+        key = (d, workloads, heads)
         if key not in self._bounds:
             self._bounds[key] = self.ptable.bounds(d, workloads, heads, borrowed=self.borrowed)
         return self.ptable.p_draws(d, workloads, heads, draws=draws, seed=seed,
@@ -189,7 +230,13 @@ class Uncertainty:
         (the sources drawn, joined by +), ``engine_log_sd`` and ``drift_log_sd`` of its hardware,
         ``p_origin`` and, for the methods that rest on p, ``p_bound_low``/``p_bound_high`` (the
         range its draws of p spanned)."""
-        check_instance("frame", frame, pd.DataFrame)
+        check_columns("frame", frame, ("hardware", "method", "workload", "head_kind", "d_bar",
+                                       "k", "exit_layer"))  # fmt: skip
+        d = as_int("d", d, minimum=2, limit=10**5)
+        hw = frame["hardware"].to_numpy()
+        if hw.dtype.kind not in "iu" or ((hw < 0) | (hw >= len(self.hardware))).any():
+            raise ValueError(f"frame column 'hardware' must index the {len(self.hardware)} "
+                             "hardware models")  # fmt: skip
         out = frame.copy()
         hw = out["hardware"].astype(int).to_numpy()
         engine = np.array([0.0 if e is None else e.log_sd for e in self.engine_errors])
@@ -224,6 +271,7 @@ class Uncertainty:
 
 def p_words(ptable: PTable, model: str | None) -> str:
     """Where p came from, in words."""
+    check_instance("ptable", ptable, PTable)
     origin = p_origin(ptable, model)
     if ptable.model == "vicuna-13b" and ptable.name == "paper Table 2":
         whose = "the paper's Table 2 (Vicuna-13B, trained and logit-lens heads)"

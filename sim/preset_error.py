@@ -25,7 +25,7 @@ from functools import cache
 
 import numpy as np
 
-from ppdmodel.validation import check_instance
+from ppdmodel.validation import as_int, as_real, check_flag, check_instance
 from sim.hardware import ENGINE_PRESETS, GPUSpec
 from sim.hardware_costs import RooflineHardware, greedy_costs
 from sim.published import compare_published, hardware_for, read_published
@@ -47,7 +47,8 @@ EVIDENCE_ROLES = ("judge",)
 def gpu_class(name: str) -> str:
     """The GPU family of a preset name: ``a100-80gb-pcie`` -> ``a100``, ``h100-sxm`` ->
     ``h100``."""
-    check_instance("name", name, str)
+    if not isinstance(name, str):
+        raise ValueError(f"name must be a GPU preset name (str), got {name!r:.60}")
     return name.split("-")[0].lower()
 
 
@@ -71,6 +72,19 @@ class PresetError:
     """Median |relative error| of those rows."""
     worst_abs: float = 0.0
     """Worst |relative error| of those rows."""
+
+    def __post_init__(self) -> None:
+        check_instance("engine", self.engine, str)
+        check_instance("gpu", self.gpu, str)
+        object.__setattr__(self, "log_sd", as_real("log_sd", self.log_sd, maximum=10.0))
+        object.__setattr__(self, "rows", as_int("rows", self.rows, minimum=0, limit=10**6))
+        if isinstance(self.classes, str) or not isinstance(self.classes, tuple) or not all(
+                isinstance(c, str) for c in self.classes):  # fmt: skip
+            raise ValueError(f"classes must be a tuple of GPU class names, got "
+                             f"{self.classes!r:.60}")  # fmt: skip
+        check_flag("covered", self.covered)
+        for name in ("median_abs", "worst_abs"):
+            object.__setattr__(self, name, as_real(name, getattr(self, name)))
 
     def describe(self) -> str:
         """One phrase: the preset, its rows and its spread."""
@@ -103,7 +117,7 @@ def _errors():
 def preset_error(engine: str | None, gpu: str) -> PresetError:
     """The error of ``engine`` (a preset name, or None: the ideal engine) on GPU preset
     ``gpu`` (module docstring)."""
-    if engine is not None and engine not in ENGINE_PRESETS:
+    if engine is not None and (not isinstance(engine, str) or engine not in ENGINE_PRESETS):
         raise ValueError(f"engine must be one of {sorted(ENGINE_PRESETS)} or None, got "
                          f"{engine!r:.60}")  # fmt: skip
     GPUSpec.from_name(gpu)  # ValueError naming the known GPUs
@@ -132,6 +146,7 @@ def preset_error(engine: str | None, gpu: str) -> PresetError:
 def evidence_rows(engine: str | None, gpu: str):
     """The published rows behind ``preset_error(engine, gpu)``: source, model, GPU, devices,
     role, measured and predicted ms, error (the ideal engine's for ``None``)."""
+    preset_error(engine, gpu)  # the same checks
     rows = _errors()
     if engine is not None:
         rows = rows[rows.engine_preset == engine]

@@ -95,7 +95,8 @@ data sets), for the prior of a borrowed table."""
 
 def workload_family(name: str) -> str:
     """The family of a workload name (``WORKLOAD_FAMILIES``), or the name itself in lower case."""
-    check_instance("name", name, str)
+    if not isinstance(name, str):
+        raise ValueError(f"name must be a workload name (str), got {name!r:.60}")
     key = name.strip().lower()
     for family, names in WORKLOAD_FAMILIES.items():
         if key == family or key in names:
@@ -296,6 +297,12 @@ class PTable:
         none is of that family) and ``head``, on a ``d_model``-layer model and k up to ``max_k``
         (k beyond this table's largest held at it): [workloads, layer, k]; None without that
         head."""
+        if not isinstance(workload, str):
+            raise ValueError(f"workload must be a workload name (str), got {workload!r:.60}")
+        if not isinstance(head, str):
+            raise ValueError(f"head must be a head name (str), got {head!r:.60}")
+        d_model = as_int("d_model", d_model, limit=MAX_D_MODEL)
+        max_k = as_int("max_k", max_k, limit=10**4)
         if head not in self.heads:
             return None
         family = workload_family(workload)
@@ -314,10 +321,17 @@ class PTable:
         this model's; None when nothing spreads (every cell measured, no n). ``bounds``:
         ``self.bounds(...)``'s result when the caller has it already."""
         draws = as_int("draws", draws, limit=MAX_DRAWS)
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r:.60}")
+        nominal = self.grid(d_model, workloads, heads)
         if bounds is None:
             bounds = self.bounds(d_model, workloads, heads, borrowed=borrowed)
+        ok = isinstance(bounds, tuple) and len(bounds) == 2
+        if not ok or not all(isinstance(b, np.ndarray) and b.shape == nominal.shape
+                             for b in bounds):  # fmt: skip
+            raise ValueError(f"bounds must be (low, high) arrays of shape {nominal.shape} (the "
+                             f"bounds method's), got {type(bounds).__name__}")  # fmt: skip
         low, high = bounds
-        nominal = self.grid(d_model, workloads, heads)
         sampled = None if borrowed else self.grid_draws(d_model, workloads, heads, draws=draws,
                                                         seed=seed)  # fmt: skip
         width = np.nan_to_num(high - low)

@@ -78,11 +78,13 @@ from sim.formats import (  # noqa: E402
     write_layer_times,
 )
 from sim.hardware import Engine  # noqa: E402
-from sim.hardware_costs import RooflineHardware  # noqa: E402
+from sim.hardware_costs import RooflineHardware, load_profile  # noqa: E402
 from sim.plan import label as plan_label  # noqa: E402
 from sim.plan import plan  # noqa: E402
 from sim.plan_grid import DraftModel, PlanSpace, screen  # noqa: E402
 from sim.plan_intervals import profile_replicates  # noqa: E402
+from sim.plan_uncertainty import Uncertainty  # noqa: E402
+from sim.preset_error import preset_error  # noqa: E402
 from sim.ptable import PTable  # noqa: E402
 from sim.published import compare_published, read_published  # noqa: E402
 from sim.run import summarise  # noqa: E402
@@ -665,6 +667,10 @@ FREE_SPACE = PlanSpace(max_devices=1, d_bars=(20,), ks=(1,), workloads=("SQuAD",
 FREE_ROW = next(screen([HW], PTABLE, FREE_SPACE, 40).query("method == 'free'").itertuples())
 ENGINE_HW = EngineHardware(SHAPE, GPU, sim.Link.from_name("nvlink4"), Engine.from_name("hf-eager"))
 PROFILE = parse_cost_profile(minimal_profile())
+UNCERTAINTY = Uncertainty.of([HW], PTABLE, model="vicuna-13b")
+PPD_ROW = SCREENED[SCREENED.method == "ppd"].iloc[0]
+PROFILE_HW = load_profile(PROFILE_JSON, sim.ModelShape.from_name("llama2-7b"))[0]
+PRESET_ERROR = preset_error("hf-eager", "a100-80gb")
 
 VALID_BY_NAME = {
     "d": 40, "d_bar": 20, "ell": 16, "p": 0.5, "k": 3, "n": 8, "a": 0.6, "g": 4, "c": 0.05,
@@ -697,6 +703,11 @@ VALID_BY_NAME = {
     "replicates": profile_replicates(PROFILE, [HW]), "compared": compare_published(),
     "directory": WORK_DIR, "other": ppdmodel.Interval(1.5, 3.0, 0.95), "factor": 2.0,
     "greedy_token_s": 0.03, "rivals": [FRONT.iloc[-1]], "covers": "nothing",
+    "uncertainty": UNCERTAINTY, "ppd": PPD_ROW, "other_latency_s": 0.01, "sources_line": "",
+    "device": 1.1, "host": 0.9, "comm": 1.2, "engines": None, "profile_drift": 0.1,
+    "model": "vicuna-13b", "borrowed": False, "bounds": None, "max_k": 5, "workload": "SQuAD",
+    "pairs": [(FRONT.iloc[0], FRONT.iloc[-1])], "sources": ("engine", "p"),
+    "workloads": ("SQuAD",),
 }  # fmt: skip
 """A valid value per parameter name, for the targets built from a signature."""
 
@@ -744,6 +755,28 @@ VALID_OVERRIDES = {
                                             "step_s": 1e-2, "busy_s": 1e-2}},
     "sim.plan_intervals.verdict": {"label": plan_label},
     "ppdmodel.cost_grid.ppd_grid_per_token": {"costs": GRID},
+    "sim.plan.fastest": {"rows": FRONT},
+    "sim.plan_grid.mesh_of": {"rows": SCREENED[SCREENED.method == "ppd"].head(3).assign(w=0),
+                              "heads": ("shared", "trained")},
+    "sim.plan_intervals.draw_matrix": {"rows": FRONT.head(4), "draws": 2},
+    "sim.plan_intervals.dominant_sources": {"draws": 2},
+    "sim.plan_summary.summary_lines": {"result": PLAN},
+    "sim.plan_summary.decide": {"result": PLAN, "label": plan_label},
+    "sim.plan_summary.Decision": vars(next(iter(PLAN.decisions.values()))),
+    "sim.plan_uncertainty.scaled_profile": {"hw": PROFILE_HW},
+    "sim.plan_uncertainty.Uncertainty.columns": {"frame": FRONT},
+    "sim.plan_uncertainty.Uncertainty.hardware_draws": {"draws": 3},
+    "sim.plan_uncertainty.Uncertainty.p_draws": {"heads": ("shared",), "draws": 3},
+    "sim.plan_uncertainty.Uncertainty": {k: v for k, v in vars(UNCERTAINTY).items()
+                                         if not k.startswith("_")},
+    "sim.preset_error.PresetError": vars(PRESET_ERROR),
+    "sim.preset_error.preset_error": {"engine": "hf-eager", "gpu": "a100-80gb"},
+    "sim.preset_error.evidence_rows": {"engine": "hf-eager", "gpu": "a100-80gb"},
+    "sim.preset_error.gpu_class": {"name": "a100-80gb"},
+    "sim.ptable.workload_family": {"name": "SQuAD"},
+    "sim.ptable.PTable.p_draws": {"draws": 3, "workloads": ("SQuAD",)},
+    "sim.ptable.PTable.bounds": {"workloads": ("SQuAD",)},
+    "sim.ptable.PTable.nominal_at": {"head": "shared"},
     "sim.engine.regime_advice": {"hw": ENGINE_HW, "by_devices": PLAN.by_devices, "tp": 1,
                                  "devices": 2},
 }  # fmt: skip
@@ -889,9 +922,10 @@ ALL_TARGETS = TARGETS + AUTO_TARGETS
 NON_NEGATIVE_EXEMPT = ("ppdmodel.validation",)
 """Targets whose results may be negative or non-finite by contract (validators return their
 input: ``d_bar_or_half_depth``, ``check_broadcast``)."""
-NON_FINITE_OK = ("break_even_p", "PTable.grid")
+NON_FINITE_OK = ("break_even_p", "PTable.grid", "p_draws", "break_even_against",
+                 "PTable.nominal_at")  # fmt: skip
 """Targets that return inf or NaN by contract (no p at which PPD breaks even; the p grid's
-unused k = 0 column)."""
+unused k = 0 column, in its draws too)."""
 
 
 def _bad_number(result) -> str | None:
