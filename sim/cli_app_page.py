@@ -193,8 +193,10 @@ def _pareto_chart(points: pd.DataFrame):
     colour = alt.Color("method:N", scale=alt.Scale(
         domain=methods, range=[to_hex(METHOD_STYLE[m][0]) for m in methods]))  # fmt: skip
     base = alt.Chart(points).encode(
-        x=alt.X("compute_ratio:Q", scale=alt.Scale(type="log"),
-                title="compute per token (x greedy on one device)"),
+        x=alt.X("compute_ratio:Q", title="compute per token (x greedy on one device)",
+                scale=alt.Scale(type="log", nice=False, domain=[
+                    float(points.compute_ratio.min()) / 1.25,
+                    float(points.compute_ratio.max()) * 1.25])),
         y=alt.Y("speedup:Q", title="speed-up over greedy on one device"), color=colour,
         tooltip=["config", "speedup", "speedup_low", "speedup_high", "compute_ratio"],
     )  # fmt: skip
@@ -298,7 +300,7 @@ def _decision(view, shown: dict, seconds: float) -> None:
     for note in view.notes:
         st.caption(f"note: {note}")
     st.subheader("The command that reproduces this view")
-    st.code(command_line(view.argv, shown), language="bash")
+    st.code(command_line(view.argv, shown), language="bash", wrap_lines=True)
     if view.inputs.p is not None:
         table = next(a for a in view.argv if a.endswith(".csv"))
         st.download_button("download the p-table this p stands for", Path(table).read_bytes(),
