@@ -14,9 +14,11 @@ pipe shows them too. The clock is injectable (tests drive it by hand).
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
+from numbers import Real
 from typing import TextIO
 
 from ppdmodel.validation import as_int, as_real, check_instance
@@ -27,7 +29,13 @@ STEP_FRACTION = 0.1
 
 def progress_line(label: str, done: int, total: int, elapsed_s: float, note: str = "") -> str:
     """``'<label>: 3/12 done (<note>), 4.1 s elapsed, about 12 s left'`` (no note: no
-    brackets); the time left is ``elapsed_s / done * (total - done)`` (none done: not known)."""
+    brackets); the time left is ``elapsed_s / done * (total - done)`` (none done: not known).
+    ValueError naming an argument out of range (0 <= done <= total, elapsed_s >= 0)."""
+    check_instance("label", label, str)
+    check_instance("note", note, str)
+    total = as_int("total", total, minimum=0)
+    done = as_int("done", done, minimum=0, limit=total)
+    elapsed_s = as_real("elapsed_s", elapsed_s)
     what = f" ({note})" if note else ""
     left = "time left not known yet"
     if done:
@@ -51,6 +59,10 @@ class Progress:
     ) -> None:  # fmt: skip
         self.total = as_int("total", total, minimum=0)
         check_instance("label", label, str)
+        if not callable(clock):
+            raise ValueError(f"clock must be a function returning seconds, got {clock!r:.40}")
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise ValueError(f"stream must be a text stream or None, got {stream!r:.40}")
         self.label, self.stream, self.clock = label, stream, clock
         self.min_interval_s = as_real("min_interval_s", min_interval_s)
         self.max_interval_s = as_real("max_interval_s", max_interval_s, minimum=min_interval_s)
@@ -59,13 +71,13 @@ class Progress:
         self.done = 0
         self.lines = 0
         """Lines printed so far."""
-        self.start = self._last_s = clock()
+        self.start = self._last_s = self._now()
         self._last_done = 0
 
     def advance(self, n: int = 1, note: str = "") -> None:
         """``n`` more steps ended (``note``: what they were, shown in brackets)."""
         self.done = min(self.total, self.done + as_int("n", n, minimum=0))
-        now = self.clock()
+        now = self._now()
         if self.done >= self.total:
             self.close()
             return
@@ -81,10 +93,17 @@ class Progress:
         or the run outlasted ``min_interval_s``; then nothing more."""
         if not self.enabled:
             return
-        now = self.clock()
+        now = self._now()
         if self.lines or now - self.start >= self.min_interval_s:
             self._print(now)
         self.enabled = False
+
+    def _now(self) -> float:
+        """The clock's reading, checked: a finite number of seconds."""
+        now = self.clock()
+        if isinstance(now, bool) or not isinstance(now, Real) or not math.isfinite(now):
+            raise ValueError(f"clock must return finite seconds, got {now!r:.40}")
+        return float(now)
 
     def _print(self, now: float, note: str = "") -> None:
         if not self.enabled:

@@ -85,6 +85,7 @@ from sim.plan_grid import DraftModel, PlanSpace, screen  # noqa: E402
 from sim.plan_intervals import profile_replicates  # noqa: E402
 from sim.plan_uncertainty import Uncertainty  # noqa: E402
 from sim.preset_error import preset_error  # noqa: E402
+from sim.progress import Progress  # noqa: E402
 from sim.ptable import PTable  # noqa: E402
 from sim.published import compare_published, read_published  # noqa: E402
 from sim.run import summarise  # noqa: E402
@@ -779,6 +780,8 @@ VALID_OVERRIDES = {
     "sim.ptable.PTable.nominal_at": {"head": "shared"},
     "sim.engine.regime_advice": {"hw": ENGINE_HW, "by_devices": PLAN.by_devices, "tp": 1,
                                  "devices": 2},
+    "sim.progress.progress_line": {"label": "fuzz", "done": 1, "total": 3, "elapsed_s": 2.0},
+    "sim.progress.Progress": {"total": 3, "label": "fuzz", "enabled": False},
 }  # fmt: skip
 """Valid values for parameters whose meaning differs from ``VALID_BY_NAME``'s."""
 
@@ -835,7 +838,8 @@ def _instance(cls) -> tuple[object, tuple[str, ...]]:
              ppdmodel.latency_waterfall(**COSTS_ARGS, p=0.5), ENGINE_HW, PROFILE,
              ppdmodel.Interval(1.0, 2.0, 0.95), SharedDevice(simpy.Environment(), 1.5),
              compute_terms(d=30, d_bar=15, k=3, costs=COSTS, early_head="main"),
-             WidePrice("dist", "candidate_layer_s[3]", 0.273, 0.2), GRID]  # fmt: skip
+             WidePrice("dist", "candidate_layer_s[3]", 0.273, 0.2), GRID,
+             Progress(8, "fuzz", enabled=False)]  # fmt: skip
     for value in known:
         if type(value) is cls:
             return value, ()

@@ -94,6 +94,9 @@ def test_disabled_prints_nothing_and_close_is_idempotent():
         (dict(min_interval_s=float("nan")), r"^min_interval_s must be"),
         (dict(min_interval_s=10.0, max_interval_s=5.0), r"^max_interval_s must be"),
         (dict(enabled="yes"), r"^enabled must be a bool"),
+        (dict(clock=None), r"^clock must be a function returning seconds"),
+        (dict(clock=lambda: float("nan")), r"^clock must return finite seconds"),
+        (dict(stream=3), r"^stream must be a text stream or None"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):
@@ -101,3 +104,7 @@ def test_bad_arguments_are_named(kwargs, match):
         Progress(**{"total": 3, "label": "x", **kwargs})
     with pytest.raises(ValueError, match=r"^n must be an integer >= 0"):
         Progress(3, "x").advance(-1)
+    with pytest.raises(ValueError, match=r"^done must be <= 3, got 4"):
+        progress_line("x", 4, 3, 1.0)
+    with pytest.raises(ValueError, match=r"^elapsed_s must be"):
+        progress_line("x", 1, 3, -1.0)
