@@ -25,6 +25,7 @@ from sim.cli_app_view import (
     PageInputs,
     command_line,
     page_view,
+    plan_argv,
 )
 from sim.hardware import ENGINE_PRESETS, GPU_PRESETS, LINK_PRESETS
 from sim.plan_intervals import PLAN_DRAWS
@@ -334,7 +335,10 @@ def main() -> None:
         st.error(f"plan: {exc}")
         return
     except Exception as exc:  # never a traceback on the page
-        st.error(f"unexpected failure ({type(exc).__name__}): {str(exc).splitlines()[0:1]}")
+        first = (str(exc).splitlines() or [""])[0]
+        st.error(f"unexpected failure ({type(exc).__name__}): {first}; this command with "
+                 "--debug shows where:")  # fmt: skip
+        st.code(command_line(plan_argv(inputs), shown), language="bash", wrap_lines=True)
         return
     _decision(view, shown, seconds)
     workloads = list(dict.fromkeys(view.pareto.workload))

@@ -3,6 +3,8 @@ or ``ppd plan``'s builders): the reference the page's tests compare its figures 
 
 from __future__ import annotations
 
+from functools import cache
+
 from sim.engine import EngineHardware
 from sim.hardware import Engine, GPUSpec, Link
 from sim.hardware_costs import SHARED_GPU_SLOWDOWN, RooflineHardware
@@ -25,10 +27,12 @@ def reference_hardware(*, shape: str, gpu: str, devices: int, engine: str | None
                              shared_device_slowdown=SHARED_GPU_SLOWDOWN, host_s=0.0)]  # fmt: skip
 
 
+@cache
 def reference_plan(*, shape: str = "vicuna-13b", gpu: str = "h100-sxm", devices: int = 8,
                    engine: str | None = None, workload: str = "SQuAD",
                    draws: int = 12):  # fmt: skip
-    """``sim.plan.plan`` of the page's inputs on the paper's Table 2 (no simulation)."""
+    """``sim.plan.plan`` of the page's inputs on the paper's Table 2 (no simulation; kept per
+    inputs: read it, never change it)."""
     hardware = reference_hardware(shape=shape, gpu=gpu, devices=devices, engine=engine)
     return plan(hardware, PTable.paper(), PlanSpace(max_devices=devices, workloads=(workload,)),
                 d=hardware[0].shape.num_layers, confirm_n=0, draws=draws, keep_screened=True,

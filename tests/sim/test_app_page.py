@@ -88,3 +88,22 @@ def test_a_p_set_by_hand_plans_the_what_if_workload(page):
     page.slider(key="p").set_value(0.9).run()
     lines = decision(page)
     assert lines[1].startswith("what-if: ") and "p assumed 0.90" in "\n".join(lines)
+
+
+def test_an_unexpected_failure_is_one_line_and_the_command(monkeypatch):
+    import streamlit as st
+
+    import sim.cli_app_view
+
+    def broken(inputs, folder):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(sim.cli_app_view, "page_view", broken)
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(cli_app.PAGE), default_timeout=TIMEOUT_S).run()
+    st.cache_resource.clear()  # no broken view kept for the tests after this one
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "unexpected failure (RuntimeError): boom; this command with --debug shows where:"
+    ]
+    assert at.code[0].value.startswith("ppd plan --shape vicuna-13b")
