@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.validation import (
@@ -125,23 +124,18 @@ def interval_of(values, *, level: float = LEVEL) -> Interval:
 
 
 def spread_interval(values, *, level: float = LEVEL) -> Interval:
-    """An interval of positive ``values`` that few draws make stable: the wider, at each end,
-    of the central percentile interval and exp(mean +- t sd) of their logs (t: Student's
-    quantile at ``level`` with n - 1 degrees of freedom; the lognormal a cost factor draws, and
-    conservative for a uniform draw of p)."""
+    """A prediction interval from n draws that holds a further draw with probability >= about
+    ``level`` whatever their distribution: the r-th smallest and r-th largest draw, r the
+    largest with (n + 1 - 2r) / (n + 1) >= ``level`` (at least 1: with 39 or 40 draws, their
+    minimum and maximum hold 95 %). Unlike a percentile interval it does not shrink inward
+    when draws are few, and unlike a parametric one it never leaves what the draws can reach."""
     level = check_level(level)
-    values = as_real_array("values", values).ravel()
-    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
-        raise ValueError(f"values must be one or more finite numbers > 0, got {values!r:.80}")
-    tails = interval_of(values, level=level)
-    if values.size < 3:
-        return tails
-    logs = np.log(values)
-    t = float(student_t.ppf(0.5 + level / 2, values.size - 1))
-    half = t * float(np.std(logs, ddof=1))
-    mid = float(np.mean(logs))
-    return Interval(min(tails.low, float(np.exp(mid - half))),
-                    max(tails.high, float(np.exp(mid + half))), level)  # fmt: skip
+    values = np.sort(as_real_array("values", values).ravel())
+    if values.size == 0 or not np.all(np.isfinite(values)):
+        raise ValueError(f"values must be one or more finite numbers, got {values!r:.80}")
+    n = values.size
+    r = max(1, int(np.floor((n + 1) * (1 - level) / 2)))
+    return Interval(float(values[r - 1]), float(values[n - r]), level)
 
 
 def prediction_interval(

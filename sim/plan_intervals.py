@@ -34,7 +34,8 @@ from sim.plan_limits import SCREEN_COLUMNS, check_min_quality, check_row, check_
 from sim.plan_uncertainty import SOURCES, Uncertainty
 
 PLAN_DRAWS = 40
-"""Draws behind a planner interval (``spread_interval``: percentile and lognormal, the wider)."""
+"""Draws behind a planner interval (``spread_interval``: with 40, their minimum and maximum,
+a 95 % prediction interval whatever the draws' distribution)."""
 SOURCE_DRAWS = 12
 """Draws per source when ``dominant_sources`` weighs the sources one at a time."""
 BATCH_DRAWS = 40

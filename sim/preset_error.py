@@ -95,8 +95,11 @@ class PresetError:
         if not self.covered:
             scope = f"no row on {gpu_class(self.gpu)}, {scope} widened x{UNCOVERED_WIDEN:g}"
         low, high = np.exp(-1.96 * self.log_sd), np.exp(1.96 * self.log_sd)
-        return (f"{self.engine} engine: {scope} (median |error| {self.median_abs:.0%}, worst "
+        text = (f"{self.engine} engine: {scope} (median |error| {self.median_abs:.0%}, worst "
                 f"{self.worst_abs:.0%}): x{low:.2f}-x{high:.2f}")
+        if self.engine == IDEAL:
+            text += " (no --engine: a roofline without host time; give --engine to narrow it)"
+        return text
 
 
 @cache
