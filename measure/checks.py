@@ -6,17 +6,39 @@ The ground floor of ``measure``: every layer above (decode, match, profile, eval
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from ppdmodel.validation import check_positive_int
+from ppdmodel.validation import _show, as_int, as_int_tuple, check_positive_int, items_of
 
 
-def _is_int(x) -> bool:
-    """True for integers (Python or numpy, or integral floats), False for bool, NaN, None, str."""
+def is_int(x) -> bool:
+    """True for integers (Python or numpy, or integral floats), False for bools (Python or
+    numpy), NaN, None, str."""
     try:
-        return not isinstance(x, bool | str) and int(x) == x
+        return not isinstance(x, bool | np.bool_ | str) and int(x) == x
     except (TypeError, ValueError, OverflowError):
         return False
+
+
+def int_list(name: str, values, *, low: int = 1, high: int | None = None) -> tuple[int, ...]:
+    """``values`` (an iterable of integers in [low, high]) as a tuple of ints, in order;
+    ValueError naming ``name`` (and the item) otherwise."""
+    items = items_of(values)
+    if items is None:
+        raise ValueError(f"{name} must be a list of integers, got {_show(values)}")
+    limit = high if high is not None else 2**62
+    return tuple(as_int(f"{name}[{i}]", v, minimum=low, limit=limit) for i, v in enumerate(items))
+
+
+def check_model(model, name: str = "model") -> None:
+    """ValueError unless ``model`` is a Hugging Face model: a torch module with a config."""
+    config = getattr(model, "config", None)
+    if not isinstance(model, torch.nn.Module) or not hasattr(config, "get_text_config"):
+        raise ValueError(
+            f"{name} must be a Hugging Face causal LM (a transformers model), got "
+            f"{type(model).__name__} {_show(model)}"
+        )
 
 
 def check_max_new_tokens(max_new_tokens) -> None:
@@ -24,7 +46,7 @@ def check_max_new_tokens(max_new_tokens) -> None:
     if max_new_tokens is None or isinstance(max_new_tokens, str):
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     check_positive_int("max_new_tokens", max_new_tokens)
-    if not _is_int(max_new_tokens):  # arrays pass check_positive_int
+    if not is_int(max_new_tokens):  # arrays pass check_positive_int
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
 
 
@@ -42,7 +64,7 @@ def context_length(config) -> int | None:
         config = config.get_text_config()
     for key in CONTEXT_KEYS:
         value = getattr(config, key, None)
-        if _is_int(value) and value > 0:
+        if is_int(value) and value > 0:
             return int(value)
     return None
 
@@ -55,12 +77,12 @@ def check_context(config, prompt_tokens, max_new_tokens, *, names=None, what="ma
     ``generate`` counts them); beyond the context, learned position embeddings index out of
     range and rotary ones extrapolate silently. Models without a context field are not checked.
     """
-    if not _is_int(max_new_tokens) or max_new_tokens < 1:
+    if not is_int(max_new_tokens) or max_new_tokens < 1:
         raise ValueError(f"{what} must be an integer >= 1, got {max_new_tokens!r}")
     context = context_length(config)
     if context is None:
         return
-    lengths = [prompt_tokens] if _is_int(prompt_tokens) else [int(n) for n in prompt_tokens]
+    lengths = [prompt_tokens] if is_int(prompt_tokens) else [int(n) for n in prompt_tokens]
     if not lengths:
         return
     longest = max(range(len(lengths)), key=lengths.__getitem__)
@@ -79,19 +101,19 @@ def check_context(config, prompt_tokens, max_new_tokens, *, names=None, what="ma
 
 def check_ppd_args(d: int, d_bar: int, k: int, vocab_size: int, max_new_tokens: int) -> None:
     """Validate PPD parameters; ValueError names the bad one and its allowed range."""
-    if not _is_int(d_bar) or not d / 2 <= d_bar < d:
+    if not is_int(d_bar) or not d / 2 <= d_bar < d:
         raise ValueError(f"d_bar must be an integer with d/2 <= d_bar < d = {d}, got {d_bar!r}")
-    if not _is_int(k) or not 1 <= k <= vocab_size:
+    if not is_int(k) or not 1 <= k <= vocab_size:
         raise ValueError(f"k must be an integer in [1, vocab_size = {vocab_size}], got {k!r}")
     check_max_new_tokens(max_new_tokens)
 
 
-def check_prompt_ids(ids: torch.Tensor, vocab_size: int) -> None:
-    """ValueError unless every prompt token id is in [0, vocab_size)."""
+def check_prompt_ids(ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
+    """ValueError (naming ``name``) unless every prompt token id is in [0, vocab_size)."""
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
-        raise ValueError(f"input_ids must be token ids in [0, {vocab_size}), got {bad}")
+        raise ValueError(f"{name} must be token ids in [0, {vocab_size}), got {bad}")
 
 
 def check_head_layer(head, d_bar: int) -> None:
@@ -106,13 +128,23 @@ def check_trained_layer(layer: int | None, d_bar: int) -> None:
         raise ValueError(f"head is trained for layer {layer}; d_bar must equal it, got {d_bar}")
 
 
-def as_prompt_ids(input_ids, device) -> torch.Tensor:
-    """A prompt as a [1, P] int64 tensor on `device` (accepts a list, [P] or [1, P])."""
-    ids = torch.as_tensor(input_ids, dtype=torch.long)
+def as_prompt_ids(input_ids, device, name: str = "input_ids") -> torch.Tensor:
+    """A prompt as a [1, P] int64 tensor on `device` (accepts a list, [P] or [1, P] of
+    integers; floats such as 0.5 or NaN, booleans and strings are no token ids); ValueError
+    naming ``name`` otherwise."""
+    try:
+        ids = torch.as_tensor(input_ids)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise ValueError(f"{name} must hold integer token ids, got {_show(input_ids)}") from None
+    if ids.numel() == 0:
+        raise ValueError(f"{name} must hold one non-empty prompt, got shape {tuple(ids.shape)}")
+    if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
+        raise ValueError(f"{name} must hold integer token ids, got {_show(input_ids)}")
+    ids = ids.to(torch.long)
     if ids.dim() == 1:
         ids = ids[None]
     if ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] < 1:
-        raise ValueError(f"input_ids must hold one non-empty prompt, got shape {tuple(ids.shape)}")
+        raise ValueError(f"{name} must hold one non-empty prompt, got shape {tuple(ids.shape)}")
     return ids.to(device)
 
 
@@ -126,12 +158,13 @@ def checked_prompt(lsm, input_ids, max_new_tokens) -> torch.Tensor:
 
 
 def eos_set(eos_token_id) -> set[int]:
-    """EOS ids as a set (None -> empty; an int or a list of ints)."""
+    """EOS ids as a set (None -> empty; an int or a list of ints, each >= 0); ValueError
+    naming ``eos_token_id`` otherwise."""
     if eos_token_id is None:
         return set()
-    if isinstance(eos_token_id, int):
-        return {eos_token_id}
-    return {int(x) for x in eos_token_id}
+    if isinstance(eos_token_id, torch.Tensor):
+        eos_token_id = eos_token_id.tolist()
+    return set(as_int_tuple("eos_token_id", eos_token_id, what="a token id"))
 
 
 def eos_token_ids(model) -> list[int]:

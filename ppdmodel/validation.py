@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
+from contextlib import contextmanager
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -375,6 +376,26 @@ def as_int(name: str, value, *, minimum: int = 1, limit: int = MAX_EXACT_INT) ->
     return value
 
 
+def as_int_tuple(name: str, value, *, minimum: int = 0, what: str = "an integer") -> tuple:
+    """``value`` (one integer, or an iterable of them; each >= minimum, not a bool, float or
+    string) as a tuple of Python ints; ValueError naming ``name`` (and ``what`` an item is)
+    otherwise."""
+    check_name(name)
+    _check_limit_type(minimum, "minimum")
+    if not isinstance(what, str):
+        raise TypeError(f"what must be a string, got {_show(what)}")
+    value = _scalar(value)
+    items = [value] if isinstance(value, Integral) else items_of(value)
+    bad = items is None or any(
+        isinstance(v, bool | np.bool_) or not isinstance(_scalar(v), Integral) or v < minimum
+        for v in items
+    )
+    if bad:
+        raise ValueError(f"{name} must be {what} >= {minimum}, a list of them or None, got "
+                         f"{_show(value)}")  # fmt: skip
+    return tuple(int(v) for v in items)
+
+
 def as_real(
     name: str, value, *, minimum: float = 0.0, strict: bool = False, maximum: float | None = None
 ) -> float:
@@ -483,6 +504,11 @@ def check_seed(name: str, seed, *, generator_ok: bool = True):
     return seed
 
 
+class MissingPath(FileNotFoundError, ValueError):
+    """A path argument that names nothing there: a ValueError naming the argument, as every
+    refused argument is, and a FileNotFoundError for callers that catch that."""
+
+
 def as_path(name: str, value) -> Path:
     """``value`` (a non-empty ``str`` or ``os.PathLike``, no NUL byte) as a Path, else
     ValueError naming ``name`` (``""`` would name the working directory)."""
@@ -508,3 +534,52 @@ def check_input_file(name: str, path) -> Path:
     if not path.is_file():
         raise ValueError(f"{name} {str(path)!r}: no such file")
     return path
+
+
+def check_input_dir(name: str, path) -> Path:
+    """A folder to read: ``as_path``, existing and a folder (``MissingPath`` otherwise)."""
+    path = as_path(name, path)
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "no such folder"
+        raise MissingPath(f"{name} {str(path)!r}: {what}")
+    return path
+
+
+def check_output_dir(name: str, path) -> Path:
+    """A folder to write into: ``as_path``, and not an existing file."""
+    path = as_path(name, path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a file, not a folder")
+    return path
+
+
+@contextmanager
+def refused_as(name: str):
+    """Within: a ValueError (a file or model refused by a reader that names its own argument,
+    such as ``path``) is raised again naming ``name``, the caller's argument that gave it
+    (``MissingPath`` stays one)."""
+    check_name(name)
+    try:
+        yield
+    except ValueError as exc:
+        kind = MissingPath if isinstance(exc, FileNotFoundError) else ValueError
+        raise kind(f"{name}: {exc}") from exc
+
+
+MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+"""What a reader raises on a record laid out otherwise than it expects (a list for a dict, a
+missing key, a string for a number)."""
+
+
+@contextmanager
+def reading(name: str, path):
+    """Within: reading file ``path`` (argument ``name``); a ``MALFORMED`` error of its content
+    is raised as a ValueError naming ``name`` and the file (a MissingPath as one)."""
+    check_name(name)
+    try:
+        yield
+    except MissingPath:
+        raise
+    except MALFORMED as exc:
+        text = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"{name} {str(path)!r}: {text}") from exc

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from measure.checks import as_prompt_ids, check_context
+from measure.checks import as_prompt_ids, check_context, check_model
 from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
 from measure.decode.rank_group import RankGroup
@@ -18,6 +18,7 @@ from measure.decode.sampling import Decoding, check_seed
 from measure.decode.settings import DEFAULT_SETTINGS, WARMUP_TOKENS, RunSettings
 from measure.hf.loading import load_model
 from ppdmodel.costs import check_early_head
+from ppdmodel.validation import check_instance, items_of
 
 BACKENDS = ("single", "dist")
 """``single``: one process (sequential on CPU, two CUDA streams on a GPU); ``dist``: ranks."""
@@ -59,7 +60,12 @@ def ppd_many(
     """
     check_backend(backend)
     check_early_head(early_head)
+    check_instance("settings", settings, RunSettings)
+    if items_of(prompts) is None:
+        raise ValueError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
     names = sequences or [str(i) for i in range(len(prompts))]
+    if items_of(names) is None or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"sequences must be a list of names (strings), got {names!r:.80}")
     seeds = _check_seeds(seeds, generator, len(prompts))
     eos_token_id, decoding = settings.eos_token_id, settings.decoding
     if backend == "dist":
@@ -79,6 +85,7 @@ def ppd_many(
         )
     if isinstance(model, str | Path):  # a local model directory
         model = load_model(model)[0]
+    check_model(model)
     lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
     check_context(model.config, lengths, max_new_tokens, names=names)  # before any decoding
     if warmup and prompts:
@@ -168,6 +175,7 @@ def ppd_generate(
     """
     decoding = Decoding(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
     check_seed(seed, generator)
+    check_instance("sequence", sequence, str)
     (result,) = ppd_many(
         model,
         [input_ids],

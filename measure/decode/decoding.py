@@ -9,6 +9,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+MIN_TEMPERATURE = 1e-30
+"""Smallest sampling temperature: fp32 logits divided by less overflow to inf (logits of
+magnitude up to ~3e8 stay finite at this one), and softmax then gives no distribution."""
+MAX_TOP_K = 2**31 - 1
+"""Largest top_k (transformers' top-k warper takes it as a C int); any k >= the vocabulary
+keeps every token."""
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -31,11 +40,16 @@ class Decoding:
         if not isinstance(self.do_sample, bool):
             raise ValueError(f"do_sample must be True or False, got {self.do_sample!r}")
         t, k, p = self.temperature, self.top_k, self.top_p
-        if t is not None and (isinstance(t, bool) or not is_finite(t) or t <= 0):
+        if t is not None and (_flag(t) or not is_finite(t) or t <= 0):
             raise ValueError(f"temperature must be a number > 0, got {t!r}")
-        if k is not None and (isinstance(k, bool) or not is_integral(k) or k < 0):
-            raise ValueError(f"top_k must be an integer >= 0, got {k!r}")
-        if p is not None and (isinstance(p, bool) or not is_finite(p) or not 0 < p <= 1):
+        if t is not None and t < MIN_TEMPERATURE:
+            raise ValueError(
+                f"temperature must be >= {MIN_TEMPERATURE:g} (smaller ones overflow the logits "
+                f"to inf, and no token can be drawn), got {t!r}"
+            )
+        if k is not None and (_flag(k) or not is_integral(k) or not 0 <= k <= MAX_TOP_K):
+            raise ValueError(f"top_k must be an integer >= 0 (at most {MAX_TOP_K}), got {k!r}")
+        if p is not None and (_flag(p) or not is_finite(p) or not 0 < p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {p!r}")
         if not self.do_sample and (t, k, p) != (None, None, None):
             given = (("temperature", t), ("top_k", k), ("top_p", p))
@@ -64,6 +78,11 @@ class Decoding:
 
 GREEDY = Decoding()
 """Plain greedy decoding (the paper's main setting)."""
+
+
+def _flag(x) -> bool:
+    """True for a boolean (Python's or numpy's): no number here."""
+    return isinstance(x, bool | np.bool_)
 
 
 def is_finite(x) -> bool:

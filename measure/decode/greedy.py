@@ -9,8 +9,9 @@ from measure import clock as clocks
 from measure.checks import check_max_new_tokens
 from measure.clock import synchronize
 from measure.decode.results import GreedyResult
-from measure.decode.sampling import GREEDY, check_seed, prompt_and_rule
+from measure.decode.sampling import GREEDY, Decoding, check_seed, prompt_and_rule
 from measure.hf.layer_split import LayerSplitModel
+from ppdmodel.validation import check_flag, check_instance
 
 
 @torch.no_grad()
@@ -33,6 +34,8 @@ def greedy_generate(
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
     check_max_new_tokens(max_new_tokens)
     check_seed(seed, generator)
+    check_instance("decoding", decoding, Decoding)
+    check_flag("return_cache", return_cache)
     ids, rule = prompt_and_rule(
         lsm, input_ids, decoding, max_new_tokens=max_new_tokens, eos=eos_token_id, seed=seed,
         generator=generator,

@@ -33,6 +33,7 @@ import torch
 from transformers import StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerationMixin
 
+from measure.checks import check_max_new_tokens, is_int
 from measure.decode.local import ppd_single
 from measure.decode.results import PPDResult
 from measure.decode.sampling import TransformersChoice, check_processors
@@ -40,6 +41,7 @@ from measure.hf.compat import generate_call_locals, output_cache_field
 from measure.hf.layer_split import LayerSplitModel
 from measure.train.head_io import head_layer
 from ppdmodel.defaults import default_d_bar
+from ppdmodel.validation import check_flag
 
 ASSISTED_OPTIONS = ("prompt_lookup_num_tokens", "assistant_early_exit", "use_mtp")
 """Generation-config fields that turn ``generate`` into assisted decoding."""
@@ -148,6 +150,10 @@ def _check_request(model, input_ids, config, assistant_model, synced_gpus) -> No
         raise ValueError("constraints / force_words_ids: constrained beam search is not PPD")
     if config.penalty_alpha and not config.do_sample and (config.top_k or 0) > 1:
         raise ValueError("penalty_alpha: contrastive search is not PPD")
+    for name in ("do_sample", "return_dict_in_generate", "output_scores", "output_logits",
+                 "output_attentions", "output_hidden_states"):  # fmt: skip
+        if getattr(config, name, None) is not None:
+            check_flag(name, getattr(config, name))
     for name in ("output_attentions", "output_hidden_states"):
         if getattr(config, name, False):
             raise ValueError(
@@ -175,7 +181,12 @@ def _check_model_kwargs(model_kwargs: dict) -> None:
 
 
 def _max_new_tokens(config, prompt_tokens: int) -> int:
-    """New tokens ``generate``'s max_length allows after a prompt of ``prompt_tokens``."""
+    """New tokens ``generate``'s max_length allows after a prompt of ``prompt_tokens``
+    (``max_new_tokens``, where given, checked as ``ppd_generate`` checks it)."""
+    if getattr(config, "max_new_tokens", None) is not None:
+        check_max_new_tokens(config.max_new_tokens)
+    if not is_int(config.max_length):
+        raise ValueError(f"max_length must be an integer, got {config.max_length!r}")
     new = int(config.max_length) - prompt_tokens
     if new < 1:
         raise ValueError(

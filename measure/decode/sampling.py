@@ -28,6 +28,7 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
+import numpy as np
 import torch
 from transformers import LogitsProcessorList
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
@@ -47,7 +48,7 @@ def check_seed(seed, generator) -> None:
     """ValueError unless seed is None or an integer in [0, 2**63), and not both are given."""
     if seed is not None and generator is not None:
         raise ValueError("pass seed or generator, not both")
-    bad = isinstance(seed, bool) or not is_integral(seed) or not 0 <= seed < 2**63
+    bad = isinstance(seed, bool | np.bool_) or not is_integral(seed) or not 0 <= seed < 2**63
     if seed is not None and bad:
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     if generator is not None and not isinstance(generator, torch.Generator):

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from measure.decode.decoding import GREEDY, Decoding
+from ppdmodel.validation import as_int_tuple
 
 TURNS = ("prompts", "runs")
 """How methods take turns within a timing round (``RunSettings.turns``)."""
@@ -47,18 +48,8 @@ class RunSettings:
     """Report progress (a bar on a terminal, else a line per finished run with its ETA)."""
 
     def __post_init__(self) -> None:
-        eos = self.eos_token_id
-        if eos is not None:
-            eos = (eos,) if isinstance(eos, int) and not isinstance(eos, bool) else eos
-            try:
-                eos = tuple(eos)
-            except TypeError:
-                eos = (None,)
-            if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in eos):
-                raise ValueError(
-                    f"eos_token_id must be a token id >= 0, a list of them or None, got "
-                    f"{self.eos_token_id!r}"
-                )
+        if self.eos_token_id is not None:
+            eos = as_int_tuple("eos_token_id", self.eos_token_id, what="a token id")
             object.__setattr__(self, "eos_token_id", eos)
         if not isinstance(self.decoding, Decoding):
             raise ValueError(f"decoding must be a Decoding, got {self.decoding!r}")

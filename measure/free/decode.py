@@ -42,6 +42,7 @@ from measure.clock import synchronize
 from measure.free.threshold import AdaptiveThreshold, check_threshold
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.lens import resolve_head
+from ppdmodel.validation import check_choice, check_flag, check_instance
 
 MODES = ("sync", "copy", "oracle")
 """``free_generate`` modes (module docstring)."""
@@ -164,9 +165,11 @@ def free_generate(
     head for layer ``exit_layer`` (None: the logit lens). ``model``: a causal LM or a
     ``LayerSplitModel``.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    check_choice("mode", mode, MODES)
     threshold = check_threshold(threshold)
+    if estimator is not None:
+        check_instance("estimator", estimator, AdaptiveThreshold)
+    check_flag("return_cache", return_cache)
     if threshold == "auto" and estimator is None:
         estimator = AdaptiveThreshold(refit="pass")
     if threshold != "auto" and estimator is not None:

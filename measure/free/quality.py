@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from numbers import Integral
+
+from ppdmodel.validation import items_of
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -33,12 +36,23 @@ def lcs_length(a: Sequence, b: Sequence) -> int:
     return row[-1]
 
 
+def _units(name: str, value) -> list:
+    """What ROUGE-L compares: the words of a text, or the items of a token sequence (ids or
+    strings; an array or tensor as its list); ValueError naming ``name`` otherwise."""
+    if isinstance(value, str):
+        return words(value)
+    items = items_of(value.tolist() if hasattr(value, "tolist") else value)
+    ok = items is not None and all(
+        isinstance(x, Integral | str) and not isinstance(x, bool) for x in items
+    )
+    if not ok:
+        raise ValueError(f"{name} must be a text or a sequence of token ids, got {value!r:.80}")
+    return items
+
+
 def rouge_l(candidate, reference) -> float:
     """ROUGE-L F1 in [0, 1] of two texts (compared by ``words``) or two token sequences."""
-    if isinstance(candidate, str):
-        candidate = words(candidate)
-    if isinstance(reference, str):
-        reference = words(reference)
+    candidate, reference = _units("candidate", candidate), _units("reference", reference)
     if not candidate or not reference:
         return float(len(candidate) == len(reference))
     lcs = lcs_length(candidate, reference)

@@ -28,6 +28,8 @@ from numbers import Real
 import numpy as np
 from scipy import stats
 
+from ppdmodel.validation import check_choice
+
 INITIAL_THRESHOLD = 0.9
 """lambda_c^0 of Algorithm 1 (the paper's appendix: 0.9)."""
 ZETA = 0.4
@@ -145,8 +147,7 @@ class AdaptiveThreshold:
         n = self.calibration_sentences
         if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
             raise ValueError(f"calibration_sentences must be an integer >= 1, got {n!r}")
-        if self.refit not in REFITS:
-            raise ValueError(f"refit must be one of {REFITS}, got {self.refit!r}")
+        check_choice("refit", self.refit, REFITS)
         self.threshold = float(self.initial)
 
     @property
@@ -185,7 +186,7 @@ def _is_real(value) -> bool:
 
 def check_threshold(threshold) -> float | str:
     """A number in [0, inf) (above 1: never exit) or "auto"; else ValueError naming it."""
-    if threshold == "auto" and isinstance(threshold, str):
+    if isinstance(threshold, str) and threshold == "auto":
         return threshold
     if not (_is_real(threshold) and math.isfinite(threshold) and threshold >= 0):
         raise ValueError(
