@@ -17,6 +17,14 @@ def has_chat_template(tokenizer) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
+def check_tokenizer(tokenizer) -> None:
+    """ValueError unless ``tokenizer`` is a tokenizer: callable on a text (a Hugging Face
+    tokenizer, or anything as ``tokenizer(text)["input_ids"]``)."""
+    if not callable(tokenizer) or isinstance(tokenizer, type):
+        raise ValueError(f"tokenizer must be a Hugging Face tokenizer, got "
+                         f"{type(tokenizer).__name__}")  # fmt: skip
+
+
 def uses_chat_template(tokenizer, chat_template: bool = True) -> bool:
     """Whether `encode_prompt` applies a chat template: asked for and the tokenizer has one."""
     if not isinstance(chat_template, bool):
@@ -32,6 +40,7 @@ def encode_prompt(tokenizer, text: str, *, chat_template: bool = True) -> list[i
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
+    check_tokenizer(tokenizer)
     if uses_chat_template(tokenizer, chat_template):
         rendered = tokenizer.apply_chat_template(
             [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppdmodel.validation import MissingPath, as_path, check_choice, items_of, reading
 from sim.formats import read_jsonl
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -81,8 +82,7 @@ class Prompt:
 
 def sample_path(fmt: str) -> Path:
     """Path of the shipped sample file for ``fmt`` (one of `SAMPLE_FILES`)."""
-    if fmt not in SAMPLE_FILES:
-        raise ValueError(f"fmt must be one of {sorted(SAMPLE_FILES)}, got {fmt!r}")
+    check_choice("fmt", fmt, tuple(sorted(SAMPLE_FILES)))
     return DATA_DIR / SAMPLE_FILES[fmt]
 
 
@@ -118,18 +118,17 @@ def load_prompts(
     path = _existing(path)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be None or an integer >= 1, got {limit!r}")
-    if fmt == "auto":
-        fmt = detect_format(path)
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be 'auto' or one of {list(FORMATS)}, got {fmt!r}")
-    reader = {
-        "squad": _read_squad,
-        "wmt": _read_wmt,
-        "cnndm": _read_cnndm,
-        "jsonl": _read_jsonl,
-        "spec-bench": _read_spec_bench,
-    }
-    prompts = list(reader[fmt](path))
+    check_choice("fmt", fmt, ("auto", *FORMATS))
+    check_choice("split", split, SPLITS)
+    if category is not None and not isinstance(category, str):
+        items = items_of(category)
+        if items is None or not all(isinstance(c, str) for c in items):
+            raise ValueError(f"category must be None, a string or a list of them, got "
+                             f"{category!r:.80}")  # fmt: skip
+    with reading("path", path):
+        if fmt == "auto":
+            fmt = detect_format(path)
+        prompts = list(READERS[fmt](path))
     if category is not None:
         prompts = _by_category(prompts, category, path)
     prompts = split_prompts(prompts, split, holdout_every=holdout_every)
@@ -145,8 +144,7 @@ def split_prompts(
     ``holdout_every``-th prompt (the 4th, 8th, ... by default) is held out; "train" keeps the
     others and "all" keeps every prompt. Head training uses "train", its evaluation "heldout".
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_choice("split", split, SPLITS)
     if isinstance(holdout_every, bool) or not isinstance(holdout_every, int) or holdout_every < 2:
         raise ValueError(f"holdout_every must be an integer >= 2, got {holdout_every!r}")
     if split == "all":
@@ -202,9 +200,9 @@ def detect_format(path: str | Path) -> str:
 
 
 def _existing(path: str | Path) -> Path:
-    path = Path(path)
+    path = as_path("path", path)
     if not path.is_file():
-        raise FileNotFoundError(f"prompts file not found: {path}")
+        raise MissingPath(f"path {str(path)!r}: prompts file not found")
     return path
 
 
@@ -363,3 +361,13 @@ def _read_spec_bench(path: Path) -> Iterator[Prompt]:
                 f"'turns': [first user turn, ...]}}"
             )
         yield Prompt(id=str(record["question_id"]), text=turns[0], category=record["category"])
+
+
+READERS = {
+    "squad": _read_squad,
+    "wmt": _read_wmt,
+    "cnndm": _read_cnndm,
+    "jsonl": _read_jsonl,
+    "spec-bench": _read_spec_bench,
+}
+"""The reader of each of ``FORMATS``: path -> prompts."""

@@ -92,7 +92,8 @@ def arch_spec(model_or_config) -> ArchSpec:
         return _find_parts(model_or_config)
     config = getattr(model_or_config, "config", model_or_config)
     if not hasattr(config, "model_type") or not hasattr(config, "to_dict"):
-        raise ValueError(f"expected a causal LM or its config, got {type(model_or_config)}")
+        raise ValueError(f"model_or_config must be a causal LM or its config, got "
+                         f"{type(model_or_config).__name__}")  # fmt: skip
     try:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)

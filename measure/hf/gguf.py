@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ppdmodel.validation import MissingPath, as_path
+
 CACHE_ENV = "PPD_CACHE_DIR"
 """Environment variable that overrides the cache directory."""
 SOURCE_NAME = "ppd_source.json"
@@ -49,16 +51,18 @@ def file_sha256(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
 
 
 def gguf_path(path: str | Path, gguf_file: str | None = None) -> Path:
-    """The GGUF file given as a path, or as a directory plus a file name; checked to exist."""
-    path = Path(path).expanduser()
+    """The GGUF file given as a path, or as a directory plus a file name; checked to exist
+    (``MissingPath`` naming the argument otherwise)."""
+    path = as_path("path", path).expanduser()
+    name = "path"
     if gguf_file is not None:
-        if Path(gguf_file).name != gguf_file:
+        if not isinstance(gguf_file, str) or Path(gguf_file).name != gguf_file:
             raise ValueError(f"gguf_file must be a file name inside {path}, got {gguf_file!r}")
-        path = path / gguf_file
+        path, name = path / gguf_file, "gguf_file"
     if path.suffix.lower() != GGUF_SUFFIX:
-        raise ValueError(f"a GGUF file must end in {GGUF_SUFFIX}, got {path.name!r}")
+        raise ValueError(f"{name}: a GGUF file must end in {GGUF_SUFFIX}, got {path.name!r}")
     if not path.is_file():
-        raise FileNotFoundError(f"GGUF file not found: {path} (nothing is downloaded)")
+        raise MissingPath(f"{name} {str(path)!r}: GGUF file not found (nothing is downloaded)")
     return path.resolve()
 
 
@@ -79,7 +83,7 @@ def convert_gguf(path: str | Path, root: str | Path | None = None) -> Path:
     ``model.safetensors`` (float32), the tokenizer files and ``ppd_source.json``.
     """
     source = gguf_path(path)
-    target = converted_dir(source, root)
+    target = converted_dir(source, None if root is None else as_path("root", root))
     if is_converted(target):
         return target
     if target.exists():
@@ -89,7 +93,11 @@ def convert_gguf(path: str | Path, root: str | Path | None = None) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name[:16]}-", dir=target.parent))
     try:
-        write_conversion(source, tmp, sha256=target.name)
+        try:
+            write_conversion(source, tmp, sha256=target.name)
+        except Exception as exc:  # noqa: BLE001 - a malformed file, whatever the reader says
+            raise ValueError(f"path {str(source)!r}: not a GGUF model transformers can "
+                             f"read ({type(exc).__name__}: {exc})") from exc  # fmt: skip
         try:
             tmp.rename(target)  # atomic; refused if another process got there first
         except OSError:

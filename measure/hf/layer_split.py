@@ -15,9 +15,11 @@ import weakref
 import torch
 from transformers import DynamicCache
 
+from measure.checks import check_model
 from measure.hf.arch import ArchSpec, arch_spec, get_module
 from measure.hf.compat import model_cache_keyword
 from measure.hf.lens import EarlyHead, LogitLens, resolve_head
+from ppdmodel.validation import check_flag, check_instance
 
 VERIFY_IDS = (1, 2, 3, 4)
 """Token ids (mod the vocabulary) of the short sequence ``verify_layout`` runs."""
@@ -39,6 +41,8 @@ class LayerSplitModel:
     """
 
     def __init__(self, model, head: EarlyHead | None = None, *, verify: bool = True):
+        check_model(model)
+        check_flag("verify", verify)
         self.model = model
         self.spec: ArchSpec = arch_spec(model)
         self.layers: torch.nn.ModuleList = get_module(model, self.spec.layers)
@@ -172,6 +176,7 @@ def verify_layout(lsm: LayerSplitModel) -> float:
     prefill(3) + one decode step; both must reproduce ``model(ids).logits``. Returns the largest
     difference; ValueError if it exceeds VERIFY_RTOL times the largest |logit|.
     """
+    check_instance("lsm", lsm, LayerSplitModel)
     model, d = lsm.model, lsm.num_layers
     vocab = int(lsm.lens.lm_head.weight.shape[0])
     ids = torch.tensor([VERIFY_IDS], device=lsm.device) % vocab  # [1, 4]

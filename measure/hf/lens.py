@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from measure.checks import check_model
 from measure.hf.arch import arch_spec, get_module
 
 LENS_NAME = "shared"
@@ -89,6 +90,7 @@ class LogitLens:
     """The lens reads any layer."""
 
     def __init__(self, model) -> None:
+        check_model(model)
         self.model = model
         self.spec = arch_spec(model)
         self.final_norm = get_module(model, self.spec.final_norm)
@@ -169,6 +171,9 @@ def resolve_head(head, lens: LogitLens):
     """
     if head is None:
         return lens
+    if not callable(head) or isinstance(head, type):
+        raise ValueError(f"head must be an early head (h -> logits, such as a TrainedHead) or "
+                         f"None, got {type(head).__name__}")  # fmt: skip
     recorded = getattr(head, "trained_against", None)
     if recorded is None:
         return head
@@ -178,8 +183,8 @@ def resolve_head(head, lens: LogitLens):
         raise ValueError(
             f"{what} was trained against an LM head with sha256 "
             f"{recorded.sha256[recorded.dtype]} ({recorded.dtype}), but this model's final norm "
-            f"+ LM head hash to {lens.sha256(recorded.dtype)} (in {recorded.dtype}): it belongs "
-            "to another checkpoint. Use the model it was trained on, or train a head for this "
-            "one (ppd measure train-head)"
+            f"+ LM head hash to {lens.sha256(recorded.dtype)} (in {recorded.dtype}): head and "
+            "model are of different checkpoints. Use the model it was trained on, or train a "
+            "head for this one (ppd measure train-head)"
         )
     return head

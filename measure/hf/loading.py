@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
 from measure.hf.weight_files import refuse_pickle_weights
+from ppdmodel.validation import MissingPath, as_path, check_instance
 
 DTYPES = {
     "float32": torch.float32,
@@ -94,14 +95,15 @@ def known_model_file(name: str) -> Path:
     known = KNOWN_MODELS[name]
     spec = importlib.util.find_spec(known.package)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"model {name!r} is the GGUF file shipped by the PyPI package {known.distribution}, "
+        raise MissingPath(
+            f"model {name!r} is the GGUF file shipped by the PyPI package "
+            f"{known.distribution}, "
             f'which is not installed; install it with: pip install -e ".[{known.extra}]" '
             f"(from the toolkit's source tree)"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / known.file
     if not path.is_file():
-        raise FileNotFoundError(f"model {name!r}: {known.distribution} has no {path}")
+        raise MissingPath(f"model {name!r}: {known.distribution} has no {path}")
     return path
 
 
@@ -114,7 +116,7 @@ def resolve_model_dir(path, gguf_file: str | None = None) -> Path:
     """
     if gguf_file is not None:
         return convert_gguf(gguf_path(path, gguf_file))
-    root = Path(path).expanduser()
+    root = as_path("path", path).expanduser()
     if not root.exists() and str(path) in KNOWN_MODELS:
         root = known_model_file(str(path))
     if root.suffix.lower() == GGUF_SUFFIX and not root.is_dir():
@@ -162,6 +164,8 @@ def load_causal_lm(
     transformers' "Loading weights" bar (a spawned rank: its bars would interleave on stderr)."""
     torch_dtype = resolve_dtype(dtype)
     torch_device = resolve_device(device)
+    if attn_implementation is not None:
+        check_instance("attn_implementation", attn_implementation, str)
     root = resolve_model_dir(path)
     refuse_pickle_weights(root)
     refuse_non_causal(root)
@@ -219,14 +223,16 @@ def refuse_non_causal(root) -> None:
     causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
     if causal is None:
         raise ValueError(
-            f"{root}: model_type {model_type!r} has no causal-LM class in transformers "
+            f"path {str(root)!r}: model_type {model_type!r} has no causal-LM class in "
+            f"transformers "
             f"{transformers.__version__}; the toolkit measures decoder-only causal LMs"
         )
     classes = set(causal) if isinstance(causal, (list, tuple)) else {causal}
     encoder = config.get("is_decoder") is False and not classes & set(architectures)
     if encoder and not any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         raise ValueError(
-            f"{root}: an encoder checkpoint ({', '.join(map(str, architectures)) or model_type}, "
+            f"path {str(root)!r}: an encoder checkpoint "
+            f"({', '.join(map(str, architectures)) or model_type}, "
             "is_decoder false), not a causal LM; the toolkit measures decoder-only causal LMs"
         )
 
@@ -285,7 +291,9 @@ def load_tokenizer(path):
 def _model_dir(root: Path) -> Path:
     if not root.is_dir():
         hint = f"; known names: {', '.join(sorted(KNOWN_MODELS))}" if KNOWN_MODELS else ""
-        raise FileNotFoundError(f"model directory not found: {root} (nothing is downloaded{hint})")
+        raise MissingPath(
+            f"path {str(root)!r}: model directory not found (nothing is downloaded{hint})"
+        )
     if not (root / "config.json").is_file():
-        raise FileNotFoundError(f"model directory {root} has no config.json")
+        raise MissingPath(f"path {str(root)!r}: the model directory has no config.json")
     return root

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -26,9 +26,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from measure.checks import (
+    as_prompt_ids,
+    check_context,
+    check_model,
+    check_prompt_ids,
+    eos_set,
+    eos_token_ids,
+    int_list,
+)
 from measure.hf.layer_split import LayerSplitModel
 from measure.train.heads import TrainedHead
 from measure.train.translator import TranslatorConfig, TranslatorHead
+from ppdmodel.validation import as_int, check_flag, check_instance, items_of
 
 DEFAULT_LR = {"translator": 3e-3, "full": 3e-3}
 """Peak learning rate per head kind (chosen on held-out SmolLM2 continuations at layer 15:
@@ -149,8 +159,8 @@ def collect_states(
     """
     lsm = LayerSplitModel(model)
     d = lsm.num_layers
-    layers = sorted(set(layers))
-    if not layers or any(isinstance(x, bool) or not 1 <= x < d for x in layers):
+    layers = sorted(set(int_list("layers", layers, low=1)))
+    if not layers or layers[-1] >= d:
         raise ValueError(f"layers must hold integers in [1, {d}), got {layers}")
     for name, value, low in (
         ("max_new_tokens", max_new_tokens, 1),
@@ -160,9 +170,20 @@ def collect_states(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if not prompts or any(len(p) == 0 for p in prompts):
+    items = items_of(prompts)
+    if not items or any(isinstance(p, Sized) and len(p) == 0 for p in items):
         raise ValueError("prompts must be a non-empty list of non-empty token-id lists")
+    vocab = model.config.get_text_config().vocab_size
+    prompts = [as_prompt_ids(p, "cpu", f"prompts[{i}]")[0].tolist() for i, p in enumerate(prompts)]
+    for i, p in enumerate(prompts):
+        check_prompt_ids(torch.tensor(p), vocab, f"prompts[{i}]")
+    names = [f"prompts[{i}]" for i in range(len(prompts))]
+    check_context(model.config, [len(p) for p in prompts], max_new_tokens, names=names)
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress must be None or a callable, got {progress!r:.60}")
     eos = _eos_list(model, eos_token_id)
+    if pad_token_id is not None:
+        pad_token_id = as_int("pad_token_id", pad_token_id, minimum=0, limit=vocab - 1)
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
     blocks = {layer: lsm.layers[layer - 1] for layer in layers} | {d: lsm.layers[d - 1]}
     results: dict[int, tuple[list[int], dict[int, torch.Tensor]]] = {}
@@ -204,13 +225,8 @@ def _batches(lengths: list[int], batch_size: int, max_tokens: int) -> list[list[
 
 def _eos_list(model, eos_token_id) -> list[int]:
     if eos_token_id is None:
-        config = getattr(model, "generation_config", None) or model.config
-        eos_token_id = getattr(config, "eos_token_id", None)
-    if eos_token_id is None:
-        return []
-    return [
-        int(e) for e in (eos_token_id if isinstance(eos_token_id, Sequence) else [eos_token_id])
-    ]
+        return eos_token_ids(model)
+    return sorted(eos_set(eos_token_id))
 
 
 def _generate_batch(lsm, batch, blocks, max_new_tokens, eos, pad, prompt_positions):
@@ -255,11 +271,12 @@ def new_head(model, kind: str, layer: int) -> nn.Module:
     Both start as the logit lens: the full head as a copy of the final norm and LM head, the
     translator as the identity map before the model's own ones.
     """
+    if not isinstance(kind, str) or kind not in ("full", "translator"):
+        raise ValueError(f"kind must be 'full' or 'translator', got {kind!r:.60}")
+    check_model(model)
     if kind == "translator":
         return TranslatorHead(TranslatorConfig.for_model(model, layer), model)
-    if kind == "full":
-        return TrainedHead.from_model(model, layer)
-    raise ValueError(f"kind must be 'full' or 'translator', got {kind!r}")
+    return TrainedHead.from_model(model, layer)
 
 
 @contextmanager
@@ -293,6 +310,14 @@ def fit_head(
     """
     from tqdm.auto import tqdm
 
+    if not isinstance(head, TrainedHead | TranslatorHead):
+        raise ValueError(f"head must be a TrainedHead or TranslatorHead (new_head), got "
+                         f"{type(head).__name__}")  # fmt: skip
+    check_model(model)
+    check_instance("states", states, GreedyStates)
+    if config is not None:
+        check_instance("config", config, DistillConfig)
+    check_flag("progress", progress)
     config = config or DistillConfig()
     layer = head.config.layer
     if layer not in states.hidden:

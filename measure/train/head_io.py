@@ -17,10 +17,13 @@ from pathlib import Path
 
 from torch import nn
 
-from measure.hf.lens import LENS_NAME, EarlyHead, LogitLens
+from measure.checks import check_model
+from measure.hf.lens import LENS_NAME, EarlyHead, LogitLens, resolve_head
+from measure.hf.loading import resolve_device
 from measure.train.heads import CONFIG_NAME, TrainedHead
 from measure.train.translator import KIND as TRANSLATOR
 from measure.train.translator import TranslatorHead
+from ppdmodel.validation import check_input_dir, items_of, reading
 
 KINDS = ("full", TRANSLATOR)
 """Head kinds: ``full`` (the paper's Appendix A head) and ``translator``."""
@@ -57,11 +60,20 @@ def load_head(directory: str | Path, model=None, *, device="cpu") -> nn.Module:
     ``model``'s own final norm and LM head and lives on the model's device. With ``model``,
     a head trained against another LM head is refused (``measure.hf.lens.resolve_head``).
     """
-    if head_kind(directory) == TRANSLATOR:
-        if model is None:
+    directory = check_input_dir("directory", directory)
+    if model is not None:
+        check_model(model)
+    device = resolve_device(device)
+    with reading("directory", directory):
+        kind = head_kind(directory)
+        if kind == TRANSLATOR and model is None:
             raise ValueError(f"model is required to load the translator head in {directory}")
-        return TranslatorHead.load(directory, model).eval()
-    return TrainedHead.load(directory, device=device, model=model).eval()
+        if kind == TRANSLATOR:
+            return TranslatorHead.load(directory, model).eval()
+        head = TrainedHead.load(directory, device=device)
+    if model is not None:  # (outside: a head of another model is the model's refusal)
+        resolve_head(head, LogitLens(model))
+    return head.eval()
 
 
 def head_name(head: EarlyHead | nn.Module | None) -> str:
@@ -85,9 +97,15 @@ def group_heads(heads: Mapping[int, nn.Module] | Iterable[nn.Module] | None):
     """
     if heads is None:
         return {}
+    if not isinstance(heads, Mapping) and items_of(heads) is None:
+        raise ValueError(f"heads must be a dict {{layer: head}} or a list of heads, got "
+                         f"{type(heads).__name__}")  # fmt: skip
     pairs = heads.items() if isinstance(heads, Mapping) else [(None, h) for h in heads]
     groups: dict[str, dict[int, nn.Module]] = {}
     for key, head in pairs:
+        if not callable(head) or isinstance(head, type):
+            raise ValueError(f"heads must hold early heads (h -> logits), got "
+                             f"{type(head).__name__}")  # fmt: skip
         trained_for = getattr(getattr(head, "config", None), "layer", key)
         if trained_for is None:
             raise ValueError("heads given as a list must each have config.layer")

@@ -21,8 +21,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from measure.chat import check_tokenizer
+from measure.checks import as_prompt_ids, check_model
 from measure.hf.arch import arch_spec, get_module
 from measure.hf.lens import LensFingerprint, LogitLens, resolve_head
+from ppdmodel.validation import (
+    as_int,
+    as_real,
+    check_choice,
+    check_flag,
+    check_instance,
+    items_of,
+)
 
 WEIGHTS_NAME = "head.safetensors"
 CONFIG_NAME = "head_config.json"
@@ -73,38 +83,29 @@ class HeadConfig:
     """``config.model_type`` of the model the head was made from (for the record)."""
 
     def __post_init__(self) -> None:
-        checks = {
-            "layer": self.layer >= 0,
-            "vocab_size": self.vocab_size >= 1,
-            "hidden_size": self.hidden_size >= 1,
-            "lr": self.lr > 0,
-            "warmup_ratio": 0 <= self.warmup_ratio < 1,
-            "epochs": self.epochs >= 1,
-            "batch_size": self.batch_size >= 1,
-            "micro_batch_size": self.micro_batch_size >= 1,
-            "max_seq_len": self.max_seq_len >= 2,
-            "weight_decay": self.weight_decay >= 0,
-        }
-        ranges = {
-            "layer": ">= 0",
-            "lr": "> 0",
-            "warmup_ratio": "in [0, 1)",
-            "max_seq_len": ">= 2",
-            "weight_decay": ">= 0",
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"{name} must be {ranges.get(name, '>= 1')}, got {self.__dict__[name]!r}"
-                )
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        """Check every field (ValueError naming it); integral floats are stored as ints."""
+        ints = {"layer": 0, "vocab_size": 1, "hidden_size": 1, "epochs": 1, "batch_size": 1,
+                "micro_batch_size": 1, "max_seq_len": 2, "seed": 0}  # fmt: skip
+        for name, low in ints.items():
+            object.__setattr__(self, name, as_int(name, getattr(self, name), minimum=low))
+        if self.project_dim is not None:
+            object.__setattr__(self, "project_dim", as_int("project_dim", self.project_dim))
+        as_real("lr", self.lr, strict=True)
+        as_real("weight_decay", self.weight_decay)
+        as_real("norm_eps", self.norm_eps)
+        if as_real("warmup_ratio", self.warmup_ratio, maximum=1.0) == 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        check_flag("train_norm", self.train_norm)
+        check_flag("lm_head_bias", self.lm_head_bias)
+        check_instance("model_type", self.model_type, str)
+        check_choice("loss", self.loss, LOSSES)
+        check_choice("norm", self.norm, NORMS)
 
     @classmethod
     def for_model(cls, model, layer: int, **overrides) -> HeadConfig:
         """A config whose shape fields describe ``model``'s final norm and LM head."""
+        check_model(model)
+        layer = as_int("layer", layer, minimum=0)
         spec = arch_spec(model)
         num_layers = len(get_module(model, spec.layers))
         if not 0 <= layer < num_layers:
@@ -187,6 +188,7 @@ class TrainedHead(nn.Module):
 
     def __init__(self, config: HeadConfig) -> None:
         super().__init__()
+        check_instance("config", config, HeadConfig)
         self.config = config
         self.norm = _make_norm(config)
         self.project_out = (
@@ -275,7 +277,10 @@ class TrainedHead(nn.Module):
         if record.get("kind", "full") != "full":
             raise ValueError(f"{directory} holds a {record['kind']!r} head, not a full head")
         head = cls(HeadConfig.from_dict(record["config"]))
-        head.load_state_dict(load_file(directory / WEIGHTS_NAME))
+        try:
+            head.load_state_dict(load_file(directory / WEIGHTS_NAME))
+        except RuntimeError as exc:  # shapes or names other than its head_config.json's
+            raise ValueError(f"{directory}: weights do not fit its {CONFIG_NAME}: {exc}") from None
         head.train_losses = list(record.get("train_losses", []))
         head.train_record = dict(record.get("train", {}))
         read_fingerprint(head, record, directory)
@@ -312,10 +317,14 @@ def _device(model) -> torch.device:
 
 def encode_texts(data, tokenizer) -> torch.Tensor | Sequence[Sequence[int]]:
     """``data`` unchanged, or its texts encoded with ``tokenizer`` (EOS appended to each)."""
+    if not isinstance(data, torch.Tensor) and items_of(data) is None:
+        raise ValueError(f"data must be an id tensor [N, S], token id sequences or texts, got "
+                         f"{type(data).__name__}")  # fmt: skip
     if isinstance(data, torch.Tensor) or not any(isinstance(item, str) for item in data):
         return data
     if tokenizer is None:
         raise ValueError("tokenizer is required when data holds texts")
+    check_tokenizer(tokenizer)
     eos = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
     return [tokenizer(text)["input_ids"] + eos for text in data]
 
@@ -327,8 +336,14 @@ def token_blocks(data, max_seq_len: int) -> torch.Tensor:
     tokens, dropping the tail (kept as one block when the stream is shorter than a block).
     """
     if isinstance(data, torch.Tensor) and data.dim() == 2:
+        if data.dtype == torch.bool or data.dtype.is_floating_point or data.dtype.is_complex:
+            raise ValueError(f"data must hold integer token ids, got dtype {data.dtype}")
         return data[:, :max_seq_len].long()
-    stream = torch.cat([torch.as_tensor(seq, dtype=torch.long).reshape(-1) for seq in data])
+    sequences = [data] if isinstance(data, torch.Tensor) else items_of(data)
+    if not sequences:
+        raise ValueError("data must hold at least one sequence of token ids")
+    stream = torch.cat([as_prompt_ids(seq, "cpu", f"data[{i}]")[0]
+                        for i, seq in enumerate(sequences)])  # fmt: skip
     if stream.numel() < 2:
         raise ValueError(f"training data must hold at least 2 tokens, got {stream.numel()}")
     n_blocks = stream.numel() // max_seq_len
@@ -404,6 +419,10 @@ def train_head(
     each). The model only runs forward under ``no_grad``; its weights are never touched.
     Returns the head (fp32, on the model's device); ``train_losses`` holds each step's mean.
     """
+    check_model(model)
+    check_flag("progress", progress)
+    if config is not None:
+        check_instance("config", config, HeadConfig)
     data = encode_texts(data, tokenizer)
     config = config or HeadConfig.for_model(model, layer)
     if config.layer != layer:

@@ -18,7 +18,19 @@ import os
 import sysconfig
 import time
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
+
+from ppdmodel.validation import (
+    MissingPath,
+    as_int,
+    as_path,
+    as_real,
+    check_flag,
+    check_instance,
+    check_names,
+    check_output_dir,
+)
 
 METADATA_NAME = "reference_model.json"
 EOS_TOKEN = "<|endoftext|>"
@@ -76,13 +88,28 @@ class ReferenceModelConfig:
     "time"``, and the result then depends on machine speed); None: run all ``steps``."""
 
     def __post_init__(self) -> None:
-        positive = (
-            "corpus_max_bytes", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-            "seq_len", "batch_size", "steps", "lr", "max_position_embeddings",
-        )  # fmt: skip
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        """Check every field (ValueError naming it); integral floats are stored as ints."""
+        ints = {"corpus_max_bytes": 1, "hidden_size": 1, "num_layers": 1, "num_heads": 1,
+                "intermediate_size": 1, "seq_len": 1, "batch_size": 1, "steps": 1,
+                "max_position_embeddings": 1, "vocab_size": 0, "warmup_steps": 0,
+                "seed": 0}  # fmt: skip
+        for name, low in ints.items():
+            value = getattr(self, name)
+            if low == 1 and _is_real(value) and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+            object.__setattr__(self, name, as_int(name, value, minimum=low))
+        as_real("lr", self.lr, strict=True)
+        as_real("weight_decay", self.weight_decay)
+        as_real("holdout_fraction", self.holdout_fraction)
+        if self.max_minutes is not None:
+            as_real("max_minutes", self.max_minutes, strict=True)
+        if self.corpus_dir is not None:
+            as_path("corpus_dir", self.corpus_dir)
+        check_instance("corpus_glob", self.corpus_glob, str)
+        check_names("exclude_dirs", self.exclude_dirs)
+        if self.seq_len > self.max_position_embeddings:
+            raise ValueError(f"seq_len must be <= max_position_embeddings "
+                             f"({self.max_position_embeddings}), got {self.seq_len}")  # fmt: skip
         if self.vocab_size < 258:
             raise ValueError(f"vocab_size must be >= 258 (256 bytes + 2), got {self.vocab_size}")
         if self.hidden_size % self.num_heads:
@@ -144,7 +171,7 @@ def read_corpus(config: ReferenceModelConfig) -> Corpus:
     """Read every n-th corpus file (sorted) up to ``corpus_max_bytes``, hashing what was read."""
     root = Path(config.corpus_dir) if config.corpus_dir else default_corpus_dir()
     if not root.is_dir():
-        raise FileNotFoundError(f"corpus directory not found: {root}")
+        raise MissingPath(f"corpus_dir {str(root)!r}: corpus directory not found")
     paths = corpus_files(root, config.corpus_glob, config.exclude_dirs)
     total = sum(path.stat().st_size for path in paths)
     stride = max(1, math.ceil(total / config.corpus_max_bytes))
@@ -289,6 +316,10 @@ def train_reference_model(
     import torch
     import transformers
 
+    out_dir = check_output_dir("out_dir", out_dir)
+    if config is not None:
+        check_instance("config", config, ReferenceModelConfig)
+    check_flag("progress", progress)
     config = config or ReferenceModelConfig()
     start, cpu_start = time.perf_counter(), time.process_time()
     deterministic = torch.are_deterministic_algorithms_enabled()
@@ -337,3 +368,8 @@ def train_reference_model(
     }
     (out_dir / METADATA_NAME).write_text(json.dumps(metadata, indent=2) + "\n")
     return out_dir
+
+
+def _is_real(value) -> bool:
+    """A real number, not a boolean."""
+    return isinstance(value, Real) and not isinstance(value, bool)

@@ -21,9 +21,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from measure.checks import check_model
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.lens import LensFingerprint, resolve_head
 from measure.train.heads import CONFIG_NAME, WEIGHTS_NAME, head_record, read_fingerprint
+from ppdmodel.validation import check_instance
 
 KIND = "translator"
 """``kind`` written in a translator's head_config.json."""
@@ -86,6 +88,8 @@ class TranslatorHead(nn.Module):
 
     def __init__(self, config: TranslatorConfig, model) -> None:
         super().__init__()
+        check_instance("config", config, TranslatorConfig)
+        check_model(model)
         self.config = config
         self.translator = nn.Linear(config.hidden_size, config.hidden_size, bias=True)
         nn.init.zeros_(self.translator.weight)
@@ -163,7 +167,10 @@ class TranslatorHead(nn.Module):
                 f"{directory} holds a {record.get('kind', 'full')!r} head, not a translator"
             )
         head = cls(TranslatorConfig.from_dict(record["config"]), model)
-        head.load_state_dict(load_file(directory / WEIGHTS_NAME))
+        try:
+            head.load_state_dict(load_file(directory / WEIGHTS_NAME))
+        except RuntimeError as exc:  # shapes or names other than its head_config.json's
+            raise ValueError(f"{directory}: weights do not fit its {CONFIG_NAME}: {exc}") from None
         head.train_losses = list(record.get("train_losses", []))
         head.train_record = dict(record.get("train", {}))
         read_fingerprint(head, record, directory)
