@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from measure.checks import check_max_new_tokens, check_model, int_list
+from measure.decode.backends import check_backend
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.eval.predict import predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
@@ -30,6 +32,7 @@ from measure.eval.repeat import run_greedy as run_greedy  # re-exported (noteboo
 from measure.eval.verdict import verdict_line
 from measure.profile.stats import Spread
 from measure.train.head_io import head_name
+from ppdmodel.validation import check_flag, check_instance, items_of
 
 REPORT_COLUMNS = (
     "method",
@@ -210,8 +213,19 @@ def table3(
     median. ``settings.decoding`` and ``seeds`` (one per prompt): sampled decoding (module
     docstring).
     """
-    if not prompts:
-        raise ValueError("prompts must not be empty")
+    check_model(model)
+    if items_of(prompts) is None or not items_of(prompts):
+        raise ValueError(f"prompts must be a non-empty list of prompts, got {prompts!r:.80}")
+    vocab = model.config.get_text_config().vocab_size
+    ks = int_list("ks", ks, low=1, high=vocab)
+    if not ks:
+        raise ValueError("ks must hold at least one k")
+    check_max_new_tokens(max_new_tokens)
+    check_backend(backend)
+    check_flag("assistant", assistant)
+    check_instance("settings", settings, RunSettings)
+    if sequences is not None and items_of(sequences) is None:
+        raise ValueError(f"sequences must be None or a list of names, got {sequences!r:.80}")
     configs = [PPDConfig(d_bar=d_bar, k=k, early_head=early_head, backend=backend) for k in ks]
     names = [str(s) for s in sequences] if sequences else None
     timing = time_repeated(model, prompts, configs, max_new_tokens=max_new_tokens,

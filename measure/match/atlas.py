@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from measure.match.config import check_records
 from ppdmodel.ptables import COLUMNS
+from ppdmodel.validation import as_int, as_real, check_instance, check_seed
 
 Z_95 = 1.959963984540054
 """Two-sided 95 % standard normal quantile."""
@@ -145,8 +147,17 @@ def atlas_positions(
 
 
 def _cells(df, d, categories, pooled_name, n_boot, seed, level, bin_width) -> pd.DataFrame:
+    check_records(df)
     if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
         raise ValueError(f"d must be an integer >= 1, got {d!r}")
+    if categories is not None and not isinstance(categories, Mapping):
+        raise ValueError(f"categories must be None or a mapping prompt id -> category, got "
+                         f"{type(categories).__name__}")  # fmt: skip
+    check_instance("pooled_name", pooled_name, str)
+    check_seed("seed", seed, generator_ok=False)
+    level = as_real("level", level, minimum=0.0, strict=True, maximum=1.0)
+    if bin_width is not None:
+        bin_width = as_int("bin_width", bin_width, minimum=1)
     keys = ["head", "layer", "k"]
     df = df.assign(prompt=df["prompt"].astype(str))
     if bin_width is not None:

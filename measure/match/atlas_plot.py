@@ -11,7 +11,9 @@ from __future__ import annotations
 import pandas as pd
 
 from measure.match.atlas import POOLED
+from measure.match.config import ATLAS_KINDS, check_records
 from ppdmodel import paper
+from ppdmodel.validation import check_instance
 
 HEAD_LABELS = {"shared": "logit lens", "translator": "translator", "trained": "full head"}
 """Legend labels of the record head names."""
@@ -22,6 +24,10 @@ def plot_atlas(table: pd.DataFrame, *, prompt_set: str = POOLED, title: str | No
     """A matplotlib Figure with one panel per k; nothing is saved or shown here."""
     from matplotlib.figure import Figure
 
+    check_records(table, "table", ATLAS_KINDS, required=())
+    check_instance("prompt_set", prompt_set, str)
+    if title is not None:
+        check_instance("title", title, str)
     rows = table[table["prompt_set"] == prompt_set]
     if rows.empty:
         sets = sorted(table["prompt_set"].unique())

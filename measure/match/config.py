@@ -6,8 +6,14 @@ on their own; ``make_config`` validates every user-facing argument with a ValueE
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+
+from ppdmodel.validation import as_int, check_columns, check_flag, items_of
 
 RECORD_COLUMNS = ("prompt", "position", "layer", "k", "head", "decoding", "match", "token")
 """Columns of the tidy match-rate DataFrame, one row per (prompt, position, layer, k, head)."""
@@ -133,19 +139,78 @@ def make_config(
     ks = _sorted_ints(ks, "ks", 1, None)
     if not ks:
         raise ValueError("ks must hold at least one k >= 1")
-    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    max_new_tokens = as_int("max_new_tokens", max_new_tokens, minimum=1)
     sampling = Sampling.parse(sampling)
-    return MatchRateConfig(d, layers, ks, int(max_new_tokens), trained, sampling, int(seed), verify)
+    seed = as_int("seed", seed, minimum=0, limit=2**62)
+    check_flag("verify", verify)
+    return MatchRateConfig(d, layers, ks, max_new_tokens, trained, sampling, seed, verify)
 
 
 def _sorted_ints(values: Iterable[int], name: str, low: int, high: int | None) -> tuple[int, ...]:
+    items = items_of(values)
+    if items is None:
+        raise ValueError(f"{name} must be a list of integers, got {values!r:.80}")
     out = []
-    for v in values:
-        if isinstance(v, bool) or int(v) != v or v < low or (high is not None and v > high):
+    for v in items:
+        ok = isinstance(v, Integral | float) and not isinstance(v, bool | np.bool_)
+        if not ok or not math.isfinite(v) or int(v) != v or v < low or (
+                high is not None and v > high):  # fmt: skip
             allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
-            raise ValueError(f"{name} must hold integers in {allowed}, got {v!r}")
+            raise ValueError(f"{name} must hold integers in {allowed}, got {v!r:.80}")
         out.append(int(v))
     return tuple(sorted(set(out)))
+
+
+RECORD_KINDS = {"position": "integer >= 1", "layer": "integer >= 0", "k": "integer >= 1",
+                "match": "0 or 1", "head": "string"}  # fmt: skip
+"""What each checked column of match records holds (``check_records``)."""
+
+
+ATLAS_KINDS = {"prompt_set": "string", "head": "string", "layer": "integer >= 0",
+               "k": "integer >= 1", "relative_depth": "number", "n_tokens": "integer >= 0",
+               "p_correct": "number in [0, 1]", "boot_low": "number in [0, 1]",
+               "boot_high": "number in [0, 1]"}  # fmt: skip
+"""What the columns of an atlas table that ``plot_atlas`` reads hold."""
+
+
+def check_records(
+    df, name: str = "df", kinds: Mapping[str, str] = RECORD_KINDS, required=("prompt",)
+):
+    """``df`` if it is a DataFrame of match records (or, with ``ATLAS_KINDS`` and no
+    ``required``, an atlas table): the ``required`` columns and each column of ``kinds``
+    present, holding what ``kinds`` says ("integer >= 0", "integer >= 1", "0 or 1", "string",
+    "number", "number in [0, 1]", NaN allowed only in the last two); ValueError naming
+    ``name`` and the column otherwise."""
+    check_columns(name, df, [*required, *kinds])
+    for column, kind in kinds.items():
+        values = df[column].to_numpy()
+        if not _column_holds(values, kind):
+            bad = next((v for v in values if not _column_holds(np.array([v], dtype=object), kind)),
+                       None)  # fmt: skip
+            raise ValueError(f"{name}[{column!r}] must hold {kind}s, got {bad!r:.60}")
+    return df
+
+
+def _column_holds(values: np.ndarray, kind: str) -> bool:
+    if kind == "string":
+        return all(isinstance(v, str) for v in values)
+    if kind == "0 or 1" and (values.dtype.kind == "b" or all(
+            isinstance(v, bool | np.bool_) for v in values)):  # fmt: skip
+        return True
+    if values.dtype.kind == "O":
+        if any(isinstance(v, bool | np.bool_ | str) or not isinstance(v, Real) for v in values):
+            return False
+        values = values.astype(float)
+    elif values.dtype.kind not in "iuf":
+        return False
+    if kind in ("number", "number in [0, 1]"):
+        finite = values[~np.isnan(values.astype(float))]
+        ok = np.isfinite(finite).all()
+        return bool(ok and (kind == "number" or ((finite >= 0) & (finite <= 1)).all()))
+    values = values.astype(float)
+    if not np.isfinite(values).all() or not (values == np.floor(values)).all():
+        return False
+    if kind == "0 or 1":
+        return bool(np.isin(values, (0, 1)).all())
+    low = 1 if kind.endswith(">= 1") else 0
+    return bool((values >= low).all() and (values <= 2**53).all())

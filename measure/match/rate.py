@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from measure.chat import encode_prompt
-from measure.checks import check_context, eos_token_ids
+from measure.checks import as_prompt_ids, check_context, eos_token_ids
 from measure.decode.sampling import (
     Decoding,
     GreedyChoice,
@@ -54,6 +54,7 @@ from measure.match.config import (  # noqa: F401 (re-exported)
 from measure.match.tables import by_position, table2, to_traces  # noqa: F401 (re-exported)
 from measure.train.head_io import group_heads
 from measure.train.translator import TranslatorHead, stacked_logits
+from ppdmodel.validation import check_flag, items_of
 
 
 @dataclass
@@ -365,11 +366,9 @@ def prompt_inputs(
             if tokenizer is None:
                 raise ValueError("tokenizer is required for text prompts")
             ids = torch.tensor(encode_prompt(tokenizer, value, chat_template=chat_template))
-        else:
-            ids = torch.as_tensor(value, dtype=torch.long)
-        ids = ids.view(1, -1).to(device)
-        if ids.shape[1] < 1:
-            raise ValueError(f"prompt {pid!r} is empty")
+            if ids.numel() < 1:
+                raise ValueError(f"prompts: prompt {pid!r} encodes to no token")
+        ids = as_prompt_ids(ids if isinstance(value, str) else value, device, f"prompts[{index}]")
         yield pid, ids
 
 
@@ -403,6 +402,11 @@ def match_rates(
     from tqdm.auto import tqdm
 
     lsm = as_layer_split(model)
+    for name, flag in (("verify", verify), ("progress", progress),
+                       ("chat_template", chat_template)):  # fmt: skip
+        check_flag(name, flag)
+    if items_of(prompts) is None:
+        raise ValueError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
     groups = group_heads(heads)
     config = make_config(
         lsm.num_layers,

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from measure.chat import uses_chat_template
-from measure.checks import eos_token_ids
+from measure.checks import check_model, eos_token_ids
 from measure.datasets import HOLDOUT_EVERY, load_prompts, prompts_hash
 from measure.degenerate import DegenerateSummary, warn_degenerate
 from measure.hf.loading import load_model
@@ -49,7 +49,17 @@ from measure.match.run_files import MERGE_LOCK, dir_lock, replacing, run_lock
 from measure.train.head_io import group_heads, load_head
 from measure.train.heads import CONFIG_NAME
 from ppdmodel.positions import m_from_positions
-from ppdmodel.validation import check_columns
+from ppdmodel.validation import (
+    MissingPath,
+    as_int,
+    check_choice,
+    check_columns,
+    check_flag,
+    check_input_dir,
+    check_input_file,
+    check_output_dir,
+    refused_as,
+)
 from sim.formats import MatchTrace, parse_jsonl, write_traces
 
 SIDECAR = "run.json"
@@ -135,10 +145,17 @@ def run_match_rate(
     Prompts whose generation ended at once or fell into repetition are listed in the sidecar
     and warned of.
     """
-    if records_format not in RECORD_FORMATS:
-        raise ValueError(f"records_format must be one of {RECORD_FORMATS}, got {records_format!r}")
+    check_choice("records_format", records_format, RECORD_FORMATS)
+    for name, flag in (("chat_template", chat_template), ("resume", resume), ("verify", verify),
+                       ("progress", progress), ("wait_lock", wait_lock)):  # fmt: skip
+        check_flag(name, flag)
+    if on_prompt_done is not None and not callable(on_prompt_done):
+        raise ValueError(f"on_prompt_done must be None or a callable, got {on_prompt_done!r:.80}")
     rank, world_size = _rank_world(rank, world_size)
-    prompts = load_prompts(prompts_path, fmt, limit=limit, category=category, split=split)
+    check_input_file("prompts_path", prompts_path)
+    out_dir = check_output_dir("out_dir", out_dir)
+    with refused_as("prompts_path"):
+        prompts = load_prompts(prompts_path, fmt, limit=limit, category=category, split=split)
     ids = [str(p.id) for p in prompts]
     if len(set(ids)) != len(ids):
         raise ValueError(f"prompts file {prompts_path}: prompt ids must be unique")
@@ -261,16 +278,19 @@ def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
         return 0, 1
-    rank, world_size = int(rank or 0), int(world_size or 1)
-    if world_size < 1 or not 0 <= rank < world_size:
+    rank = 0 if rank is None else as_int("rank", rank, minimum=0)
+    world_size = 1 if world_size is None else as_int("world_size", world_size, minimum=1)
+    if not rank < world_size:
         raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
     return rank, world_size
 
 
 def _load(model, tokenizer, dtype, device):
     if isinstance(model, (str, Path)):
-        loaded, loaded_tokenizer = load_model(model, dtype=dtype, device=device)
+        with refused_as("model"):
+            loaded, loaded_tokenizer = load_model(model, dtype=dtype, device=device)
         return loaded, tokenizer or loaded_tokenizer, str(model)
+    check_model(model)
     return model, tokenizer, str(getattr(model.config, "name_or_path", "") or type(model).__name__)
 
 
@@ -280,16 +300,16 @@ def load_heads(head_dir: str | Path, model=None, device=None) -> list:
     Full heads go to ``device`` (default: the model's); translators attach to ``model``.
     Two heads of the same kind for one layer are refused.
     """
-    head_dir = Path(head_dir)
-    if not head_dir.is_dir():
-        raise FileNotFoundError(f"head directory {head_dir} does not exist")
+    head_dir = check_input_dir("head_dir", head_dir)
     dirs = (
         [head_dir]
         if (head_dir / CONFIG_NAME).is_file()
         else sorted(p for p in head_dir.iterdir() if (p / CONFIG_NAME).is_file())
     )
     if not dirs:
-        raise FileNotFoundError(f"no {CONFIG_NAME} in {head_dir} or its sub-directories")
+        raise MissingPath(
+            f"head_dir {str(head_dir)!r}: no {CONFIG_NAME} in it or its sub-directories"
+        )
     if device is None:
         device = "cpu" if model is None else next(model.parameters()).device
     heads = [load_head(path, model, device=device) for path in dirs]

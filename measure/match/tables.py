@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from measure.match.config import check_records
 from ppdmodel.positions import m_from_positions
+from ppdmodel.validation import as_int, check_choice, check_instance
 from sim.formats import MatchTrace
 
 STATS = ("p", "n")
@@ -26,6 +28,7 @@ def table2(df: pd.DataFrame, stat: str = "p") -> pd.DataFrame:
     each cell. ``dataset`` is used when the column exists; ``decoding`` when it holds several
     values.
     """
+    check_records(df)
     index = _group_keys(df) + ["head", "k"]
     return df.pivot_table(
         index=index, columns="layer", values="match", aggfunc=_aggfunc(stat), fill_value=None
@@ -33,8 +36,7 @@ def table2(df: pd.DataFrame, stat: str = "p") -> pd.DataFrame:
 
 
 def _aggfunc(stat: str) -> str:
-    if stat not in STATS:
-        raise ValueError(f"stat must be one of {STATS}, got {stat!r}")
+    check_choice("stat", stat, STATS)
     return "mean" if stat == "p" else "count"
 
 
@@ -69,10 +71,11 @@ def by_position(df: pd.DataFrame, bin_width: int | None = None, stat: str = "p")
     "3-4", ...; default: eight bins over the longest sequence), plus a ``Total`` column. stat
     "p": mean match; "n": records (tokens) per bin.
     """
+    check_records(df)
+    _aggfunc(stat)
     if bin_width is None:
         bin_width = max(1, math.ceil(int(df["position"].max()) / 8)) if len(df) else 1
-    if isinstance(bin_width, bool) or int(bin_width) != bin_width or bin_width < 1:
-        raise ValueError(f"bin_width must be an integer >= 1, got {bin_width!r}")
+    bin_width = as_int("bin_width", bin_width, minimum=1)
     index = _group_keys(df) + ["layer", "k", "head"]
     lo = (df["position"] - 1) // bin_width * bin_width + 1
     labels = lo.astype(str) + "-" + (lo + bin_width - 1).astype(str)
@@ -109,6 +112,14 @@ def to_traces(
     MatchTrace per prompt with records for (d_bar, k, head), in first-appearance order;
     ``tokens`` optionally maps prompt id -> all ell generated tokens.
     """
+    check_records(df)
+    d = as_int("d", d, minimum=1)
+    d_bar = as_int("d_bar", d_bar, minimum=1, limit=d)
+    k = as_int("k", k, minimum=1)
+    check_instance("head", head, str)
+    if tokens is not None and not isinstance(tokens, Mapping):
+        raise ValueError(f"tokens must be None or a mapping prompt id -> token ids, got "
+                         f"{type(tokens).__name__}")  # fmt: skip
     rows = df[(df["layer"] == d_bar) & (df["k"] == k) & (df["head"] == head)]
     if "decoding" in rows.columns and rows["decoding"].nunique() > 1:
         raise ValueError("df mixes several decodings; select one before to_traces")

@@ -53,6 +53,7 @@ import numpy as np
 import torch
 from scipy.stats import f as f_dist
 
+from measure.checks import check_model
 from measure.decode.backends import ppd_many
 from measure.profile.dispatch import dispatch_delays
 from measure.profile.drift import DriftWatch, MachineDrift, drift_factors
@@ -82,6 +83,15 @@ from ppdmodel.cost_profile import (
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, link_seconds
 from ppdmodel.defaults import default_d_bar
+from ppdmodel.validation import (
+    as_int,
+    as_path,
+    check_flag,
+    check_input_dir,
+    check_instance,
+    items_of,
+    refused_as,
+)
 
 BACKENDS = ("single", "dist")
 """Backends a profile can describe (``measure.decode.backends.BACKENDS``)."""
@@ -139,19 +149,32 @@ def measure_profile(
     the machine's drift over minutes as a log-sd in [0, 1) (``measure.profile.drift``); the
     intervals carry at least it.
     """
+    check_model(model)
     wanted = _check_backends(backends, model_dir)
-    MachineDrift((), 1).with_floor(drift_floor)  # (checked before minutes of timing)
+    with refused_as("drift_floor"):  # (checked before minutes of timing)
+        MachineDrift((), 1).with_floor(drift_floor)
     if not (isinstance(max_spread, int | float) and not isinstance(max_spread, bool)
             and max_spread > 0 and math.isfinite(max_spread)):  # fmt: skip
         raise ValueError(f"max_spread must be a finite fraction > 0, got {max_spread!r}")
-    if isinstance(remeasure_rounds, bool) or not isinstance(remeasure_rounds, int) or (
-            remeasure_rounds < 0):  # fmt: skip
-        raise ValueError(f"remeasure_rounds must be an integer >= 0, got {remeasure_rounds!r}")
+    if isinstance(remeasure_rounds, bool) or not isinstance(remeasure_rounds, int) or not (
+            0 <= remeasure_rounds <= MAX_ROUNDS):  # fmt: skip
+        raise ValueError(f"remeasure_rounds must be an integer in [0, {MAX_ROUNDS}], got "
+                         f"{remeasure_rounds!r}")  # fmt: skip
     ks = _check_ks(ks)
+    vocab = model.config.get_text_config().vocab_size
+    if ks[-1] > vocab:
+        raise ValueError(f"ks must be <= the vocabulary size {vocab}, got {ks[-1]}")
     threads = torch.get_num_threads() if threads is None else _positive("threads", threads)
     _positive("repeats", repeats)
     _positive("calls", calls)
     _positive("rank_repeats", rank_repeats)
+    as_int("warmup", warmup, minimum=0, limit=MAX_ROUNDS)
+    context_tokens = as_int("context_tokens", context_tokens, minimum=2)
+    check_flag("progress", progress)
+    if name is not None:
+        check_instance("name", name, str)
+    if model_dir is not None:
+        check_input_dir("model_dir", model_dir)
     device = next(model.parameters()).device
     d = model.config.get_text_config().num_hidden_layers
     counts = {"single": threads, "dist": DIST_THREADS}
@@ -895,7 +918,10 @@ def _link_entry(link) -> dict | None:
 
 
 def _check_backends(backends, model_dir) -> list[str]:
-    chosen = list(dict.fromkeys(backends))
+    items = items_of(backends)
+    if items is None or not all(isinstance(b, str) for b in items):
+        raise ValueError(f"backends must be taken from {BACKENDS}, got {backends!r:.80}")
+    chosen = list(dict.fromkeys(items))
     bad = [b for b in chosen if b not in BACKENDS]
     if bad or not chosen:
         raise ValueError(f"backends must be taken from {BACKENDS}, got {backends!r}")
@@ -905,33 +931,44 @@ def _check_backends(backends, model_dir) -> list[str]:
 
 
 def _check_ks(ks) -> tuple[int, ...]:
-    values = tuple(ks)
+    values = items_of(ks)
     if not values or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in values):
-        raise ValueError(f"ks must be one or more integers >= 1, got {ks!r}")
+        raise ValueError(f"ks must be one or more integers >= 1, got {ks!r:.80}")
     return tuple(sorted(set(values)))
 
 
+MAX_ROUNDS = 10_000
+"""Most rounds (repeats, calls, warm-ups, re-measurements) a profile takes: ten thousand rounds
+of a real model's decode steps run for hours, so more is a mistake."""
+
+
 def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROUNDS:
+        raise ValueError(f"{name} must be an integer >= 1 (at most {MAX_ROUNDS}), got "
+                         f"{value!r:.80}")  # fmt: skip
     return value
 
 
 def check_profile_path(path) -> Path:
     """``path`` as a Path if a profile can be written there (not a folder, nor under a file)."""
-    path = Path(path)
+    path = as_path("path", path)
     if path.parent.exists() and not path.parent.is_dir():
-        raise ValueError(f"the profile's folder {path.parent} is a file, not a folder")
+        raise ValueError(f"path {str(path)!r}: its folder {path.parent} is a file, not a folder")
     if path.is_dir():
-        raise ValueError(f"the profile path {path} is a folder; give a file name (.json)")
+        raise ValueError(f"path {str(path)!r} is a folder; give a file name (.json)")
     return path
 
 
 def write_profile(path, profile: CostProfile) -> Path:
     """Write ``profile`` as strict JSON (no NaN or Infinity) to ``path``; return the path."""
     path = check_profile_path(path)
+    check_instance("profile", profile, CostProfile)
+    try:
+        text = json.dumps(profile.data, indent=2, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as exc:  # NaN, infinities, objects JSON has no type for
+        raise ValueError(f"profile: its data are not strict JSON ({exc})") from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(profile.data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -939,6 +976,7 @@ def load_profile(path, *, model=None, d: int | None = None) -> CostProfile:
     """Read a profile file; ValueError naming the field when it is malformed or, given
     ``model`` (or its depth ``d``), when it was measured on a model of another depth."""
     if model is not None:
+        check_model(model)
         d = model.config.get_text_config().num_hidden_layers
     return read_cost_profile(path, d=d)
 

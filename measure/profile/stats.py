@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 
 import measure.profile.cpu_share as cpu_share
+from ppdmodel.validation import as_int, is_finite, items_of
 
 NOISY_REL_IQR = 0.10
 """A figure whose interquartile range exceeds this fraction of its median is flagged noisy."""
@@ -54,6 +56,22 @@ class Spread:
     samples: tuple[float, ...] = field(default=(), repr=False, compare=False)
     """The timed samples themselves (empty where only the quartiles were kept): a profile
     keeps them so a prediction can resample them (``measure.profile.replicates``)."""
+
+    def __post_init__(self) -> None:
+        """ValueError naming a field that is no finite number (any sign: a figure may be a
+        difference of timed pieces), or ``n`` no integer >= 0."""
+        for name in ("median", "q1", "q3"):
+            value = getattr(self, name)
+            if isinstance(value, bool | np.bool_) or not isinstance(value, Real) or not (
+                    is_finite(value)):  # fmt: skip
+                raise ValueError(f"{name} must be a finite number, got {value!r:.60}")
+        as_int("n", self.n, minimum=0)
+        items = items_of(self.samples)
+        if items is None or not all(
+            isinstance(v, Real) and not isinstance(v, bool | np.bool_) and is_finite(v)
+            for v in items
+        ):
+            raise ValueError(f"samples must be finite numbers, got {self.samples!r:.80}")
 
     @classmethod
     def of(cls, samples) -> Spread:

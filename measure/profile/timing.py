@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from measure.checks import check_context
+from measure.checks import as_prompt_ids, check_context, check_model, check_prompt_ids, int_list
 from measure.clock import Clock
 from measure.hf.compat import model_cache_keyword, output_cache
 from measure.hf.layer_split import LayerSplitModel, expand_cache
+from ppdmodel.validation import as_int
 from sim.formats import LAYER_TIMES_COLUMNS, validate_layer_times
 
 
@@ -49,7 +50,7 @@ def time_layers(model, input_ids, *, n_tokens=16, warmup=2, batch_sizes=(1,)) ->
     includes the per-step layer inputs (rotary tables, mask); ``head`` includes the argmax.
     """
     prompt = _check_inputs(model, input_ids, n_tokens, warmup)
-    sizes = _check_batch_sizes(batch_sizes)
+    sizes = _check_batch_sizes(batch_sizes, model.config.get_text_config().vocab_size)
     split = LayerSplitModel(model)
     rows = []
     for batch in sizes:
@@ -140,21 +141,18 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 def _check_inputs(model, input_ids, n_tokens: int, warmup: int) -> torch.Tensor:
     """The prompt as a [1, S] long tensor, after checking the counts against the model."""
-    if isinstance(n_tokens, bool) or int(n_tokens) != n_tokens or n_tokens < 1:
-        raise ValueError(f"n_tokens must be an integer >= 1, got {n_tokens!r}")
-    if isinstance(warmup, bool) or int(warmup) != warmup or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
-    prompt = torch.as_tensor(input_ids, dtype=torch.long)
-    if prompt.ndim == 1:
-        prompt = prompt[None]
-    if prompt.ndim != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
-        raise ValueError(f"input_ids must have shape [S] or [1, S], got {tuple(prompt.shape)}")
+    check_model(model)
+    n_tokens = as_int("n_tokens", n_tokens, minimum=1)
+    warmup = as_int("warmup", warmup, minimum=0)
+    prompt = as_prompt_ids(input_ids, "cpu")
+    check_prompt_ids(prompt, model.config.get_text_config().vocab_size)
     check_context(model.config, prompt.shape[1], warmup + n_tokens, what="warmup + n_tokens")
     return prompt
 
 
-def _check_batch_sizes(batch_sizes) -> list[int]:
-    sizes = [int(b) for b in batch_sizes]
-    if not sizes or any(b < 1 for b in sizes) or len(set(sizes)) != len(sizes):
+def _check_batch_sizes(batch_sizes, vocab_size: int) -> list[int]:
+    """Distinct batch sizes in [1, vocab_size] (a batch is k candidates, k <= the vocabulary)."""
+    sizes = list(int_list("batch_sizes", batch_sizes, low=1, high=vocab_size))
+    if not sizes or len(set(sizes)) != len(sizes):
         raise ValueError(f"batch_sizes must be distinct integers >= 1, got {batch_sizes!r}")
     return sizes
