@@ -495,7 +495,8 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
     small = check_confirm_work(cells, n) < POOL_MIN_WORK  # less than starting workers takes
     with ThreadPoolExecutor(1) if small and executor is None else nullcontext(executor) as pool:
-        results = run_sweep(confirm_cell, cells, seed=seed, executor=pool, out_dir=out_dir)
+        results = run_sweep(confirm_cell, cells, seed=seed, executor=pool, out_dir=out_dir,
+                            progress="ppd plan: confirming the frontier")  # fmt: skip
     front = front.copy()
     front[["sim_latency_s", "sim_latency_se", "sim_compute_s"]] = np.nan
     idx = results["row"].to_numpy()
