@@ -204,14 +204,14 @@ def page_view(inputs: PageInputs, folder: Path) -> PageView:
     """Plan ``inputs`` as ``ppd plan`` would (module docstring); ``folder``: where a p set by
     hand is written as a table. InputError names the page's field a bad input came from."""
     args = _parse(plan_argv(inputs))
-    shape, model_name = _stage("model", cli_plan._shape, args)
+    shape, model_name = _stage("model", cli_plan.model_shape, args)
     d = shape.num_layers
     argv = plan_argv(inputs)
     if inputs.p is not None:
         model = cli_plan.planned_model(args, model_name)
         argv = plan_argv(inputs, str(what_if_table(inputs, d, model, folder)))
         args = _parse(argv)
-    hardware = _stage("hardware", cli_plan._hardware, args, shape)
+    hardware = _stage("hardware", cli_plan.plan_hardware, args, shape)
     ptable = _stage("p-table", read_ptable, args, model_name, d)
     workloads = (args.workload[0],) if args.workload else None
     if workloads and workloads[0] not in ptable.workloads:

@@ -134,7 +134,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_plan)
 
 
-def _shape(args):
+def model_shape(args):
     """(model shape, profiled model name or ""): --config, --shape, or the profile's model."""
     from sim.hardware_costs import profile_model
     from sim.shape import ModelShape
@@ -148,7 +148,9 @@ def _shape(args):
     return ModelShape.from_name(args.shape or "vicuna-13b").with_context(context), name
 
 
-def _hardware(args, shape) -> list:
+def plan_hardware(args, shape) -> list:
+    """The hardware models of ``ppd plan``'s arguments: a profile's backends, or each --gpu and
+    --link priced by --engine (or the ideal engine); shared with the what-if page."""
     if args.shared_slowdown is not None and not args.shared_slowdown >= 1:
         raise ValueError(f"--shared-slowdown must be a factor >= 1, got {args.shared_slowdown}")
     from sim.hardware import GPUSpec, Link
@@ -223,8 +225,8 @@ def run_plan(args: argparse.Namespace) -> int:
     from sim.plan_summary import summary_lines
     from sim.sweep import open_executor
 
-    shape, model_name = _shape(args)
-    hardware = _hardware(args, shape)
+    shape, model_name = model_shape(args)
+    hardware = plan_hardware(args, shape)
     wide = _wide_notes(args)
     ptable = read_ptable(args, model_name, shape.num_layers)
     workloads = tuple(args.workload) if args.workload else None
