@@ -243,7 +243,8 @@ def summary_lines(result, *, sources_line: str = "") -> list[str]:
                          f"{_range(dec.speedup)}; PPD not judged")  # fmt: skip
         else:
             lines.append(f"{w}: {kind}{why}: {short(dec.recommended)} {_range(dec.speedup)}")
-        if dec.alternative:
+        on_p = dec.alternative.startswith(("PPD", "early-exit"))
+        if dec.alternative and (dec.p_known or not dec.ppd or not on_p):
             lines.append(f"  best alternative: {short(dec.alternative)} "
                          f"{_range(dec.alternative_speedup)}")  # fmt: skip
         if dec.ppd and dec.beats:
