@@ -41,8 +41,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def clock():
-    with VirtualClock().installed() as clock:
-        yield clock
+    """The clock the planted sleeps advance (installed only where a test measures them)."""
+    return VirtualClock()
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +54,19 @@ def planted(clock):
 
 
 @pytest.fixture(scope="module")
-def profile(planted):
-    return measure_profile(planted, ks=(1, 2, 3), context_tokens=8, repeats=3, warmup=1, calls=2,
-                           threads=1)  # fmt: skip
+def profile(planted, clock):
+    with clock.installed():
+        return measure_profile(planted, ks=(1, 2, 3), context_tokens=8, repeats=3, warmup=1,
+                               calls=2, threads=1)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def result(planted, profile):
+def result(planted, profile, clock):
     assert set(EXAMPLES) == set(REGISTERED)  # a new method needs its example here
     methods = [method_of(c) for c in EXAMPLES.values() if not isinstance(c, PPDConfig)]
-    return validate(planted, PROMPTS, profile=profile, configs=[EXAMPLES[PPDConfig]],
-                    methods=methods, max_new_tokens=TOKENS)  # fmt: skip
+    with clock.installed():
+        return validate(planted, PROMPTS, profile=profile, configs=[EXAMPLES[PPDConfig]],
+                        methods=methods, max_new_tokens=TOKENS)  # fmt: skip
 
 
 def test_every_registered_method_runs_through_one_loop(result):
