@@ -113,9 +113,10 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
     # the validation folder is a p-table for ppd plan, checked against the profile's model
     plan = ["plan", "--profile", str(tmp_path / "profile.json"), "--table", str(again)]
     plan += ["--devices", "2", "--confirm-n", "0", "--draws", "8", "--out", str(tmp_path / "p")]
-    plan += ["--accept-wide-prices"]
+    plan += ["--accept-wide-prices", "--verbose"]
     assert main(plan) == 0
     out = capsys.readouterr().out
+    assert out.startswith("decision per workload") and "p: this model's own" in out
     assert "verdict: " in out and "speedup_low" in out
     front = pd.read_csv(tmp_path / "p" / "plan.csv")
     assert {"latency_low_s", "speedup_high", "asked", "on_frontier"} <= set(front.columns)
