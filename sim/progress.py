@@ -34,7 +34,9 @@ def progress_line(label: str, done: int, total: int, elapsed_s: float, note: str
     check_instance("label", label, str)
     check_instance("note", note, str)
     total = as_int("total", total, minimum=0)
-    done = as_int("done", done, minimum=0, limit=total)
+    done = as_int("done", done, minimum=0)
+    if done > total:
+        raise ValueError(f"done must be <= total = {total}, got {done}")
     elapsed_s = as_real("elapsed_s", elapsed_s)
     what = f" ({note})" if note else ""
     left = "time left not known yet"
@@ -65,7 +67,10 @@ class Progress:
             raise ValueError(f"stream must be a text stream or None, got {stream!r:.40}")
         self.label, self.stream, self.clock = label, stream, clock
         self.min_interval_s = as_real("min_interval_s", min_interval_s)
-        self.max_interval_s = as_real("max_interval_s", max_interval_s, minimum=min_interval_s)
+        self.max_interval_s = as_real("max_interval_s", max_interval_s)
+        if self.max_interval_s < self.min_interval_s:
+            raise ValueError(f"max_interval_s must be >= min_interval_s = {self.min_interval_s:g},"
+                             f" got {self.max_interval_s:g}")  # fmt: skip
         check_instance("enabled", enabled, bool)
         self.enabled = enabled
         self.done = 0

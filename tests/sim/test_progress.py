@@ -92,7 +92,7 @@ def test_disabled_prints_nothing_and_close_is_idempotent():
         (dict(total=-1), r"^total must be an integer >= 0"),
         (dict(label=3), r"^label must be a str"),
         (dict(min_interval_s=float("nan")), r"^min_interval_s must be"),
-        (dict(min_interval_s=10.0, max_interval_s=5.0), r"^max_interval_s must be"),
+        (dict(min_interval_s=10.0, max_interval_s=5.0), r"^max_interval_s must be >= min_inter"),
         (dict(enabled="yes"), r"^enabled must be a bool"),
         (dict(clock=None), r"^clock must be a function returning seconds"),
         (dict(clock=lambda: float("nan")), r"^clock must return finite seconds"),
@@ -104,7 +104,7 @@ def test_bad_arguments_are_named(kwargs, match):
         Progress(**{"total": 3, "label": "x", **kwargs})
     with pytest.raises(ValueError, match=r"^n must be an integer >= 0"):
         Progress(3, "x").advance(-1)
-    with pytest.raises(ValueError, match=r"^done must be <= 3, got 4"):
+    with pytest.raises(ValueError, match=r"^done must be <= total = 3, got 4"):
         progress_line("x", 4, 3, 1.0)
     with pytest.raises(ValueError, match=r"^elapsed_s must be"):
         progress_line("x", 1, 3, -1.0)
