@@ -45,8 +45,21 @@ def encode_prompt(tokenizer, text: str, *, chat_template: bool = True) -> list[i
         rendered = tokenizer.apply_chat_template(
             [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
         )
-        return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-    return list(tokenizer(text)["input_ids"])
+        return _ids(tokenizer, tokenizer(rendered, add_special_tokens=False))
+    return _ids(tokenizer, tokenizer(text))
+
+
+def _ids(tokenizer, encoded) -> list[int]:
+    """The ``input_ids`` of a tokenizer's output; ValueError naming the tokenizer when it gave
+    no such list of ids (no tokenizer)."""
+    try:
+        ids = list(encoded["input_ids"])
+    except (TypeError, KeyError, IndexError):
+        ids = None
+    if ids is None or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        got = f"{type(tokenizer).__name__} returned {type(encoded).__name__}"
+        raise ValueError(f"tokenizer must return {{'input_ids': [token ids]}} for a text, {got}")
+    return ids
 
 
 def encode_prompts(tokenizer, texts: Sequence[str], *, chat_template: bool = True):

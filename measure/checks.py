@@ -41,13 +41,14 @@ def check_model(model, name: str = "model") -> None:
         )
 
 
-def check_max_new_tokens(max_new_tokens) -> None:
-    """ValueError unless max_new_tokens is an integer >= 1."""
+def check_max_new_tokens(max_new_tokens) -> int:
+    """``max_new_tokens`` as a Python int; ValueError unless it is an integer >= 1."""
     if max_new_tokens is None or isinstance(max_new_tokens, str):
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     check_positive_int("max_new_tokens", max_new_tokens)
     if not is_int(max_new_tokens):  # arrays pass check_positive_int
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    return int(max_new_tokens)
 
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
@@ -69,10 +70,13 @@ def context_length(config) -> int | None:
     return None
 
 
-def check_context(config, prompt_tokens, max_new_tokens, *, names=None, what="max_new_tokens"):
+def check_context(
+    config, prompt_tokens, max_new_tokens, *, names=None, what="max_new_tokens", argument=None
+):
     """ValueError unless every prompt plus ``max_new_tokens`` fits the model's context.
 
-    prompt_tokens: one prompt length or several (``names`` labels them in the message). A
+    prompt_tokens: one prompt length or several (``names`` labels them in the message; the
+    message starts by naming ``argument``, the prompts' argument, where given). A
     prompt of P tokens decoding ell new ones needs P + ell positions (as transformers'
     ``generate`` counts them); beyond the context, learned position embeddings index out of
     range and rotary ones extrapolate silently. Models without a context field are not checked.
@@ -93,8 +97,9 @@ def check_context(config, prompt_tokens, max_new_tokens, *, names=None, what="ma
             label = f"prompt {list(names)[longest]!r}"
         room = context - lengths[longest]
         fix = f"{what} <= {room}" if room >= 1 else f"prompts of fewer than {context} tokens"
+        prefix = "" if argument is None else f"{argument}: "
         raise ValueError(
-            f"{label} has {lengths[longest]} tokens + {what} {max_new_tokens} = {total} "
+            f"{prefix}{label} has {lengths[longest]} tokens + {what} {max_new_tokens} = {total} "
             f"positions, more than the model's context of {context}: use {fix}"
         )
 
@@ -116,16 +121,17 @@ def check_prompt_ids(ids: torch.Tensor, vocab_size: int, name: str = "input_ids"
         raise ValueError(f"{name} must be token ids in [0, {vocab_size}), got {bad}")
 
 
-def check_head_layer(head, d_bar: int) -> None:
-    """ValueError if a trained head was trained for another layer than d_bar."""
-    check_trained_layer(getattr(getattr(head, "config", None), "layer", None), d_bar)
+def check_head_layer(head, d_bar: int, name: str = "d_bar") -> None:
+    """ValueError if a trained head was trained for another layer than d_bar (the argument
+    ``name``: FREE's is ``exit_layer``)."""
+    check_trained_layer(getattr(getattr(head, "config", None), "layer", None), d_bar, name)
 
 
-def check_trained_layer(layer: int | None, d_bar: int) -> None:
+def check_trained_layer(layer: int | None, d_bar: int, name: str = "d_bar") -> None:
     """ValueError if a head trained for ``layer`` (None: any layer, the logit lens) is used at
     another d_bar (the check ``check_head_layer`` makes, given the layer alone)."""
     if layer is not None and layer != d_bar:
-        raise ValueError(f"head is trained for layer {layer}; d_bar must equal it, got {d_bar}")
+        raise ValueError(f"head is trained for layer {layer}; {name} must equal it, got {d_bar}")
 
 
 def as_prompt_ids(input_ids, device, name: str = "input_ids") -> torch.Tensor:
@@ -153,7 +159,7 @@ def checked_prompt(lsm, input_ids, max_new_tokens) -> torch.Tensor:
     in the vocabulary, and P + max_new_tokens within the model's context."""
     ids = as_prompt_ids(input_ids, lsm.device)
     check_prompt_ids(ids, lsm.model.config.get_text_config().vocab_size)
-    check_context(lsm.model.config, ids.shape[1], max_new_tokens)
+    check_context(lsm.model.config, ids.shape[1], max_new_tokens, argument="input_ids")
     return ids
 
 

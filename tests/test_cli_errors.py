@@ -713,7 +713,7 @@ def _before_loading_cases(model: Path, tmp: Path):
         ([*match, "--layers", "5"], "layers must hold integers in [1, 4], got 5"),
         ([*match, "--ks", "129"], "--ks must be between 1 and 128 (the model's vocabulary"),
         ([*match, "--max-new-tokens", huge], context),
-        ([*match, "--sampling", "top_k=0"], "sampling top_k must be an integer >= 1"),
+        ([*match, "--sampling", "top_k=0"], "sampling: top_k must be an integer >= 1"),
         ([*match, "--out", str(previous)], f"out_dir {previous} holds a previous run"),
         ([*atlas, "--layers", "5"], "layers must hold integers in [1, 4], got 5"),
         ([*atlas, "--ks", "129"], "--ks must be between 1 and 128 (the model's vocabulary"),

@@ -18,7 +18,7 @@ from measure.decode.sampling import Decoding, check_seed
 from measure.decode.settings import DEFAULT_SETTINGS, WARMUP_TOKENS, RunSettings
 from measure.hf.loading import load_model
 from ppdmodel.costs import check_early_head
-from ppdmodel.validation import check_instance, items_of
+from ppdmodel.validation import check_instance, items_of, refused_as
 
 BACKENDS = ("single", "dist")
 """``single``: one process (sequential on CPU, two CUDA streams on a GPU); ``dist``: ranks."""
@@ -26,8 +26,8 @@ BACKENDS = ("single", "dist")
 
 def check_backend(backend) -> None:
     """ValueError unless ``backend`` is one of ``BACKENDS``."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be 'single' or 'dist', got {backend!r}")
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be 'single' or 'dist', got {backend!r:.80}")
 
 
 def ppd_many(
@@ -46,6 +46,7 @@ def ppd_many(
     warmup=True,
     settings: RunSettings = DEFAULT_SETTINGS,
     ranks: RankGroup | None = None,
+    prompts_argument: str = "prompts",
 ):
     """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts as one task.
 
@@ -56,7 +57,8 @@ def ppd_many(
     ``settings.world_size`` of them); ``warmup`` decodes ``WARMUP_TOKENS`` of the first prompt
     untimed first (greedy, so it draws nothing; ``dist``: through the ranks); ``early_head``
     as in ``ppd_generate``. Sampled, ``seeds`` (one per prompt) seeds main's global generator
-    before each prompt, or ``generator`` gives every draw.
+    before each prompt, or ``generator`` gives every draw. ``prompts_argument``: the argument a
+    prompt too long for the context is named by (``ppd_generate``'s is ``input_ids``).
     """
     check_backend(backend)
     check_early_head(early_head)
@@ -84,10 +86,12 @@ def ppd_many(
             **task,
         )
     if isinstance(model, str | Path):  # a local model directory
-        model = load_model(model)[0]
+        with refused_as("model"):
+            model = load_model(model)[0]
     check_model(model)
     lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
-    check_context(model.config, lengths, max_new_tokens, names=names)  # before any decoding
+    # before any decoding
+    check_context(model.config, lengths, max_new_tokens, names=names, argument=prompts_argument)
     if warmup and prompts:
         ppd_single(
             model,
@@ -190,5 +194,6 @@ def ppd_generate(
         generator=generator,
         warmup=False,
         settings=replace(settings, eos_token_id=eos_token_id, decoding=decoding),
+        prompts_argument="input_ids",
     )
     return result

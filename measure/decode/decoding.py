@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from numbers import Real
 
 import numpy as np
 
@@ -86,10 +87,12 @@ def _flag(x) -> bool:
 
 
 def is_finite(x) -> bool:
-    """True for a number (or a string or array that converts to one) that is finite."""
+    """True for a real number (not a string, bytes or array) that is finite."""
+    if isinstance(x, str | bytes) or not isinstance(x, Real):
+        return False
     try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
+        return math.isfinite(x)
+    except OverflowError:  # an int beyond float64's range
         return False
 
 

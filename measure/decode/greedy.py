@@ -32,7 +32,7 @@ def greedy_generate(
     ``generator`` sample the tokens as ``ppd_generate`` does, from the same draws.
     """
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
-    check_max_new_tokens(max_new_tokens)
+    max_new_tokens = check_max_new_tokens(max_new_tokens)
     check_seed(seed, generator)
     check_instance("decoding", decoding, Decoding)
     check_flag("return_cache", return_cache)

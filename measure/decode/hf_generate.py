@@ -34,6 +34,7 @@ from transformers import StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerationMixin
 
 from measure.checks import check_max_new_tokens, is_int
+from measure.decode.decoding import Decoding
 from measure.decode.local import ppd_single
 from measure.decode.results import PPDResult
 from measure.decode.sampling import TransformersChoice, check_processors
@@ -134,6 +135,8 @@ def _check_request(model, input_ids, config, assistant_model, synced_gpus) -> No
     """ValueError naming the first generation option PPD cannot honour exactly."""
     if model.config.is_encoder_decoder:
         raise ValueError("PPD decodes decoder-only causal LMs; this model is encoder-decoder")
+    if config.do_sample is True:  # the sampling settings PPD draws with: Decoding's rules
+        Decoding(True, config.temperature, config.top_k, config.top_p)
     if (config.num_beams or 1) > 1:
         raise ValueError(f"num_beams={config.num_beams}: beam search is not PPD; use num_beams=1")
     if (config.num_return_sequences or 1) > 1:

@@ -138,6 +138,7 @@ def ppd_single(
     d = lsm.num_layers
     vocab = lsm.model.config.get_text_config().vocab_size
     check_ppd_args(d, d_bar, k, vocab, max_new_tokens)
+    d_bar, k, max_new_tokens = int(d_bar), int(k), int(max_new_tokens)
     check_head_layer(lsm.head, d_bar)
     if next_token is None:
         ids, next_token = prompt_and_rule(

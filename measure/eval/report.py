@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from measure.checks import check_max_new_tokens, check_model, int_list
+from measure.checks import as_prompt_ids, check_max_new_tokens, check_model, int_list
 from measure.decode.backends import check_backend
+from measure.decode.sampling import check_seed
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
 from measure.eval.predict import predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
@@ -32,7 +33,7 @@ from measure.eval.repeat import run_greedy as run_greedy  # re-exported (noteboo
 from measure.eval.verdict import verdict_line
 from measure.profile.stats import Spread
 from measure.train.head_io import head_name
-from ppdmodel.validation import check_flag, check_instance, items_of
+from ppdmodel.validation import as_int, check_flag, check_instance, items_of, refused_as
 
 REPORT_COLUMNS = (
     "method",
@@ -214,18 +215,31 @@ def table3(
     docstring).
     """
     check_model(model)
-    if items_of(prompts) is None or not items_of(prompts):
+    items = items_of(prompts)
+    if not items:
         raise ValueError(f"prompts must be a non-empty list of prompts, got {prompts!r:.80}")
+    prompts = [as_prompt_ids(p, "cpu", f"prompts[{i}]")[0].tolist() for i, p in enumerate(items)]
+    d_bar = as_int("d_bar", d_bar, minimum=1)
     vocab = model.config.get_text_config().vocab_size
     ks = int_list("ks", ks, low=1, high=vocab)
     if not ks:
         raise ValueError("ks must hold at least one k")
-    check_max_new_tokens(max_new_tokens)
+    max_new_tokens = check_max_new_tokens(max_new_tokens)
     check_backend(backend)
     check_flag("assistant", assistant)
     check_instance("settings", settings, RunSettings)
-    if sequences is not None and items_of(sequences) is None:
-        raise ValueError(f"sequences must be None or a list of names, got {sequences!r:.80}")
+    if sequences is not None:
+        sequences = items_of(sequences)
+        if sequences is None or len(sequences) != len(prompts):
+            raise ValueError(f"sequences must be None or one name per prompt ({len(prompts)}), "
+                             f"got {sequences!r:.80}")  # fmt: skip
+    if seeds is not None:
+        seeds = items_of(seeds)
+        if seeds is None or len(seeds) != len(prompts):
+            raise ValueError(f"seeds must be None or one seed per prompt ({len(prompts)})")
+        for i, seed in enumerate(seeds):
+            with refused_as(f"seeds[{i}]"):
+                check_seed(seed, None)
     configs = [PPDConfig(d_bar=d_bar, k=k, early_head=early_head, backend=backend) for k in ks]
     names = [str(s) for s in sequences] if sequences else None
     timing = time_repeated(model, prompts, configs, max_new_tokens=max_new_tokens,

@@ -177,8 +177,8 @@ def free_generate(
     lsm = model if isinstance(model, LayerSplitModel) else LayerSplitModel(model)
     d = lsm.num_layers
     check_exit_layer(exit_layer, d)
-    check_head_layer(head, exit_layer)
-    check_max_new_tokens(max_new_tokens)
+    check_head_layer(head, exit_layer, "exit_layer")
+    max_new_tokens = check_max_new_tokens(max_new_tokens)
     ids = checked_prompt(lsm, input_ids, max_new_tokens)
     exit_logits = resolve_head(head, lsm.lens)
     eos = eos_set(eos_token_id)

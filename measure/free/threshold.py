@@ -21,14 +21,13 @@ exceeds zeta near 0.) Numpy and scipy only.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from numbers import Real
 
 import numpy as np
 from scipy import stats
 
-from ppdmodel.validation import check_choice
+from ppdmodel.validation import check_choice, is_finite
 
 INITIAL_THRESHOLD = 0.9
 """lambda_c^0 of Algorithm 1 (the paper's appendix: 0.9)."""
@@ -188,7 +187,7 @@ def check_threshold(threshold) -> float | str:
     """A number in [0, inf) (above 1: never exit) or "auto"; else ValueError naming it."""
     if isinstance(threshold, str) and threshold == "auto":
         return threshold
-    if not (_is_real(threshold) and math.isfinite(threshold) and threshold >= 0):
+    if not (_is_real(threshold) and is_finite(threshold) and threshold >= 0):
         raise ValueError(
             f"threshold must be a number >= 0 (above 1: never exit) or 'auto', got {threshold!r}"
         )

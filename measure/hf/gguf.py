@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ppdmodel.validation import MissingPath, as_path
+from ppdmodel.validation import MissingPath, as_path, check_output_dir
 
 CACHE_ENV = "PPD_CACHE_DIR"
 """Environment variable that overrides the cache directory."""
@@ -50,10 +50,20 @@ def file_sha256(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def expand_user(name: str, path) -> Path:
+    """``as_path(name, path)`` with a leading ``~`` expanded; ValueError naming ``name`` for a
+    ``~user`` that names no user here."""
+    path = as_path(name, path)
+    try:
+        return path.expanduser()
+    except RuntimeError:  # Path.expanduser: "Could not determine home directory"
+        raise ValueError(f"{name} {str(path)!r}: no home folder for its '~' here") from None
+
+
 def gguf_path(path: str | Path, gguf_file: str | None = None) -> Path:
     """The GGUF file given as a path, or as a directory plus a file name; checked to exist
     (``MissingPath`` naming the argument otherwise)."""
-    path = as_path("path", path).expanduser()
+    path = expand_user("path", path)
     name = "path"
     if gguf_file is not None:
         if not isinstance(gguf_file, str) or Path(gguf_file).name != gguf_file:
@@ -83,7 +93,7 @@ def convert_gguf(path: str | Path, root: str | Path | None = None) -> Path:
     ``model.safetensors`` (float32), the tokenizer files and ``ppd_source.json``.
     """
     source = gguf_path(path)
-    target = converted_dir(source, None if root is None else as_path("root", root))
+    target = converted_dir(source, None if root is None else check_output_dir("root", root))
     if is_converted(target):
         return target
     if target.exists():

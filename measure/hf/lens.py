@@ -171,7 +171,7 @@ def resolve_head(head, lens: LogitLens):
     """
     if head is None:
         return lens
-    if not callable(head) or isinstance(head, type):
+    if not isinstance(head, torch.nn.Module | EarlyHead) or isinstance(head, type):
         raise ValueError(f"head must be an early head (h -> logits, such as a TrainedHead) or "
                          f"None, got {type(head).__name__}")  # fmt: skip
     recorded = getattr(head, "trained_against", None)

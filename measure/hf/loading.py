@@ -18,9 +18,9 @@ import transformers
 from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, gguf_path
+from measure.hf.gguf import GGUF_SUFFIX, convert_gguf, expand_user, gguf_path
 from measure.hf.weight_files import refuse_pickle_weights
-from ppdmodel.validation import MissingPath, as_path, check_instance
+from ppdmodel.validation import MissingPath, check_instance
 
 DTYPES = {
     "float32": torch.float32,
@@ -75,7 +75,7 @@ def resolve_device(name) -> torch.device:
     """torch device for `name` ("cpu", "cuda", "cuda:1", ...); ValueError if unusable here."""
     try:
         device = torch.device(name)
-    except (RuntimeError, TypeError) as exc:
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}") from exc
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -116,7 +116,7 @@ def resolve_model_dir(path, gguf_file: str | None = None) -> Path:
     """
     if gguf_file is not None:
         return convert_gguf(gguf_path(path, gguf_file))
-    root = as_path("path", path).expanduser()
+    root = expand_user("path", path)
     if not root.exists() and str(path) in KNOWN_MODELS:
         root = known_model_file(str(path))
     if root.suffix.lower() == GGUF_SUFFIX and not root.is_dir():

@@ -29,6 +29,8 @@ from ppdmodel.validation import as_int, as_real, check_instance, check_seed
 
 Z_95 = 1.959963984540054
 """Two-sided 95 % standard normal quantile."""
+MAX_BOOT = 100_000
+"""Most bootstrap resamples (``n_boot``): the percentile interval is settled long before."""
 POOLED = "all"
 """Name of the prompt set that pools every category."""
 ATLAS_COLUMNS = COLUMNS  # one schema: the shipped atlases are read back with ppdmodel.ptables
@@ -56,8 +58,8 @@ def bootstrap_weights(strata: np.ndarray, n_boot: int, seed: int = 0) -> np.ndar
     Prompts are resampled with replacement within each stratum (``strata``: a label per
     prompt), as many as the stratum holds, so the composition of every resample is fixed.
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not 1 <= n_boot <= MAX_BOOT:
+        raise ValueError(f"n_boot must be an integer >= 1 (at most {MAX_BOOT}), got {n_boot!r:.60}")
     strata = np.asarray(strata)
     rng = np.random.default_rng(seed)
     weights = np.zeros((n_boot, len(strata)))
@@ -147,9 +149,9 @@ def atlas_positions(
 
 
 def _cells(df, d, categories, pooled_name, n_boot, seed, level, bin_width) -> pd.DataFrame:
-    check_records(df)
-    if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
-        raise ValueError(f"d must be an integer >= 1, got {d!r}")
+    df = check_records(df)
+    if isinstance(d, bool) or not isinstance(d, int | np.integer) or not 1 <= d <= 2**31:
+        raise ValueError(f"d must be an integer >= 1, got {d!r:.60}")
     if categories is not None and not isinstance(categories, Mapping):
         raise ValueError(f"categories must be None or a mapping prompt id -> category, got "
                          f"{type(categories).__name__}")  # fmt: skip

@@ -24,7 +24,7 @@ def plot_atlas(table: pd.DataFrame, *, prompt_set: str = POOLED, title: str | No
     """A matplotlib Figure with one panel per k; nothing is saved or shown here."""
     from matplotlib.figure import Figure
 
-    check_records(table, "table", ATLAS_KINDS, required=())
+    table = check_records(table, "table", ATLAS_KINDS, required=())
     check_instance("prompt_set", prompt_set, str)
     if title is not None:
         check_instance("title", title, str)

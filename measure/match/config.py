@@ -13,7 +13,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ppdmodel.validation import as_int, check_columns, check_flag, items_of
+from ppdmodel.validation import as_int, check_columns, check_flag, is_finite, items_of
 
 RECORD_COLUMNS = ("prompt", "position", "layer", "k", "head", "decoding", "match", "token")
 """Columns of the tidy match-rate DataFrame, one row per (prompt, position, layer, k, head)."""
@@ -38,12 +38,13 @@ class Sampling:
     """Sample from the smallest set whose probability reaches top_p (nucleus sampling)."""
 
     def __post_init__(self) -> None:
-        if (self.top_k is None) == (self.top_p is None):
+        k, p = self.top_k, self.top_p
+        if (k is None) == (p is None):
             raise ValueError("sampling must set exactly one of top_k and top_p")
-        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
-            raise ValueError(f"sampling top_k must be an integer >= 1, got {self.top_k!r}")
-        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"sampling top_p must be in (0, 1], got {self.top_p!r}")
+        if k is not None and not (_is_number(k) and float(k).is_integer() and 1 <= k < 2**31):
+            raise ValueError(f"sampling: top_k must be an integer >= 1, got {k!r:.60}")
+        if p is not None and not (_is_number(p) and 0.0 < p <= 1.0):
+            raise ValueError(f"sampling: top_p must be in (0, 1], got {p!r:.60}")
 
     @property
     def label(self) -> str:
@@ -61,6 +62,9 @@ class Sampling:
         """None (greedy), a Sampling, ``{"top_k": 50}`` or the CLI string ``"top_p=0.9"``."""
         if spec is None or isinstance(spec, Sampling):
             return spec
+        if not isinstance(spec, str | Mapping):
+            raise ValueError(f"sampling must be None, {{'top_k': 50}}, {{'top_p': 0.9}} or "
+                             f"'top_p=0.9', got {spec!r:.60}")  # fmt: skip
         if isinstance(spec, str):
             name, sep, value = spec.partition("=")
             if not sep or name.strip() not in ("top_k", "top_p"):
@@ -71,9 +75,9 @@ class Sampling:
                 raise ValueError(
                     f"sampling must look like top_k=50 or top_p=0.9, got {spec!r}"
                 ) from None
-        unknown = set(spec) - {"top_k", "top_p"}
+        unknown = [key for key in spec if key not in ("top_k", "top_p")]
         if unknown:
-            raise ValueError(f"sampling keys must be top_k or top_p, got {sorted(unknown)}")
+            raise ValueError(f"sampling: its keys must be top_k or top_p, got {unknown!r:.60}")
         return cls(**spec)
 
 
@@ -142,7 +146,7 @@ def make_config(
     max_new_tokens = as_int("max_new_tokens", max_new_tokens, minimum=1)
     sampling = Sampling.parse(sampling)
     seed = as_int("seed", seed, minimum=0, limit=2**62)
-    check_flag("verify", verify)
+    verify = check_flag("verify", verify)
     return MatchRateConfig(d, layers, ks, max_new_tokens, trained, sampling, seed, verify)
 
 
@@ -180,15 +184,19 @@ def check_records(
     ``required``, an atlas table): the ``required`` columns and each column of ``kinds``
     present, holding what ``kinds`` says ("integer >= 0", "integer >= 1", "0 or 1", "string",
     "number", "number in [0, 1]", NaN allowed only in the last two); ValueError naming
-    ``name`` and the column otherwise."""
+    ``name`` and the column otherwise. Returns ``df``, its numeric columns of mixed Python
+    objects as numbers (float, or int64 for integers)."""
     check_columns(name, df, [*required, *kinds])
+    cast = {}
     for column, kind in kinds.items():
         values = df[column].to_numpy()
         if not _column_holds(values, kind):
             bad = next((v for v in values if not _column_holds(np.array([v], dtype=object), kind)),
                        None)  # fmt: skip
             raise ValueError(f"{name}[{column!r}] must hold {kind}s, got {bad!r:.60}")
-    return df
+        if values.dtype.kind == "O" and kind != "string":
+            cast[column] = float if kind.startswith("number") else "int64"
+    return df.astype(cast) if cast else df
 
 
 def _column_holds(values: np.ndarray, kind: str) -> bool:
@@ -214,3 +222,9 @@ def _column_holds(values: np.ndarray, kind: str) -> bool:
         return bool(np.isin(values, (0, 1)).all())
     low = 1 if kind.endswith(">= 1") else 0
     return bool((values >= low).all() and (values <= 2**53).all())
+
+
+def _is_number(value) -> bool:
+    """A finite real number, not a boolean."""
+    return (isinstance(value, Real) and not isinstance(value, bool | np.bool_)
+            and is_finite(value))  # fmt: skip

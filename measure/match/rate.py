@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from measure.chat import encode_prompt
-from measure.checks import as_prompt_ids, check_context, eos_token_ids
+from measure.checks import as_prompt_ids, check_context, check_prompt_ids, eos_token_ids
 from measure.decode.sampling import (
     Decoding,
     GreedyChoice,
@@ -434,9 +434,12 @@ def match_rates(
 def check_inputs_context(lsm, inputs: Sequence[tuple[str, torch.Tensor]], max_new_tokens) -> None:
     """ValueError naming the first (id, input_ids [1, S]) prompt that cannot fit
     ``max_new_tokens`` more tokens in the model's context (checked before any work)."""
+    vocab = lsm.model.config.get_text_config().vocab_size
+    for i, (_, ids) in enumerate(inputs):
+        check_prompt_ids(ids, vocab, f"prompts[{i}]")
     names = [pid for pid, _ in inputs]
     lengths = [ids.shape[-1] for _, ids in inputs]
-    check_context(lsm.model.config, lengths, max_new_tokens, names=names)
+    check_context(lsm.model.config, lengths, max_new_tokens, names=names, argument="prompts")
 
 
 def trained_layers(groups: Mapping[str, Mapping[int, object]]) -> list[int]:

@@ -77,6 +77,16 @@ _RESUME_KEYS = (
     "heads",
     "config",
 )
+SET_BY = {
+    "model_type": ("model",), "d": ("model",), "dtype": ("model", "dtype"),
+    "prompts_sha256": ("prompts_path",), "n_prompts": ("prompts_path", "limit", "category",
+                                                       "split"),
+    "prompt_selection": ("fmt", "limit", "category", "split"),
+    "chat_template": ("chat_template", "tokenizer"), "heads": ("heads", "head_dir"),
+    "config": ("layers", "ks", "max_new_tokens", "sampling", "seed", "verify"),
+}  # fmt: skip
+"""The arguments of ``run_match_rate`` behind each of ``_RESUME_KEYS`` (named when a resumed
+run differs)."""
 
 
 @dataclass(frozen=True)
@@ -400,8 +410,10 @@ def _prepare(out_dir: Path, part: Path, meta: dict, resume: bool, records_format
         old = json.loads(path.read_text(encoding="utf-8"))
         differ = [key for key in _RESUME_KEYS if old.get(key) != meta[key]]
         if differ:
+            arguments = ", ".join(dict.fromkeys(a for key in differ for a in SET_BY[key]))
             raise ValueError(
-                f"out_dir {out_dir} holds a run with different {differ}; choose another directory"
+                f"out_dir {out_dir} holds a run with different {differ} (set by {arguments}); "
+                "resume it with its own arguments or choose another directory"
             )
         return
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ def table2(df: pd.DataFrame, stat: str = "p") -> pd.DataFrame:
     each cell. ``dataset`` is used when the column exists; ``decoding`` when it holds several
     values.
     """
-    check_records(df)
+    df = check_records(df)
     index = _group_keys(df) + ["head", "k"]
     return df.pivot_table(
         index=index, columns="layer", values="match", aggfunc=_aggfunc(stat), fill_value=None
@@ -71,7 +71,7 @@ def by_position(df: pd.DataFrame, bin_width: int | None = None, stat: str = "p")
     "3-4", ...; default: eight bins over the longest sequence), plus a ``Total`` column. stat
     "p": mean match; "n": records (tokens) per bin.
     """
-    check_records(df)
+    df = check_records(df)
     _aggfunc(stat)
     if bin_width is None:
         bin_width = max(1, math.ceil(int(df["position"].max()) / 8)) if len(df) else 1
@@ -112,9 +112,11 @@ def to_traces(
     MatchTrace per prompt with records for (d_bar, k, head), in first-appearance order;
     ``tokens`` optionally maps prompt id -> all ell generated tokens.
     """
-    check_records(df)
+    df = check_records(df)
     d = as_int("d", d, minimum=1)
-    d_bar = as_int("d_bar", d_bar, minimum=1, limit=d)
+    d_bar = as_int("d_bar", d_bar, minimum=1)
+    if d_bar > d:
+        raise ValueError(f"d_bar must be <= d = {d}, got {d_bar}")
     k = as_int("k", k, minimum=1)
     check_instance("head", head, str)
     if tokens is not None and not isinstance(tokens, Mapping):

@@ -978,7 +978,8 @@ def load_profile(path, *, model=None, d: int | None = None) -> CostProfile:
     if model is not None:
         check_model(model)
         d = model.config.get_text_config().num_hidden_layers
-    return read_cost_profile(path, d=d)
+    with refused_as("path"):  # (a malformed file is named by the reader, not by argument)
+        return read_cost_profile(path, d=d)
 
 
 def figure(profile: CostProfile, backend: str, name: str) -> Spread:

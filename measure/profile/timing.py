@@ -49,7 +49,7 @@ def time_layers(model, input_ids, *, n_tokens=16, warmup=2, batch_sizes=(1,)) ->
     B > 1 decodes B copies of the prompt's cache together (batched candidates). ``embed``
     includes the per-step layer inputs (rotary tables, mask); ``head`` includes the argmax.
     """
-    prompt = _check_inputs(model, input_ids, n_tokens, warmup)
+    prompt, n_tokens, warmup = _check_inputs(model, input_ids, n_tokens, warmup)
     sizes = _check_batch_sizes(batch_sizes, model.config.get_text_config().vocab_size)
     split = LayerSplitModel(model)
     rows = []
@@ -63,7 +63,7 @@ def time_layers(model, input_ids, *, n_tokens=16, warmup=2, batch_sizes=(1,)) ->
 
 def time_greedy(model, input_ids, *, n_tokens=16, warmup=2) -> pd.DataFrame:
     """Whole greedy decode steps (model forward with KV cache + argmax): one ``token`` row."""
-    prompt = _check_inputs(model, input_ids, n_tokens, warmup)
+    prompt, n_tokens, warmup = _check_inputs(model, input_ids, n_tokens, warmup)
     device = next(model.parameters()).device
     laps = Laps(device)
     samples = []
@@ -139,15 +139,16 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return validate_layer_times(pd.DataFrame(rows, columns=list(LAYER_TIMES_COLUMNS)))
 
 
-def _check_inputs(model, input_ids, n_tokens: int, warmup: int) -> torch.Tensor:
-    """The prompt as a [1, S] long tensor, after checking the counts against the model."""
+def _check_inputs(model, input_ids, n_tokens: int, warmup: int) -> tuple[torch.Tensor, int, int]:
+    """The prompt as a [1, S] long tensor and the counts as ints, checked against the model."""
     check_model(model)
     n_tokens = as_int("n_tokens", n_tokens, minimum=1)
     warmup = as_int("warmup", warmup, minimum=0)
     prompt = as_prompt_ids(input_ids, "cpu")
     check_prompt_ids(prompt, model.config.get_text_config().vocab_size)
-    check_context(model.config, prompt.shape[1], warmup + n_tokens, what="warmup + n_tokens")
-    return prompt
+    check_context(model.config, prompt.shape[1], warmup + n_tokens, what="warmup + n_tokens",
+                  argument="input_ids")  # fmt: skip
+    return prompt, n_tokens, warmup
 
 
 def _check_batch_sizes(batch_sizes, vocab_size: int) -> list[int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -171,7 +171,7 @@ def collect_states(
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     items = items_of(prompts)
-    if not items or any(isinstance(p, Sized) and len(p) == 0 for p in items):
+    if not items or any(_empty(p) for p in items):
         raise ValueError("prompts must be a non-empty list of non-empty token-id lists")
     vocab = model.config.get_text_config().vocab_size
     prompts = [as_prompt_ids(p, "cpu", f"prompts[{i}]")[0].tolist() for i, p in enumerate(prompts)]
@@ -182,6 +182,8 @@ def collect_states(
     if progress is not None and not callable(progress):
         raise ValueError(f"progress must be None or a callable, got {progress!r:.60}")
     eos = _eos_list(model, eos_token_id)
+    if any(e >= vocab for e in eos):
+        raise ValueError(f"eos_token_id must be token ids in [0, {vocab}), got {eos}")
     if pad_token_id is not None:
         pad_token_id = as_int("pad_token_id", pad_token_id, minimum=0, limit=vocab - 1)
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
@@ -221,6 +223,14 @@ def _batches(lengths: list[int], batch_size: int, max_tokens: int) -> list[list[
         else:
             batches.append([i])
     return batches
+
+
+def _empty(prompt) -> bool:
+    """True for a prompt of no token (a sized value of length 0; not a scalar)."""
+    try:
+        return len(prompt) == 0
+    except TypeError:  # a number, or a 0-d tensor or array
+        return False
 
 
 def _eos_list(model, eos_token_id) -> list[int]:

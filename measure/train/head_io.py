@@ -23,7 +23,7 @@ from measure.hf.loading import resolve_device
 from measure.train.heads import CONFIG_NAME, TrainedHead
 from measure.train.translator import KIND as TRANSLATOR
 from measure.train.translator import TranslatorHead
-from ppdmodel.validation import check_input_dir, items_of, reading
+from ppdmodel.validation import MissingPath, check_input_dir, items_of, reading
 
 KINDS = ("full", TRANSLATOR)
 """Head kinds: ``full`` (the paper's Appendix A head) and ``translator``."""
@@ -35,7 +35,7 @@ def head_kind(directory: str | Path) -> str:
     """The kind of the head saved in ``directory`` ("full" or "translator")."""
     path = Path(directory) / CONFIG_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"no {CONFIG_NAME} in head directory {directory}")
+        raise MissingPath(f"directory {str(directory)!r}: no {CONFIG_NAME} in this head directory")
     kind = json.loads(path.read_text()).get("kind", "full")
     if kind not in KINDS:
         raise ValueError(f"{path}: kind must be one of {KINDS}, got {kind!r}")
@@ -103,12 +103,13 @@ def group_heads(heads: Mapping[int, nn.Module] | Iterable[nn.Module] | None):
     pairs = heads.items() if isinstance(heads, Mapping) else [(None, h) for h in heads]
     groups: dict[str, dict[int, nn.Module]] = {}
     for key, head in pairs:
-        if not callable(head) or isinstance(head, type):
+        if not isinstance(head, nn.Module | EarlyHead) or isinstance(head, type):
             raise ValueError(f"heads must hold early heads (h -> logits), got "
                              f"{type(head).__name__}")  # fmt: skip
         trained_for = getattr(getattr(head, "config", None), "layer", key)
         if trained_for is None:
-            raise ValueError("heads given as a list must each have config.layer")
+            raise ValueError(f"heads: a list of heads must hold trained heads (with config.layer), "
+                             f"got {type(head).__name__}")  # fmt: skip
         if key is not None and trained_for != key:
             raise ValueError(
                 f"heads[{key}] was trained for layer {trained_for}; use it as heads[{trained_for}]"

@@ -26,6 +26,7 @@ from measure.checks import as_prompt_ids, check_model
 from measure.hf.arch import arch_spec, get_module
 from measure.hf.lens import LensFingerprint, LogitLens, resolve_head
 from ppdmodel.validation import (
+    MissingPath,
     as_int,
     as_real,
     check_choice,
@@ -272,7 +273,7 @@ class TrainedHead(nn.Module):
         directory = Path(directory)
         for name in (CONFIG_NAME, WEIGHTS_NAME):
             if not (directory / name).is_file():
-                raise FileNotFoundError(f"no {name} in head directory {directory}")
+                raise MissingPath(f"directory {str(directory)!r}: no {name} in this head directory")
         record = json.loads((directory / CONFIG_NAME).read_text())
         if record.get("kind", "full") != "full":
             raise ValueError(f"{directory} holds a {record['kind']!r} head, not a full head")
@@ -420,6 +421,7 @@ def train_head(
     Returns the head (fp32, on the model's device); ``train_losses`` holds each step's mean.
     """
     check_model(model)
+    layer = as_int("layer", layer, minimum=0)
     check_flag("progress", progress)
     if config is not None:
         check_instance("config", config, HeadConfig)

@@ -25,7 +25,7 @@ from measure.checks import check_model
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.lens import LensFingerprint, resolve_head
 from measure.train.heads import CONFIG_NAME, WEIGHTS_NAME, head_record, read_fingerprint
-from ppdmodel.validation import check_instance
+from ppdmodel.validation import MissingPath, check_instance
 
 KIND = "translator"
 """``kind`` written in a translator's head_config.json."""
@@ -181,7 +181,7 @@ class TranslatorHead(nn.Module):
 def _read_record(directory: Path) -> dict:
     for name in (CONFIG_NAME, WEIGHTS_NAME):
         if not (directory / name).is_file():
-            raise FileNotFoundError(f"no {name} in head directory {directory}")
+            raise MissingPath(f"directory {str(directory)!r}: no {name} in this head directory")
     return json.loads((directory / CONFIG_NAME).read_text())
 
 
