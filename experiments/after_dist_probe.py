@@ -2,7 +2,8 @@
 and is it after one untimed round?
 
 ``ppd validate`` times one probe round right before each judged run, cold on purpose: the run
-that follows starts in the same state (``measure.eval.interleaved``; ``docs/record/cpu_validation.md``,
+that follows starts in the same state (``measure.eval.interleaved``;
+``docs/record/cpu_validation.md``,
 "Probes right after a `dist` run": with a warm-up round before every probe, five of six
 validations read 2-6 % low). This script decodes one prompt as a judged run does, on one spawned
 ``RankGroup`` (``dist``) or in this process (``single``), and right after it times one probe

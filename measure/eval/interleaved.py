@@ -197,7 +197,8 @@ class InterleavedProbes:
         judged run meets the state that run left (right after a ``dist`` run a greedy step's
         layers took 1.01-1.45x those of the gaps on the 2-vCPU VM), and so does the judged run
         that follows it. With a warm-up round before every call, five of six fresh validations
-        read 2-6 % below their runs on average (``docs/record/cpu_validation.md``, "Probes right after
+        read 2-6 % below their runs on average (``docs/record/cpu_validation.md``, "Probes right
+        after
         a `dist` run")."""
         previous = torch.get_num_threads()
         try:
