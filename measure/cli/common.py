@@ -12,74 +12,38 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from measure.chat import encode_prompts
-from measure.datasets import FORMATS, SPLITS, Prompt, load_prompts
+from measure.datasets import Prompt, load_prompts
 from measure.degenerate import DegenerateGenerationWarning
-from ppdmodel.cli_args import percent_below_100, positive_int, reading
-
-MODEL_HELP = (
-    "local Hugging Face model dir, a .gguf file (converted once to a cached safetensors dir), "
-    "or a known name: smollm2 (needs the smollm2 extra)"
+from measure.settings import (
+    DRIFT_FLOOR_HELP,
+    MODEL_HELP,  # noqa: F401 (re-exported)
+    PROMPT_FORMATS,  # noqa: F401 (re-exported)
+    DriftSettings,
+    ModelSettings,
+    PromptSettings,
 )
-"""Help of every ``--model`` option (measure.hf.loading.resolve_model_dir reads the value)."""
+from ppdmodel.cli_args import reading
 
 MAX_CANDIDATE_ROWS = 4096
 """The most rows a candidate batch may have (``--ks``, ``--batch-sizes``): PPD's k is a handful
 of top-k candidates, and at most the vocabulary; a larger batch only exhausts memory."""
 
-PROMPT_FORMATS = ("auto", *FORMATS)
-"""``--format`` choices: a file format of ``measure.datasets``, or detect it from the file."""
-
 
 def add_drift_floor(p: argparse.ArgumentParser, when: str = "") -> None:
     """``--drift-floor PCT``: the machine's drift over minutes (``measure.profile.drift``)."""
-    p.add_argument(
-        "--drift-floor",
-        type=percent_below_100,
-        default=0.0,
-        metavar="PCT",
-        help="the machine's drift over minutes, a log-sd in %% (experiments/machine_drift.py "
-        "prints it): the profile's intervals in seconds carry at least it, however quiet the "
-        f"profile's own minutes were{when} (default 0: its own windows only)",
-    )
+    DriftSettings.add_to(p, changes={"drift_floor": {"help": DRIFT_FLOOR_HELP.format(when=when)}})
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """``--model`` (a local directory, .gguf file or known name), ``--dtype`` and ``--device``."""
-    p.add_argument("--model", required=True, metavar="MODEL", help=MODEL_HELP)
-    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
-    p.add_argument(
-        "--device", default="cpu", help="cpu | cuda | cuda:N (torchrun: cuda:LOCAL_RANK)"
-    )
+    ModelSettings.add_to(p)
 
 
 def add_prompt_format_args(p: argparse.ArgumentParser, *, limit: bool = True) -> None:
     """``--format``, ``--category``, ``--split`` and ``--limit`` of a prompts file, and
     ``--no-chat-template``."""
-    p.add_argument("--format", default="auto", choices=PROMPT_FORMATS, help="prompts format")
-    p.add_argument(
-        "--category",
-        nargs="+",
-        default=None,
-        metavar="CAT",
-        help="only prompts of these categories (spec-bench: translation, summarization, qa, ...)",
-    )
-    p.add_argument(
-        "--split",
-        default="all",
-        choices=SPLITS,
-        help="all prompts (default), or the train / held-out side of the split that holds out "
-        "every 4th prompt of each category",
-    )
-    if limit:
-        p.add_argument(
-            "--limit", type=positive_int, default=None, help="use only the first N prompts"
-        )
-    p.add_argument(
-        "--no-chat-template",
-        action="store_true",
-        help="encode prompts as bare text (default: as the user turn of the tokenizer's chat "
-        "template, when it has one)",
-    )
+    source = ("prompt", "prompts")
+    PromptSettings.add_to(p, skip=source if limit else (*source, "limit"))
 
 
 def prompt_selection(args: argparse.Namespace, limit: int | None = None) -> dict:

@@ -1,0 +1,208 @@
+"""Settings declared once: frozen dataclasses whose fields carry their default, help and check,
+and from which every ``ppd`` option is derived.
+
+A concern of a command (the model, the prompts, the methods, timing, output) is one frozen
+dataclass deriving from ``Settings``, each field declared with ``option``: its default, its
+help text and its argparse type (one of ``ppdmodel.cli_args``' checked types, or ``choices``).
+``Settings.add_to(parser)`` adds the fields as one titled group of options, so ``--help`` is
+grouped by concern; ``Settings.from_args(args)`` builds the value from the parsed options;
+constructing one in Python checks every field by the same rules (a value given as text must
+pass the option's type, so the CLI and the API refuse the same values), then ``check``'s rules
+between fields. The value then travels whole; nothing re-checks it on the way.
+
+Option names are the field names (``max_new_tokens`` is ``--max-new-tokens``), so the parsed
+``argparse.Namespace`` keeps the attribute names it always had.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import ClassVar
+
+MANY = ("+", "*")
+"""``nargs`` of an option that takes several values (its field holds a tuple)."""
+
+FLAGS = ("store_true", "store_false")
+"""Actions of an option that takes no value (its field holds a bool)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one settings field appears on the command line (``option`` builds it)."""
+
+    help: str
+    type: Callable[[str], object] | None = None
+    """argparse type: converts and checks the text of one value (None: free text)."""
+    nargs: str | None = None
+    choices: tuple | None = None
+    metavar: str | None = None
+    action: object | None = None
+    """An argparse action: ``"store_true"``, ``"append"``, ``argparse.BooleanOptionalAction``."""
+    required: bool = False
+    exclusive: str | None = None
+    """Fields of one class sharing this key form one mutually exclusive group (required when
+    any of them is ``required``)."""
+
+    def argparse_kwargs(self, default) -> dict:
+        """Keyword arguments of ``add_argument``."""
+        kw = {"help": self.help}
+        for name in ("type", "nargs", "choices", "metavar", "action"):
+            value = getattr(self, name)
+            if value is not None:
+                kw[name] = value
+        if self.required and self.exclusive is None:
+            kw["required"] = True
+        elif not (self.action in FLAGS and default is False):
+            kw["default"] = list(default) if isinstance(default, tuple) else default
+        return kw
+
+    @property
+    def many(self) -> bool:
+        """True when the option takes several values (``nargs`` + / * or ``append``)."""
+        return self.nargs in MANY or self.action == "append"
+
+
+def option(default=MISSING, *, help: str, **how) -> dataclasses.Field:
+    """A settings field: its ``default`` (none: required; a list is kept as a tuple), its
+    ``help`` and how it is given on the command line (``Option``'s fields)."""
+    meta = {"option": Option(help=help, **how)}
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata=meta)
+
+
+def flag_of(name: str) -> str:
+    """The option string of field ``name`` (``max_new_tokens`` -> ``--max-new-tokens``)."""
+    return "--" + name.replace("_", "-")
+
+
+def _checked_one(name: str, opt: Option, value):
+    """One value checked (and converted) by the option's type and choices."""
+    if opt.type is not None:
+        text = value if isinstance(value, str) else str(value)
+        if isinstance(value, bool):  # True is not the integer 1 here
+            raise ValueError(f"{name} must not be True or False, got {value!r}")
+        try:
+            value = opt.type(text)
+        except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    if opt.choices is not None and value not in opt.choices:
+        allowed = ", ".join(map(str, opt.choices))
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if opt.type is None and opt.choices is None and not isinstance(value, str):
+        raise ValueError(f"{name} must be text, got {value!r}")
+    return value
+
+
+def checked(name: str, opt: Option, value, default):
+    """``value`` of field ``name`` checked by its option's rules (a ValueError naming it)."""
+    if value is None and (default is None or opt.exclusive is not None):
+        return None
+    if opt.action in FLAGS or opt.action is argparse.BooleanOptionalAction:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+        return value
+    if opt.many:
+        if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+            raise ValueError(f"{name} must be a list of values, got {value!r}")
+        values = tuple(_checked_one(name, opt, v) for v in value)
+        if opt.nargs == "+" and not values and default not in ((), None):
+            raise ValueError(f"{name} needs at least one value")
+        return values
+    return _checked_one(name, opt, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """A frozen value of one concern, checked on construction (module docstring)."""
+
+    GROUP: ClassVar[str] = "options"
+    """The title of its group in ``--help``."""
+    ABOUT: ClassVar[str | None] = None
+    """The group's description in ``--help``."""
+
+    def __post_init__(self) -> None:
+        for f in self.options():
+            value = checked(f.name, f.metadata["option"], getattr(self, f.name), f.default)
+            object.__setattr__(self, f.name, value)
+        self.check()
+
+    def check(self) -> None:
+        """Rules between fields: a ValueError naming them (none by default)."""
+
+    @classmethod
+    def options(cls) -> list[dataclasses.Field]:
+        """The fields given on the command line."""
+        return [f for f in fields(cls) if "option" in f.metadata]
+
+    @classmethod
+    def add_to(
+        cls,
+        parser: argparse.ArgumentParser,
+        *,
+        only: Iterable[str] | None = None,
+        skip: Iterable[str] = (),
+        changes: Mapping[str, Mapping] | None = None,
+        title: str | None = None,
+        about: str | None = None,
+    ) -> argparse._ArgumentGroup:
+        """Add the fields (``only`` those, less ``skip``) to ``parser`` as one titled group;
+        ``changes`` alters a field's option for this command (``{"k": {"default": [1, 3]}}``:
+        any ``Option`` field, or ``default``)."""
+        changes = dict(changes or {})
+        names = [f.name for f in cls.options()]
+        unknown = sorted((set(only or ()) | set(skip) | set(changes)) - set(names))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no option field {unknown}")
+        group = parser.add_argument_group(title or cls.GROUP, about or cls.ABOUT)
+        exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
+        chosen = [f for f in cls.options() if (only is None or f.name in only)]
+        for f in chosen:
+            if f.name in skip:
+                continue
+            change = dict(changes.get(f.name, {}))
+            default = change.pop("default", f.default)
+            opt = dataclasses.replace(f.metadata["option"], **change)
+            target = group
+            if opt.exclusive is not None:
+                if opt.exclusive not in exclusive:
+                    required = any(
+                        g.metadata["option"].exclusive == opt.exclusive
+                        and g.metadata["option"].required
+                        for g in chosen
+                    )
+                    exclusive[opt.exclusive] = group.add_mutually_exclusive_group(required=required)
+                target = exclusive[opt.exclusive]
+            kwargs = opt.argparse_kwargs(None if default is MISSING else default)
+            target.add_argument(flag_of(f.name), **kwargs)
+        return group
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, **given):
+        """The value from parsed options (a field the command does not offer keeps its
+        default; ``given`` sets fields outright)."""
+        values = {f.name: getattr(args, f.name) for f in cls.options() if hasattr(args, f.name)}
+        values.update(given)
+        return cls(**values)
+
+    def flags(self) -> list[str]:
+        """The command-line options that give this value back (provenance records)."""
+        out: list[str] = []
+        for f in self.options():
+            value, opt = getattr(self, f.name), f.metadata["option"]
+            if value is None or value is False or value == ():
+                continue
+            if opt.action == "append":
+                for v in value:
+                    out += [flag_of(f.name), str(v)]
+                continue
+            out.append(flag_of(f.name))
+            if value is not True:
+                out += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
+        return out
+
+
+__all__ = ["Option", "Settings", "checked", "flag_of", "option"]
