@@ -1,11 +1,12 @@
 """SimPy schedule of FREE (shallow-deep early exit, synchronized parallel decoding) on one GPU.
 
-The closed form is ``ppdmodel.free``. Here one process, ``decode``, holds the GPU (a SimPy
-resource) for each token: the embedding with the shallow layers 1..L_s, one layer per event,
-then the exit head; if token t does not exit, the deep layers L_s+1..d over the n_t + 1
-stacked rows at ``layer(n_t + 1)`` each and the final head; then the host time tau, off the
-GPU. Exits come from a recorded sequence (``exits``) or are drawn i.i.d. with rate ``q``.
-Every time is a sum of the costs, so the latency equals
+The closed form is ``ppdmodel.free``. The schedule runs on the simulator's one engine
+(``sim.schedule.SimEngine``, as PPD and greedy do): one process, ``decode``, computes on GPU 0
+(an engine device, as greedy's main) for each token: the embedding with the shallow layers
+1..L_s, one layer per event, then the exit head; if token t does not exit, the deep layers
+L_s+1..d over the n_t + 1 stacked rows at ``layer(n_t + 1)`` each and the final head; then the
+host time tau, off the GPU. Exits come from a recorded sequence (``exits``) or are drawn
+i.i.d. with rate ``q``. Every time is a sum of the costs, so the latency equals
 ``ppdmodel.free_trace_latency_seconds`` for the same exits (the agreement the tests check).
 Costs are a ``ppdmodel.DecodeCosts``: measured, or from a device model with ``free_costs``.
 """
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import simpy
 
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.free import (
@@ -29,6 +29,7 @@ from ppdmodel.passes import check_costs
 from ppdmodel.validation import as_int, check_instance, check_probability, check_seed, ndim
 from sim.config import MAX_WORK
 from sim.hardware_costs import MAX_ROWS, HardwareModel, one_process_host_s
+from sim.schedule import MAIN, SimEngine
 
 FREE_EVENT_COLUMNS = ("token", "layer_start", "layer_end", "rows", "start", "end", "kind")
 """One row per event: a layer (``shallow``, ``deep``), a head or the host time."""
@@ -71,11 +72,11 @@ class FreeSimResult:
     """``FREE_EVENT_COLUMNS``, one row per event (empty when not recorded)."""
 
 
-class FreeSchedule:
+class FreeSchedule(SimEngine):
     """One FREE sequence on one GPU (module docstring): ``d`` layers (an integer in [2, 10^6]),
     the exit head after layer ``exit_layer`` in [1, d - 1], ``exits`` x_t (0/1, 1..``MAX_ELL``
     tokens); ValueError naming the argument out of range, or when the sequence is more than
-    ``sim.config.MAX_WORK`` of simulation (``_free_work``)."""
+    ``sim.config.MAX_WORK`` of simulation (``_free_work``). Records: ``FREE_EVENT_COLUMNS``."""
 
     def __init__(self, d, exit_layer, costs: DecodeCosts, exits, record_events=True) -> None:
         d, exit_layer = check_free_shape(d, exit_layer)
@@ -89,17 +90,14 @@ class FreeSchedule:
                         f"({deep} deep): reduce d or the exits")  # fmt: skip
         self.d, self.exit_layer, self.costs = d, exit_layer, costs
         self.exits = exits
-        self.env = simpy.Environment()
-        self.gpu = simpy.Resource(self.env, capacity=1)
-        self.record_events = bool(record_events)
-        self.records: list[tuple] = []
-        self.busy_s = 0.0
+        super().__init__(1, bool(record_events))
+        self.gpu = self._add_device(0)
 
     def _work(self, token, a, b, rows, seconds, kind):
-        """``seconds`` of GPU work (the caller holds the GPU), logged."""
+        """``seconds`` of work on GPU 0 as main's stream, logged."""
         start = self.env.now
-        yield self.env.timeout(seconds)
-        self.busy_s += seconds
+        yield from self.gpu.compute(seconds, MAIN)
+        self.busy_s[0] += seconds
         if self.record_events:
             self.records.append((token, a, b, rows, start, self.env.now, kind))
 
@@ -108,18 +106,16 @@ class FreeSchedule:
         c, d, ls = self.costs, self.d, self.exit_layer
         stacked = 0
         for t, exited in enumerate(self.exits, start=1):
-            with self.gpu.request() as req:
-                yield req
-                yield from self._work(t, 0, 0, 1, c.embedding_s, "embedding")
-                for layer in range(1, ls + 1):
-                    yield from self._work(t, layer, layer, 1, c.layer_s, "shallow")
-                yield from self._work(t, ls, ls, 1, c.early_head_s, "exit_head")
-                if not exited:
-                    rows = stacked + 1
-                    layer_s = free_rows_layer_seconds(rows=rows, costs=c)
-                    for layer in range(ls + 1, d + 1):
-                        yield from self._work(t, layer, layer, rows, layer_s, "deep")
-                    yield from self._work(t, d, d, 1, c.final_head_s, "final_head")
+            yield from self._work(t, 0, 0, 1, c.embedding_s, "embedding")
+            for layer in range(1, ls + 1):
+                yield from self._work(t, layer, layer, 1, c.layer_s, "shallow")
+            yield from self._work(t, ls, ls, 1, c.early_head_s, "exit_head")
+            if not exited:
+                rows = stacked + 1
+                layer_s = free_rows_layer_seconds(rows=rows, costs=c)
+                for layer in range(ls + 1, d + 1):
+                    yield from self._work(t, layer, layer, rows, layer_s, "deep")
+                yield from self._work(t, d, d, 1, c.final_head_s, "final_head")
             stacked = stacked + 1 if exited else 0
             start = self.env.now
             yield self.env.timeout(c.host_s)
@@ -127,10 +123,9 @@ class FreeSchedule:
                 self.records.append((t, d, d, 0, start, self.env.now, "host"))
 
     def run(self) -> FreeSimResult:
-        self.env.process(self.decode())
-        self.env.run()
+        end = self._run(self.decode())
         events = pd.DataFrame(self.records, columns=list(FREE_EVENT_COLUMNS))
-        return FreeSimResult(float(self.env.now), self.busy_s, self.exits, events)
+        return FreeSimResult(float(end), self.busy_s[0], self.exits, events)
 
 
 def simulate_free(

@@ -46,6 +46,14 @@ the paper. Greedy: main alone runs ``forward`` (embedding, layers 1..d, head), t
 
 A fast path computes the times of each token when nothing can interrupt a block (no group
 on GPU 0, no abandoning, one event per block): the same records as the processes.
+
+One engine for every method
+---------------------------
+``SimEngine`` holds what every schedule runs on: the SimPy environment, the modelled devices
+(``sim.device.SharedDevice``; an exclusive GPU is a SimPy priority resource), the mailboxes
+between processes and the plain record list. ``Schedule`` (PPD, greedy) and
+``sim.free_schedule.FreeSchedule`` (FREE) are both ``SimEngine``s; no other module of ``sim``
+creates an environment or a device (tests/sim/test_engine_architecture.py).
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ import math
 
 import simpy
 
-from ppdmodel.validation import check_instance
+from ppdmodel.validation import as_int, check_flag, check_instance
 from sim.config import SimConfig
 from sim.device import SharedDevice
 from sim.matches import check_trace_m
@@ -66,17 +74,54 @@ CANDIDATES = "candidates"
 """The stream a candidate group computes as on a shared device (``SharedDevice`` factors)."""
 
 
-class Schedule:
+MAX_GPUS = 10**6
+"""Most modelled GPUs of one engine (``SimEngine``)."""
+
+
+class SimEngine:
+    """The simulator's one engine (module docstring): a SimPy environment, the modelled devices
+    on it and a plain list of records; a schedule subclasses it and adds its processes.
+    ``n_gpus``: the GPUs whose busy seconds it counts (an integer in [1, ``MAX_GPUS``]);
+    ``record_events``: keep the records (False: count busy time only)."""
+
+    def __init__(self, n_gpus: int = 1, record_events: bool = True) -> None:
+        n_gpus = as_int("n_gpus", n_gpus, limit=MAX_GPUS)
+        self.record_events = check_flag("record_events", record_events)
+        self.env = simpy.Environment()
+        self.devices: dict[int, SharedDevice] = {}
+        """GPU index -> its device (``_add_device``)."""
+        self.records: list[tuple] = []
+        self.busy_s = [0.0] * n_gpus
+
+    def _add_device(self, gpu: int, slowdown: float = 1.0, slowdowns=None) -> SharedDevice:
+        """GPU ``gpu`` as a device whose streams slow each other (``SharedDevice``)."""
+        self.devices[gpu] = device = SharedDevice(self.env, slowdown, slowdowns)
+        return device
+
+    def _exclusive_gpu(self) -> simpy.PriorityResource:
+        """A GPU one block holds at a time, lower priority numbers first."""
+        return simpy.PriorityResource(self.env, 1)
+
+    def _mailbox(self) -> simpy.Store:
+        """A queue from one process to another."""
+        return simpy.Store(self.env)
+
+    def _run(self, *processes) -> float:
+        """Start ``processes`` (generators) and run until no event is left; the end time."""
+        for process in processes:
+            self.env.process(process)
+        self.env.run()
+        return self.env.now
+
+
+class Schedule(SimEngine):
     """Builds and runs one simulated sequence; results are plain attributes after ``run()``."""
 
     def __init__(self, config: SimConfig, m, record_events: bool = True) -> None:
         self.config = check_instance("config", config, SimConfig)
         self.m = check_trace_m(m)
         self.costs = c = step_costs(config)
-        self.record_events = record_events
-        self.env = simpy.Environment()
-        self.records: list[tuple] = []
-        self.busy_s = [0.0] * config.n_gpus
+        super().__init__(config.n_gpus, record_events)
         self.latency_s = 0.0
         self.makespan_s = 0.0
         self.fine = config.per_layer_events
@@ -97,33 +142,35 @@ class Schedule:
             self._log(*lane, token, a, b, start, end, kind)
 
     def run(self) -> Schedule:
-        c, env = self.costs, self.env
+        c = self.costs
         fast = not (c.abandon_rejected or self.fine or c.groups[0].gpu == 0 or not self.on_main)
         if self.config.schedule == "greedy":
-            self.devices = {0: SharedDevice(env)}
-            self.env.process(self.greedy_main())
+            self._add_device(0)
+            end = self._run(self.greedy_main())
         elif fast:
-            self.env.process(self.ppd_main_fast())
+            end = self._run(self.ppd_main_fast())
         else:
             self._start_processes()
-        env.run()
-        self.makespan_s = max(env.now, self.latency_s)
+            end = self._run()
+        self.makespan_s = max(end, self.latency_s)
         return self
 
     def _start_processes(self) -> None:
+        """The devices, mailboxes, candidate lanes and main of the general PPD schedule."""
         c, env, groups = self.costs, self.env, self.costs.groups
         # Groups with the same times on dedicated GPUs behave identically: one process drives
         # them in lockstep and logs every one of them.
         same = len({(g.layer_s, g.embedding_s, g.dispatch_s) for g in groups}) == 1
         n = len(groups)
         self.lanes = [list(range(n))] if same and groups[0].gpu != 0 else [[i] for i in range(n)]
-        self.devices = {groups[lane[0]].gpu: SharedDevice(env) for lane in self.lanes}
+        for lane in self.lanes:
+            self._add_device(groups[lane[0]].gpu)
         fluid = c.sharing == "fluid"
         own = {CANDIDATES: c.slowdown if c.candidate_slowdown is None else c.candidate_slowdown}
-        self.devices[0] = SharedDevice(env, c.slowdown if fluid else 1.0, own if fluid else None)
+        self._add_device(0, c.slowdown if fluid else 1.0, own if fluid else None)
         if self.exclusive:
-            self.gpu0 = simpy.PriorityResource(env, 1)
-        self.inbox = [simpy.Store(env) for _ in self.lanes]
+            self.gpu0 = self._exclusive_gpu()
+        self.inbox = [self._mailbox() for _ in self.lanes]
         self.working_on: list[int | None] = [None] * len(self.lanes)
         self.lane_procs = []
         if not self.serial:
