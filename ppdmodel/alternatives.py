@@ -11,7 +11,14 @@ P(X >= i) = a^i for i <= g, so a step yields
 
 tokens. A step costs g c_draft + c_verify seconds, so seconds per token are
 (g c_draft + c_verify) / E[X + 1]; with c_verify one target forward T and c_draft = c T this is
-their improvement factor (1 - a^(g+1)) / ((1 - a)(g c + 1)) (Theorem 3.8).
+their improvement factor (1 - a^(g+1)) / ((1 - a)(g c + 1)) (Theorem 3.8). Under
+``DecodeCosts`` (``draft_model_step_seconds``; the planner's draft-model rows, and the measured
+method's prediction from the target's and the draft's profiles, price a step with it):
+
+    forward over r positions = e + d L_r + h_f + tau      (``forward_seconds``)
+    c_verify = forward over g + 1 positions
+    c_draft  = c (e + d layer_s + h_f) + tau                (a draft token: c of a greedy
+                                                              token's device time, own host time)
 
 **Self-speculative early-exit decoding** (LayerSkip, Elhoushi et al. 2024; transformers'
 ``assistant_early_exit``): the draft is the model's own first L layers and an LM head. It
@@ -56,6 +63,7 @@ import numpy as np
 
 from ppdmodel.cost_grid import check_cost_terms
 from ppdmodel.free import free_expected_compute_seconds, free_expected_latency_seconds
+from ppdmodel.passes import check_costs
 from ppdmodel.theorem import _as_result
 from ppdmodel.validation import (
     as_int,
@@ -167,6 +175,39 @@ def early_exit_seconds_per_token(*, d, exit_layer, g, a, costs, reuse_draft_laye
     a = check_probability("a", a)
     check_broadcast(a=np.shape(a), d=np.shape(d), exit_layer=np.shape(exit_layer), g=np.shape(g))
     return speculative_seconds_per_token(a=a, g=g, draft_s=draft, verify_s=verify)
+
+
+def forward_seconds(*, d, costs, rows=1):
+    """One forward of a ``d``-layer model over ``rows`` positions of one sequence, seconds:
+    e + d L_rows + h_f + tau, L_rows = ``costs.candidate_layer_seconds(rows)`` (the k-row batch
+    time as the proxy for rows positions; ``costs``: one ``DecodeCosts``). Speculative
+    decoding's verify over g + 1 positions, or a draft model's forward under its own costs.
+    Vectorised over d and rows."""
+    d = check_positive_int("d", d)
+    rows = check_positive_int("rows", rows)
+    costs = check_costs(costs)
+    check_broadcast(d=np.shape(d), rows=np.shape(rows))
+    layers = np.multiply(d, costs.candidate_layer_seconds(rows))
+    return _as_result(costs.embedding_s + layers + (costs.final_head_s + costs.host_s))
+
+
+def draft_model_step_seconds(*, d, g, c, costs):
+    """(c_draft, c_verify) of speculative decoding with a separate draft model (module
+    docstring), seconds: c_draft = c (e + d layer_s + h_f) + tau, one drafted token at ``c``
+    (>= 0) of a greedy token's device time of the target, with its own host time; c_verify
+    = ``forward_seconds`` over g + 1 positions. ``costs``: the target's ``DecodeCosts``.
+    Vectorised over d, g and c."""
+    d = check_positive_int("d", d)
+    g = check_positive_int("g", g, limit=MAX_DRAFT)
+    c = check_nonnegative("c", c)
+    costs = check_costs(costs)
+    check_broadcast(d=np.shape(d), g=np.shape(g), c=np.shape(c))
+    device = costs.greedy_token_seconds(d) - costs.host_s
+    with np.errstate(over="ignore"):
+        draft = np.multiply(c, device) + costs.host_s
+    if not np.all(np.isfinite(draft)):
+        raise ValueError("c is too large: a draft token's seconds overflow float64")
+    return _as_result(draft), forward_seconds(d=d, costs=costs, rows=np.add(g, 1))
 
 
 def ring_allreduce_seconds(*, n, nbytes, latency_s, bandwidth_bytes_per_s):

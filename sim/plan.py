@@ -44,6 +44,7 @@ from scipy.stats import t as student_t
 
 from ppdmodel.alternatives import (
     EXACT_QUALITY,
+    draft_model_step_seconds,
     early_exit_step_seconds,
     sample_speculative_steps,
 )
@@ -440,10 +441,7 @@ def _step_seconds(row, hw, d: int) -> dict:
                                                 costs=costs,
                                                 reuse_draft_layers=bool(row.reuse))  # fmt: skip
     else:  # a separate draft model: cost_ratio of a greedy token's device time per draft
-        device = costs.greedy_token_seconds(d) - costs.host_s
-        draft = row.draft_cost_ratio * device + costs.host_s
-        verify = costs.embedding_s + d * costs.candidate_layer_seconds(g + 1)
-        verify += costs.final_head_s + costs.host_s
+        draft, verify = draft_model_step_seconds(d=d, g=g, c=row.draft_cost_ratio, costs=costs)
     step = g * draft + verify
     return {"step_s": float(step), "busy_s": float(tp * (step - (g + 1) * costs.host_s))}
 

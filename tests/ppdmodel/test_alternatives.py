@@ -14,8 +14,10 @@ from ppdmodel import (
 )
 from ppdmodel.alternatives import (
     EXACT_QUALITY,
+    draft_model_step_seconds,
     early_exit_seconds_per_token,
     early_exit_step_seconds,
+    forward_seconds,
     free_compute_per_token,
     free_seconds_per_token,
     ring_allreduce_seconds,
@@ -125,6 +127,20 @@ def test_early_exit_limits():
     assert always == pytest.approx((3 * draft + verify) / 4)
 
 
+def test_draft_model_step_seconds_by_hand():
+    costs = _costs()  # greedy device time per token: 0.5 + 10 * 1.0 + 4.0 = 14.5
+    assert forward_seconds(d=10, costs=costs, rows=3) == 0.5 + 10 * 1.5 + 4.0 + 0.25
+    assert forward_seconds(d=10, costs=costs) == costs.greedy_token_seconds(10)
+    draft, verify = draft_model_step_seconds(d=10, g=2, c=0.1, costs=costs)
+    assert draft == pytest.approx(0.1 * 14.5 + 0.25)
+    assert verify == forward_seconds(d=10, costs=costs, rows=3)
+    free, _ = draft_model_step_seconds(d=10, g=2, c=0.0, costs=costs)
+    assert free == costs.host_s  # a free draft still pays its host time
+    drafts, verifies = draft_model_step_seconds(d=10, g=np.array([1, 2]), c=0.1, costs=costs)
+    assert drafts == draft  # a draft token's cost does not depend on g (as early exit's)
+    assert verifies[1] == verify
+
+
 def test_ring_allreduce():
     assert ring_allreduce_seconds(n=1, nbytes=1e6, latency_s=1e-5, bandwidth_bytes_per_s=1e9) == 0
     two = ring_allreduce_seconds(n=2, nbytes=1e6, latency_s=1e-5, bandwidth_bytes_per_s=1e9)
@@ -146,6 +162,11 @@ def test_ring_allreduce():
             "bandwidth_bytes_per_s",
         ),
         (lambda: sample_speculative_steps(a=0.5, g=2, n_steps=0), "n_steps"),
+        (lambda: forward_seconds(d=10, costs=_costs(), rows=0), "rows"),
+        (lambda: forward_seconds(d=10, costs="x"), "costs"),
+        (lambda: draft_model_step_seconds(d=10, g=2, c=-0.1, costs=_costs()), "c"),
+        (lambda: draft_model_step_seconds(d=10, g=0, c=0.1, costs=_costs()), "g"),
+        (lambda: draft_model_step_seconds(d=10, g=2, c=1e308, costs=_costs()), "c"),
     ],
 )
 def test_bad_inputs_name_the_parameter(call, name):
