@@ -4,116 +4,125 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from ppdmodel.cli_args import (
-    DEFAULT_D,
-    default_d_bar,
-    existing_file,
-    nonnegative_float,
-    nonnegative_int,
-    output_file,
-    positive_float,
-    positive_int,
-    probability,
-    reading,
-)
+from ppdmodel.cli_args import DEFAULT_D, default_d_bar, reading
+from sim.settings import ConfigurationSettings, CostSettings, MatchSettings, SimulateSettings
 
 
 def register(subparsers) -> None:
-    """Add ``simulate`` to the ``ppd`` command."""
+    """Add ``simulate`` to the ``ppd`` command: its options are ``SimulateSettings``' fields."""
     p = subparsers.add_parser(
         "simulate",
         help="simulate PPD (or greedy) layer schedules on modelled GPUs",
         description="Simulate Algorithm 2's layer schedule; prints a latency/compute summary.",
     )
-    p.add_argument(
-        "--d", type=positive_int, default=None, help=f"decoder layers (default {DEFAULT_D})"
-    )
-    p.add_argument(
-        "--d-bar",
-        type=positive_int,
-        default=None,
-        help="early-prediction layer (default: smallest layer >= d/2)",
-    )
-    p.add_argument(
-        "--k", type=positive_int, default=None, help="candidates / sub-processes (default 3)"
-    )
-    p.add_argument("--ell", type=positive_int, default=128, help="generated tokens (default 128)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--p", type=probability, default=None, help="Bernoulli match rate (default 0.5)"
-    )
-    src.add_argument(
-        "--trace",
-        type=existing_file,
-        help="match-trace JSONL (sim.formats); replays its sequences with the trace's d, "
-        "d_bar and k (select with --d-bar/--k/--trace-head when the file holds several)",
-    )
-    src.add_argument(
-        "--per-position", type=existing_file, help="text/CSV file of p_t values for t = 2..ell"
-    )
-    p.add_argument("--trace-head", default=None, help="with --trace: shared | trained")
-    p.add_argument("--schedule", choices=("ppd", "greedy"), default="ppd")
-    p.add_argument(
-        "--gpus", type=positive_int, default=None, help="modelled GPUs, 1..k+1 (default k+1)"
-    )
-    p.add_argument("--link", default=None, help="nvlink4 | pcie4-x16 | pcie5-x16 | loopback")
-    p.add_argument("--cost", choices=("uniform", "roofline", "measured"), default="uniform")
-    p.add_argument("--gpu-model", default="h100-sxm", help="a100-80gb | h100-sxm | h200")
-    p.add_argument("--shape", default="vicuna-13b", help="model shape preset (roofline, links)")
-    p.add_argument(
-        "--context-len", type=positive_int, default=None, help="override the shape's context"
-    )
-    p.add_argument(
-        "--layer-times",
-        type=existing_file,
-        help="per-layer times CSV (sim.formats), for --cost measured",
-    )
-    p.add_argument("--flops-efficiency", type=positive_float, default=0.6)
-    p.add_argument("--bandwidth-efficiency", type=positive_float, default=0.8)
-    p.add_argument(
-        "--per-token-overhead", type=nonnegative_float, default=0.0, help="seconds per token"
-    )
-    p.add_argument(
-        "--per-handoff-overhead", type=nonnegative_float, default=0.0, help="seconds per hand-off"
-    )
-    p.add_argument("--allow-below-half", action="store_true", help="simulate d_bar < d/2")
-    p.add_argument("--per-layer-events", action="store_true", help="one event per layer")
-    p.add_argument("--n", type=positive_int, default=1, help="Monte Carlo sequences (default 1)")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument(
-        "--events-csv", type=output_file, help="write the first sequence's event log here"
-    )
-    p.add_argument("--gantt", type=output_file, help="write a Gantt PNG of the first sequence here")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    SimulateSettings.add_to(p)
     p.set_defaults(func=run_simulate)
 
 
-def _cost(args):
+def run_simulate(args: argparse.Namespace) -> int:
+    """``ppd simulate``: the settings of the options, simulated (``simulate_run``), printed."""
+    settings = SimulateSettings.from_args(args)
+    run = simulate_run(settings)
+    if settings.output.json:
+        print(json.dumps(run.report(), indent=2, default=float))
+    else:
+        _print_summary(run.example, run.summary, run.baselines)
+    return 0
+
+
+@dataclass(frozen=True)
+class SimulateRun:
+    """What ``simulate_run`` found."""
+
+    config: object
+    """The first simulated ``SimConfig`` (one, or the first of the replayed traces)."""
+    example: object
+    """The first sequence's ``SimResult``, with its events (``--gantt``, ``--events-csv``)."""
+    summary: object
+    """The ``MonteCarloSummary`` of every sequence."""
+    baselines: dict
+    """Greedy's latency and Theorem 4.1's (``_baselines``)."""
+
+    def report(self) -> dict:
+        """The ``--json`` report."""
+        return {
+            "config": self.config.to_dict(),
+            "first": self.example.summary(),
+            "monte_carlo": self.summary.to_dict(),
+            **self.baselines,
+        }
+
+
+def simulate_run(settings: SimulateSettings) -> SimulateRun:
+    """Simulate the settings' configuration: the Monte Carlo of its sequences (one run per
+    sequence of a --trace), its first sequence with events, greedy's; writes the first
+    sequence's event log and Gantt chart where the output settings ask for them."""
+    from dataclasses import replace
+
+    from sim.config import SimConfig
+    from sim.hardware import Link
+    from sim.run import monte_carlo, sequence_seed, simulate, summarise
+
+    cost, schedule, seq = settings.cost, settings.schedule, settings.sequences
+    sources, d, d_bar, k = _match_sources(settings.configuration, settings.matches)
+    common = dict(
+        d=d,
+        d_bar=d_bar,
+        k=k,
+        cost=_cost(cost),
+        n_gpus=schedule.gpus,
+        link=None if cost.link is None else Link.from_name(cost.link),
+        shape=_shape(cost) if cost.link or cost.cost == "roofline" else None,
+        per_token_overhead_s=cost.per_token_overhead,
+        per_handoff_overhead_s=cost.per_handoff_overhead,
+        schedule=schedule.schedule,
+        allow_below_half=settings.configuration.allow_below_half,
+        per_layer_events=schedule.per_layer_events,
+    )
+    if settings.matches.trace:  # one run per recorded sequence, ell from each trace
+        configs = [SimConfig(ell=s.ell, matches=s, **common) for s in sources]
+        results = [simulate(c, record_events=False) for c in configs]
+        summary = summarise(_samples(results))
+        first, first_seed = configs[0], None
+    else:
+        first = SimConfig(ell=seq.ell, matches=sources[0], **common)
+        configs = [first]
+        summary = monte_carlo(first, n=seq.n, seed=seq.seed)
+        first_seed = sequence_seed(seq.seed, 0)  # the Monte Carlo's own first sequence
+    example = simulate(first, seed=first_seed)
+    greedy = simulate(replace(first, schedule="greedy", n_gpus=1), record_events=False)
+    if settings.output.events_csv:
+        example.events.to_csv(settings.output.events_csv, index=False)
+    if settings.output.gantt:
+        _write_gantt(example, settings.output.gantt)
+    return SimulateRun(first, example, summary, _baselines(configs, greedy))
+
+
+def _cost(settings: CostSettings):
     from sim.cost import MeasuredCost, RooflineCost, UniformCost
     from sim.hardware import GPUSpec
 
-    if args.cost == "uniform":
+    if settings.cost == "uniform":
         return UniformCost()
-    if args.cost == "roofline":
+    if settings.cost == "roofline":
         return RooflineCost(
-            _shape(args),
-            GPUSpec.from_name(args.gpu_model),
-            args.flops_efficiency,
-            args.bandwidth_efficiency,
+            _shape(settings),
+            GPUSpec.from_name(settings.gpu_model),
+            settings.flops_efficiency,
+            settings.bandwidth_efficiency,
         )
-    if not args.layer_times:
-        raise ValueError("--layer-times is required with --cost measured")
-    with reading("--layer-times", args.layer_times):
-        return MeasuredCost.from_csv(args.layer_times)
+    with reading("--layer-times", settings.layer_times):
+        return MeasuredCost.from_csv(settings.layer_times)
 
 
-def _shape(args):
+def _shape(settings: CostSettings):
     from sim.shape import ModelShape
 
-    shape = ModelShape.from_name(args.shape)
-    return shape if args.context_len is None else shape.with_context(args.context_len)
+    shape = ModelShape.from_name(settings.shape)
+    return shape if settings.context_len is None else shape.with_context(settings.context_len)
 
 
 DEFAULT_K = 3
@@ -138,31 +147,33 @@ def select_traces(traces, *, d=None, d_bar=None, k=None, head=None) -> list:
     return kept
 
 
-def _match_sources(args) -> tuple[list, int, int, int]:
+def _match_sources(config: ConfigurationSettings, matches: MatchSettings):
     """(match sources, d, d_bar, k): a trace's own shape, or the options' with their defaults."""
 
     from sim.formats import read_traces
     from sim.matches import Bernoulli, PerPosition, Replay
 
-    if args.trace:
-        with reading("--trace", args.trace):
-            traces = read_traces(args.trace)
+    if matches.trace:
+        with reading("--trace", matches.trace):
+            traces = read_traces(matches.trace)
         if not traces:
-            raise ValueError(f"--trace {args.trace}: no sequences")
-        traces = select_traces(traces, d=args.d, d_bar=args.d_bar, k=args.k, head=args.trace_head)
+            raise ValueError(f"--trace {matches.trace}: no sequences")
+        traces = select_traces(
+            traces, d=config.d, d_bar=config.d_bar, k=config.k, head=matches.trace_head
+        )
         first = traces[0]
         return [Replay.from_trace(trace) for trace in traces], first.d, first.d_bar, first.k
-    d = DEFAULT_D if args.d is None else args.d
-    d_bar = default_d_bar(d) if args.d_bar is None else args.d_bar
-    k = DEFAULT_K if args.k is None else args.k
-    if 2 * d_bar < d and not args.allow_below_half:
+    d = DEFAULT_D if config.d is None else config.d
+    d_bar = default_d_bar(d) if config.d_bar is None else config.d_bar
+    k = DEFAULT_K if config.k is None else config.k
+    if 2 * d_bar < d and not config.allow_below_half:
         raise ValueError(
             f"--d-bar {d_bar} is below d/2 = {d / 2:g}: outside Algorithm 2 and Theorem 4.1; "
             "add --allow-below-half to simulate it as an extension"
         )
-    if args.per_position:
-        return [PerPosition(_read_p_t(args.per_position))], d, d_bar, k
-    return [Bernoulli(0.5 if args.p is None else args.p)], d, d_bar, k
+    if matches.per_position:
+        return [PerPosition(_read_p_t(matches.per_position))], d, d_bar, k
+    return [Bernoulli(0.5 if matches.p is None else matches.p)], d, d_bar, k
 
 
 def _read_p_t(path: str):
@@ -176,58 +187,6 @@ def _read_p_t(path: str):
             f"--per-position {path}: expected numbers p_t for t = 2..ell, separated by commas "
             "or newlines (a text or CSV file, not JSON)"
         ) from None
-
-
-def run_simulate(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from sim.config import SimConfig
-    from sim.hardware import Link
-    from sim.run import monte_carlo, sequence_seed, simulate, summarise
-
-    sources, d, d_bar, k = _match_sources(args)
-    common = dict(
-        d=d,
-        d_bar=d_bar,
-        k=k,
-        cost=_cost(args),
-        n_gpus=args.gpus,
-        link=None if args.link is None else Link.from_name(args.link),
-        shape=_shape(args) if args.link or args.cost == "roofline" else None,
-        per_token_overhead_s=args.per_token_overhead,
-        per_handoff_overhead_s=args.per_handoff_overhead,
-        schedule=args.schedule,
-        allow_below_half=args.allow_below_half,
-        per_layer_events=args.per_layer_events,
-    )
-    if args.trace:  # one run per recorded sequence, ell from each trace
-        configs = [SimConfig(ell=s.ell, matches=s, **common) for s in sources]
-        results = [simulate(c, record_events=False) for c in configs]
-        summary = summarise(_samples(results))
-        first, first_seed = configs[0], None
-    else:
-        first = SimConfig(ell=args.ell, matches=sources[0], **common)
-        configs = [first]
-        summary = monte_carlo(first, n=args.n, seed=args.seed)
-        first_seed = sequence_seed(args.seed, 0)  # the Monte Carlo's own first sequence
-    example = simulate(first, seed=first_seed)
-    greedy = simulate(replace(first, schedule="greedy", n_gpus=1), record_events=False)
-    if args.events_csv:
-        example.events.to_csv(args.events_csv, index=False)
-    if args.gantt:
-        _write_gantt(example, args.gantt)
-    baselines = _baselines(configs, greedy)
-    report = {
-        "config": first.to_dict(),
-        "first": example.summary(),
-        "monte_carlo": summary.to_dict(),
-        **baselines,
-    }
-    if args.json:
-        print(json.dumps(report, indent=2, default=float))
-    else:
-        _print_summary(example, summary, baselines)
-    return 0
 
 
 def _baselines(configs, greedy) -> dict:

@@ -15,7 +15,10 @@ import ipaddress
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+from ppdmodel.options import Settings, option
 
 PAGE = Path(__file__).with_name("cli_app_page.py")
 """The Streamlit script of the page."""
@@ -50,10 +53,7 @@ def register(subparsers) -> None:
             'pip install -e ".[app]".'
         ),
     )
-    p.add_argument("--address", type=host_address, default="127.0.0.1",
-                   help="address to serve on (default 127.0.0.1: this machine only)")  # fmt: skip
-    p.add_argument("--port", type=tcp_port, default=DEFAULT_PORT,
-                   help=f"port to serve on (default {DEFAULT_PORT})")  # fmt: skip
+    AppSettings.add_to(p)
     p.set_defaults(func=run_app)
 
 
@@ -82,6 +82,21 @@ def host_address(text: str) -> str:
     raise argparse.ArgumentTypeError(f"must be an IP address or a host name, got {text!r}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class AppSettings(Settings):
+    """Where ``ppd app`` serves the page."""
+
+    GROUP = "server"
+
+    address: str = option(
+        "127.0.0.1", type=host_address,
+        help="address to serve on (default 127.0.0.1: this machine only)",
+    )  # fmt: skip
+    port: int = option(
+        DEFAULT_PORT, type=tcp_port, help=f"port to serve on (default {DEFAULT_PORT})"
+    )
+
+
 def streamlit_command(address: str, port: int) -> list[str]:
     """The command that serves the page."""
     flags = {**STREAMLIT_FLAGS, "server.address": address, "server.port": str(port)}
@@ -90,10 +105,15 @@ def streamlit_command(address: str, port: int) -> list[str]:
 
 
 def run_app(args: argparse.Namespace) -> int:
+    """``ppd app``: serve the page where the options say (``serve``)."""
+    return serve(AppSettings.from_args(args))
+
+
+def serve(settings: AppSettings) -> int:
     """Serve the page until interrupted; a missing Streamlit is reported as the ``app``
     extra to install (``ppdmodel.cli.missing_extra``)."""
     if importlib.util.find_spec("streamlit") is None:
         raise ModuleNotFoundError("No module named 'streamlit'", name="streamlit")
-    print(f"ppd app: serving the what-if page on http://{args.address}:{args.port} "
+    print(f"ppd app: serving the what-if page on http://{settings.address}:{settings.port} "
           "(Ctrl-C stops it)", flush=True)  # fmt: skip
-    return subprocess.call(streamlit_command(args.address, args.port))
+    return subprocess.call(streamlit_command(settings.address, settings.port))

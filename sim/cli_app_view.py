@@ -39,6 +39,7 @@ from sim.plan_grid import PlanSpace
 from sim.plan_intervals import against_greedy, rival_of
 from sim.plan_summary import summary_lines
 from sim.preset_error import evidence_rows, preset_error
+from sim.settings import ENGINE_OVERRIDES, PlanSettings
 
 PAGE_DRAWS = 12
 """Draws behind each 95 % interval on the page (``ppd plan`` draws ``PLAN_DRAWS``): fewer, so a
@@ -130,7 +131,7 @@ def plan_argv(inputs: PageInputs, table: str | None = None) -> list[str]:
     argv += ["--gpu", inputs.gpu, "--link", inputs.link, "--devices", str(inputs.devices)]
     if inputs.engine:
         argv += ["--engine", inputs.engine]
-    for name in cli_plan.ENGINE_OVERRIDES:
+    for name in ENGINE_OVERRIDES:
         value = getattr(inputs, name)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", f"{value:g}"]
@@ -203,40 +204,40 @@ class PageView:
 def page_view(inputs: PageInputs, folder: Path) -> PageView:
     """Plan ``inputs`` as ``ppd plan`` would (module docstring); ``folder``: where a p set by
     hand is written as a table. InputError names the page's field a bad input came from."""
-    args = _parse(plan_argv(inputs))
-    shape, model_name = _stage("model", cli_plan.model_shape, args)
-    d = shape.num_layers
     argv = plan_argv(inputs)
+    settings = _settings(argv)
+    shape, model_name = _stage("model", cli_plan.model_shape, settings)
+    d = shape.num_layers
     if inputs.p is not None:
-        model = cli_plan.planned_model(args, model_name)
+        model = cli_plan.planned_model(settings.model, model_name)
         argv = plan_argv(inputs, str(what_if_table(inputs, d, model, folder)))
-        args = _parse(argv)
-    hardware = _stage("hardware", cli_plan.plan_hardware, args, shape)
-    ptable = _stage("p-table", read_ptable, args, model_name, d)
-    workloads = (args.workload[0],) if args.workload else None
+        settings = _settings(argv)
+    hw, space_s, confirm = settings.hardware, settings.space, settings.confirmation
+    hardware = _stage("hardware", cli_plan.plan_hardware, hw, shape)
+    ptable = _stage("p-table", read_ptable, settings, model_name, d)
+    workloads = space_s.workload[:1] if space_s.workload else None
     if workloads and workloads[0] not in ptable.workloads:
         raise InputError("workload", f"{workloads[0]!r} is not in p-table '{ptable.name}' "
                          f"(it has {list(ptable.workloads)})")  # fmt: skip
-    space = PlanSpace(max_devices=args.devices, heads=tuple(args.head) if args.head else None,
-                      workloads=workloads, early_heads=tuple(args.early_head),
-                      ell=args.ell)  # fmt: skip
-    result = _stage("plan", plan, hardware, ptable, space, d=d, confirm_n=args.confirm_n,
-                    max_compute=args.max_compute, seed=args.seed, keep_screened=True,
-                    min_quality=args.min_quality,
-                    draws=args.draws, model=cli_plan.planned_model(args, model_name),
-                    engines=[args.engine] * len(hardware))  # fmt: skip
+    space = PlanSpace(max_devices=hw.devices, heads=space_s.head, workloads=workloads,
+                      early_heads=space_s.early_head, ell=confirm.ell)  # fmt: skip
+    result = _stage("plan", plan, hardware, ptable, space, d=d, confirm_n=confirm.confirm_n,
+                    max_compute=space_s.max_compute, seed=confirm.seed, keep_screened=True,
+                    min_quality=space_s.min_quality,
+                    draws=confirm.draws, model=cli_plan.planned_model(settings.model, model_name),
+                    engines=[hw.engine] * len(hardware))  # fmt: skip
     screened = against_greedy(result.screened, result.screened)
-    settle = {w: settle_command(args, v, ptable, result.decisions.get(w))
+    settle = {w: settle_command(settings, v, ptable, result.decisions.get(w))
               for w, v in result.verdicts.items()}  # fmt: skip
     heads = sorted({dec.head for dec in result.decisions.values() if dec.head})
     return PageView(
         inputs=inputs, argv=argv, plan=result, summary=summary_lines(result),
         sources=[*result.uncertainty.notes.items(), *(("head", h) for h in heads)],
         settle=settle, pareto=pareto_points(result),
-        p_curve=p_curve(result, screened, args.max_compute, args.min_quality),
+        p_curve=p_curve(result, screened, space_s.max_compute, space_s.min_quality),
         waterfall=waterfall_terms(result, screened, hardware, d, space.ell),
-        regimes=regime_table(hardware), evidence=evidence_rows(args.engine, hardware[0].gpu.name),
-        preset=preset_error(args.engine, hardware[0].gpu.name).describe(), d=d,
+        regimes=regime_table(hardware), evidence=evidence_rows(hw.engine, hardware[0].gpu.name),
+        preset=preset_error(hw.engine, hardware[0].gpu.name).describe(), d=d,
         notes=[n for n in (depth_note(ptable, shape),) if n],
     )  # fmt: skip
 
@@ -249,6 +250,12 @@ FIELDS = {"--config": "model config.json", "--shape": "model shape", "--gpu": "G
 STAGES = {"model": "model config.json", "hardware": "GPU and engine", "p-table": "p-table",
           "plan": "plan"}  # fmt: skip
 """The page's field behind each step of ``page_view``."""
+
+
+def _settings(argv: list[str]) -> PlanSettings:
+    """``argv`` parsed by ``ppd plan``'s parser, as ``ppd plan``'s settings (a refused
+    combination of hardware options names the page's GPU and engine)."""
+    return _stage("hardware", PlanSettings.from_args, _parse(argv))
 
 
 def _parse(argv: list[str]):

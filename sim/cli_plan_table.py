@@ -9,6 +9,8 @@ import shlex
 from contextlib import suppress
 from pathlib import Path
 
+from sim.settings import PlanSettings
+
 
 def profile_entry(path) -> dict:
     """The ``model`` entry of a cost profile ({} for a bare DecodeCosts file)."""
@@ -21,39 +23,41 @@ def profile_entry(path) -> dict:
     return {}
 
 
-def read_ptable(args, model_name: str = "", d: int = 0):
+def read_ptable(settings: PlanSettings, model_name: str = "", d: int = 0):
     """The p-table (--table, or the profiled model's shipped atlas, or Table 2), refused when
     it was measured on another model than the profiled one (``check_table_model``)."""
     from sim.ptable import PTable
 
-    if args.table is None:  # the model's own shipped atlas when there is one, else Table 2
+    given = settings.table
+    if given.table is None:  # the model's own shipped atlas when there is one, else Table 2
         try:
             table = PTable.builtin(model_name) if model_name else PTable.paper()
         except ValueError:
             table = PTable.paper()
-    elif Path(args.table).is_dir() or Path(args.table).suffix == ".jsonl":
-        table = PTable.from_run(args.table)
-    elif Path(args.table).suffix in (".csv", ".parquet") or Path(args.table).exists():
-        table = PTable.read(args.table, d=args.table_d)
+    elif Path(given.table).is_dir() or Path(given.table).suffix == ".jsonl":
+        table = PTable.from_run(given.table)
+    elif Path(given.table).suffix in (".csv", ".parquet") or Path(given.table).exists():
+        table = PTable.read(given.table, d=given.table_d)
     else:
-        table = PTable.builtin(args.table)
-    check_table_model(args, table, model_name, d)
+        table = PTable.builtin(given.table)
+    check_table_model(settings, table, model_name, d)
     return table
 
 
-def check_table_model(args, table, model_name: str, d: int) -> None:
+def check_table_model(settings: PlanSettings, table, model_name: str, d: int) -> None:
     """Refuse (ValueError) a p-table of another model than the profile's (another name, or a
     measured folder of another depth) unless --allow-other-model-table."""
     from sim.ptable import same_model
 
-    if not args.profile or args.allow_other_model_table:
+    given = settings.table
+    if not settings.hardware.profile or given.allow_other_model_table:
         return
-    measured = args.table is not None and Path(args.table).exists() and Path(
-        args.table).suffix not in (".csv", ".parquet")  # fmt: skip
+    measured = given.table is not None and Path(given.table).exists() and Path(
+        given.table).suffix not in (".csv", ".parquet")  # fmt: skip
     table_model = table.model or ("" if not measured else f"a {table.d}-layer model")
     other = not same_model(table.model, model_name) or (measured and table.d != d)
     if other:
-        where = "no --table was given and " if args.table is None else ""
+        where = "no --table was given and " if given.table is None else ""
         raise ValueError(
             f"{where}p-table '{table.name}' was measured on {table_model!r}, the profile on "
             f"{model_name or f'a {d}-layer model'!r}: give --table with this model's rates (a "
@@ -61,20 +65,21 @@ def check_table_model(args, table, model_name: str, d: int) -> None:
         )
 
 
-def replicates_of(args, hardware):
+def replicates_of(settings: PlanSettings, hardware):
     """Per hardware model, its profile's bootstrap replicates (None without a profile)."""
     from ppdmodel.cost_profile import PROFILE_FORMAT, parse_cost_profile
     from sim.plan_intervals import profile_replicates
 
-    if not args.profile:
+    profile = settings.hardware.profile
+    if not profile:
         return None
-    data = json.loads(Path(args.profile).read_text(encoding="utf-8"))
+    data = json.loads(Path(profile).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
         return None  # a bare DecodeCosts file keeps no samples
     return profile_replicates(parse_cost_profile(data), hardware)
 
 
-def settle_command(args, verdict, ptable, decision=None) -> str:
+def settle_command(settings: PlanSettings, verdict, ptable, decision=None) -> str:
     """The command that settles an open call: for p, ``ppd measure match-rate`` at the
     layer and k in question; for the engine, ``ppd measure profile --device cuda``; else the
     ``ppd validate`` command that times the recommendation and its close rivals ("" where the
@@ -85,13 +90,14 @@ def settle_command(args, verdict, ptable, decision=None) -> str:
     if verdict.kind == "clear":
         return ""
     prompts = "PROMPTS"
-    entry = profile_entry(args.profile) if args.profile else {}
+    profile, table = settings.hardware.profile, settings.table.table
+    entry = profile_entry(profile) if profile else {}
     model = entry.get("path") or entry.get("name") or "MODEL"
-    if args.table is not None and Path(args.table).exists():
-        folder = Path(args.table) if Path(args.table).is_dir() else Path(args.table).parent
+    if table is not None and Path(table).exists():
+        folder = Path(table) if Path(table).is_dir() else Path(table).parent
         with suppress(ValueError):
             prompts = run_metadata(folder).get("prompts") or prompts
-    out = Path(args.out)
+    out = Path(settings.output.out)
     source = verdict.dominant or "p"
     if source == "p":
         layers = ["--layers", str(decision.d_bar), "--ks", str(decision.k)] if (
@@ -104,7 +110,7 @@ def settle_command(args, verdict, ptable, decision=None) -> str:
     if verdict.validate_flags is None:
         return ""
     return validate_command(verdict.validate_flags, model=model, prompts=prompts,
-                            profile=args.profile, ell=args.ell,
+                            profile=profile, ell=settings.confirmation.ell,
                             out=str(out / "settle"))  # fmt: skip
 
 
@@ -158,10 +164,11 @@ def _factors_note(hw, ks, early_head, side: str) -> str:
     )
 
 
-def other_model_note(args, ptable, model_name: str) -> str:
+def other_model_note(settings: PlanSettings, ptable, model_name: str) -> str:
     from sim.ptable import same_model
 
-    if args.profile and args.allow_other_model_table and not same_model(ptable.model, model_name):
+    allowed = settings.table.allow_other_model_table
+    if settings.hardware.profile and allowed and not same_model(ptable.model, model_name):
         return (f"p-table '{ptable.name}' measured on {ptable.model!r}, used for "
                 f"{model_name!r} (--allow-other-model-table)")  # fmt: skip
     return ""
