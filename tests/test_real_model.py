@@ -222,3 +222,16 @@ def test_custom_generate_equals_generate(smollm2):
     assert out.sequences.tolist() == ref.tolist()
     assert [x for p in puts[1:-1] for x in p] == ref[0, ids.shape[1] :].tolist()
     assert puts[-1] == "end" and out.n_runs == 1 + len(out.ppd.m) - out.matches
+
+
+def test_profile_takes_the_model_by_name(smollm2):
+    """``ppd validate --model smollm2`` without --profile measures one with ``model_dir`` the
+    name, as ``--model`` gives it (a known name or .gguf file, not only a folder)."""
+    from measure.profile.profile import measure_profile
+
+    model = smollm2[0]
+    profile = measure_profile(model, model_dir="smollm2", ks=(1,), context_tokens=8, repeats=2,
+                              warmup=0, calls=1, remeasure_rounds=0)  # fmt: skip
+    assert profile.data["backends"]["single"]["threads"] >= 1
+    with pytest.raises(ValueError, match="model_dir"):
+        measure_profile(model, model_dir="no-such-model", ks=(1,))

@@ -55,6 +55,7 @@ from scipy.stats import f as f_dist
 
 from measure.checks import check_model
 from measure.decode.backends import ppd_many
+from measure.hf.loading import resolve_model_dir
 from measure.profile.dispatch import dispatch_delays
 from measure.profile.drift import DriftWatch, MachineDrift, drift_factors
 from measure.profile.host import host_seconds
@@ -87,7 +88,6 @@ from ppdmodel.validation import (
     as_int,
     as_path,
     check_flag,
-    check_input_dir,
     check_instance,
     items_of,
     refused_as,
@@ -173,8 +173,9 @@ def measure_profile(
     check_flag("progress", progress)
     if name is not None:
         check_instance("name", name, str)
-    if model_dir is not None:
-        check_input_dir("model_dir", model_dir)
+    if model_dir is not None:  # a folder, .gguf file or known name, as ``--model`` takes
+        with refused_as("model_dir"):
+            model_dir = str(resolve_model_dir(model_dir))
     device = next(model.parameters()).device
     d = model.config.get_text_config().num_hidden_layers
     counts = {"single": threads, "dist": DIST_THREADS}
