@@ -22,6 +22,7 @@ The runs' seconds and tokens start after each run's first step (the prefill step
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ import numpy as np
 from measure.checks import as_prompt_ids, eos_set
 from measure.eval.hf_early_exit import BACKEND, EarlyExitConfig, HFBookkeeping
 from measure.eval.judged import JudgedResult
+from measure.eval.predict import DraftSteps, Prediction
 from measure.hf.layer_split import LayerSplitModel
 from measure.match.config import make_config
 from measure.match.rate import measure_prompt
@@ -60,44 +62,6 @@ def layer_matches(model, prompts, layers, *, max_new_tokens, eos_token_id=None) 
     return out
 
 
-@dataclass(frozen=True)
-class EarlyExitPrediction:
-    """Predicted decode seconds (after each run's first step) of one early-exit method."""
-
-    predicted_s: float
-    """Exact step accounting on the realized match sequences, priced by the profile."""
-    iid_s: float
-    """The i.i.d. closed form (ell -> infinity) at the pooled match rate with
-    ``early_exit_step_seconds``' step costs and the same host time, times the decode
-    tokens."""
-    draft_s: float
-    """Draft forwards (layers 1..L and the LM head), host time excluded."""
-    verify_s: float
-    """Verify forwards (d layers and the LM head), host time excluded."""
-    host_s: float
-    """Host time: the measured HF bookkeeping, or the profile's tau per forward."""
-    tokens: int
-    """Decode tokens (after each run's first step)."""
-    steps: int
-    draft_forwards: int
-    p_hat: float
-    """Layer-L top-1 matches per position, all positions of all prompts."""
-    greedy_s: float
-    """Greedy's predicted seconds for the same tokens (tokens x G)."""
-    first_step_tokens: tuple[int, ...]
-    """Tokens of each run's first step (the untimed prefill step), predicted."""
-    drafted: tuple[tuple[int, ...], ...]
-    produced: tuple[tuple[int, ...], ...]
-    """Per run, each step's drafted and produced tokens, predicted."""
-
-    def terms(self) -> dict[str, float]:
-        """Seconds per token: draft and verify forwards and host time (they sum to
-        predicted / tokens)."""
-        n = max(self.tokens, 1)
-        return {"draft_s": self.draft_s / n, "verify_s": self.verify_s / n,
-                "hf_host_s": self.host_s / n}  # fmt: skip
-
-
 def predict_early_exit(
     profile: CostProfile,
     matches,
@@ -105,9 +69,13 @@ def predict_early_exit(
     *,
     max_new_tokens: int,
     bookkeeping: HFBookkeeping | None = None,
-) -> EarlyExitPrediction:
-    """Predict one method from the profile and per-prompt match sequences at its layer;
-    ``bookkeeping``: HF's host time measured beforehand (None: the profile's tau per forward)."""
+) -> tuple[Prediction, Prediction]:
+    """(the method's, greedy's for the same tokens) predicted seconds of one method from the
+    profile and per-prompt match sequences at its layer, after each run's first step:
+    exact step accounting (``steps``), the i.i.d. closed form at the pooled match rate
+    (``iid_s``, ``rate``) with ``early_exit_step_seconds``' step costs and the same host time;
+    ``bookkeeping``: HF's host time measured beforehand (None: the profile's tau per
+    forward)."""
     d = profile.d
     config.check(d)
     # early exit has no hand-off or dispatch (the only fields d_bar changes): any valid d_bar
@@ -143,21 +111,22 @@ def predict_early_exit(
         verify_s=float(c_verify) - costs.host_s + step_costs.step_host_s,
     )
     host_s = steps * step_costs.step_host_s + forwards * step_costs.draft_host_s
-    return EarlyExitPrediction(
-        predicted_s=draft + verify,
-        iid_s=float(per_token) * tokens,
+    accounted = DraftSteps(
         draft_s=draft - forwards * step_costs.draft_host_s,
-        verify_s=verify - steps * step_costs.step_host_s,
-        host_s=host_s,
-        tokens=tokens,
-        steps=steps,
-        draft_forwards=forwards,
-        p_hat=p_hat,
-        greedy_s=tokens * float(costs.greedy_token_seconds(d)),
+        verify_s=verify - steps * step_costs.step_host_s, host_s=host_s, steps=steps,
+        draft_forwards=forwards, drafted=tuple(drafted), produced=tuple(produced),
         first_step_tokens=tuple(firsts),
-        drafted=tuple(drafted),
-        produced=tuple(produced),
-    )
+    )  # fmt: skip
+    n = max(tokens, 1)
+    terms = {"draft_s": accounted.draft_s / n, "verify_s": accounted.verify_s / n,
+             "hf_host_s": host_s / n}  # fmt: skip
+    nan = math.nan  # one object: predictions of the same runs compare equal
+    method = Prediction(draft + verify, nan, tokens, 0, costs, runs=len(matches), backend=BACKEND,
+                        term_seconds=terms, iid_s=float(per_token) * tokens, rate=p_hat,
+                        steps=accounted)  # fmt: skip
+    greedy = Prediction(tokens * float(costs.greedy_token_seconds(d)), nan, tokens, 0, costs,
+                        runs=len(matches), backend=BACKEND)  # fmt: skip
+    return method, greedy
 
 
 def greedy_after(greedy_runs, first_step_tokens) -> float:
@@ -168,117 +137,69 @@ def greedy_after(greedy_runs, first_step_tokens) -> float:
     return total
 
 
-def steps_agree(runs, prediction: EarlyExitPrediction) -> bool:
+def steps_agree(runs, steps: DraftSteps) -> bool:
     """True when every measured run drafted and produced what the accounting predicted."""
-    for run, drafted, produced in zip(runs, prediction.drafted, prediction.produced, strict=True):
+    for run, drafted, produced in zip(runs, steps.drafted, steps.produced, strict=True):
         if tuple(run.drafted()) != drafted or tuple(run.produced) != produced:
             return False
     return True
 
 
-@dataclass
-class EarlyExitOutcome(JudgedResult):
-    """One early-exit method in ``ppd validate``: measured, predicted, greedy for the same
-    tokens, exactness and whether HF's steps were the predicted ones."""
+@dataclass(frozen=True)
+class EarlyExitCheck:
+    """What HF early exit's runs showed beside its prediction (``JudgedResult.details``)."""
 
-    config: EarlyExitConfig
-    measured: Spread
-    predicted: EarlyExitPrediction
-    greedy_measured: Spread
-    """Greedy's decode seconds for the same tokens, per round."""
-    exact: bool
     steps_agree: bool
-    forward_s: tuple[float, float, float] = (float("nan"),) * 3
+    """True when HF's steps were the predicted ones."""
+    forward_s: tuple[float, float, float]
     """Measured (draft forwards, verify forwards, outside the forwards) seconds of the median
     round (hooks), after each run's first step."""
     bookkeeping: HFBookkeeping | None = None
     """HF's host time outside the forwards, measured before the rounds (the prediction's)."""
-    method_name = "early exit"
 
-    @property
-    def predicted_s(self) -> float:
-        return self.predicted.predicted_s
-
-    simulated_s = float("nan")
-    """No simulator replay for early exit."""
-
-    @property
-    def greedy_predicted_s(self) -> float:
-        return self.predicted.greedy_s
-
-    @property
-    def iid_rel_err(self) -> float:
-        return self.predicted.iid_s / self.measured.median - 1
-
-    def cost_terms(self) -> dict:
-        return self.predicted.terms()
-
-    def table_row(self, columns) -> dict:
-        """Its row of the validation table (the steps' columns beside the common ones)."""
-        p = self.predicted
-        row = self.common_row(columns)
-        row.update(backend=BACKEND, k=1, tokens=p.tokens, p_hat=p.p_hat,
-                   exit_layer=self.config.exit_layer, draft_tokens=self.config.g, iid_s=p.iid_s,
-                   steps_agree=self.steps_agree)  # fmt: skip
-        return row
-
-    def verdict(self, load=None) -> str:
-        return super().verdict(load) + (
-            "" if self.steps_agree else "; HF's steps differ from the predicted ones"
-        )
-
-    def breakdown(self) -> str:
+    def breakdown(self, steps: DraftSteps) -> str:
         """Predicted vs measured draft forwards, verify forwards and the time outside them
         (measured in the median round, by the hooks)."""
-        p = self.predicted
         draft, verify, rest = self.forward_s
         return (
-            f"draft forwards predicted {p.draft_s:.4g} s / measured {draft:.4g} s "
-            f"({p.draft_forwards} forwards); verify forwards predicted {p.verify_s:.4g} s / "
-            f"measured {verify:.4g} s ({p.steps} steps); host outside the forwards predicted "
-            f"{p.host_s:.4g} s / measured {rest:.4g} s"
+            f"draft forwards predicted {steps.draft_s:.4g} s / measured {draft:.4g} s "
+            f"({steps.draft_forwards} forwards); verify forwards predicted {steps.verify_s:.4g} s"
+            f" / measured {verify:.4g} s ({steps.steps} steps); host outside the forwards "
+            f"predicted {steps.host_s:.4g} s / measured {rest:.4g} s"
         )
 
 
-def evaluate_early_exit(
-    profile: CostProfile,
-    configs,
-    timed: dict,
-    greedy,
-    matches: dict,
-    *,
-    max_new_tokens: int,
-    exact: dict,
-    bookkeeping: HFBookkeeping | None = None,
-) -> list[EarlyExitOutcome]:
-    """One ``EarlyExitOutcome`` per config from the timed methods (``timed[config]``: a
-    ``measure.eval.repeat.TimedMethod``), greedy's, the layer match sequences and HF's
-    bookkeeping measured beforehand (or None)."""
-    outcomes = []
-    for config in configs:
-        method = timed[config]
-        predicted = predict_early_exit(
-            profile,
-            matches[config.exit_layer],
-            config,
-            max_new_tokens=max_new_tokens,
-            bookkeeping=bookkeeping,
-        )
-        firsts = [r.first_step_tokens for r in method.runs]
-        greedy_rounds = [greedy_after(runs, firsts) for runs in greedy.results]
-        outcomes.append(
-            EarlyExitOutcome(
-                config=config,
-                measured=method.spread,
-                predicted=predicted,
-                greedy_measured=Spread.of(greedy_rounds),
-                exact=exact[config],
-                steps_agree=steps_agree(method.runs, predicted),
-                forward_s=_median_round_seconds(method),
-                bookkeeping=bookkeeping,
-            )
-        )
-    return outcomes
+def judge_early_exit(config: EarlyExitConfig, timed, greedy, matches, *, profile: CostProfile,
+                     max_new_tokens: int, exact: bool,
+                     bookkeeping: HFBookkeeping | None = None) -> JudgedResult:  # fmt: skip
+    """HF early exit's judged result from its timed runs and greedy's (``TimedMethod``s), the
+    match sequences at its layer and HF's bookkeeping measured beforehand (or None): greedy is
+    measured and predicted over the same tokens (after each run's first step)."""
+    predicted, greedy_predicted = predict_early_exit(
+        profile, matches, config, max_new_tokens=max_new_tokens, bookkeeping=bookkeeping
+    )
+    p, steps = predicted, predicted.steps
+    firsts = [r.first_step_tokens for r in timed.runs]
+    greedy_rounds = Spread.of([greedy_after(runs, firsts) for runs in greedy.results])
+    check = EarlyExitCheck(steps_agree(timed.runs, steps), _median_round_seconds(timed),
+                           bookkeeping)  # fmt: skip
+    iid_err = p.iid_s / timed.spread.median - 1
+    line = (
+        f"  {config.label}: p_hat {p.p_hat:.3f}, {steps.steps} steps, {steps.draft_forwards} "
+        f"draft forwards, {p.tokens} tokens; predicted {p.closed_form_s:.4g} s (i.i.d. closed "
+        f"form {p.iid_s:.4g} s, {100 * iid_err:+.1f} %), measured {timed.spread.median:.4g} s; "
+        f"steps as predicted: {'yes' if check.steps_agree else 'NO'}; tokens equal greedy's: "
+        f"{'yes' if exact else 'NO'}"
+    )
+    return JudgedResult(
+        config, timed.spread, predicted, greedy_rounds, greedy_predicted, exact,
+        method_name="early exit",
+        columns=dict(k=1, p_hat=p.p_hat, exit_layer=config.exit_layer, draft_tokens=config.g,
+                     steps_agree=check.steps_agree),
+        lines=(line, "    " + check.breakdown(steps)),
+        notes=() if check.steps_agree else ("HF's steps differ from the predicted ones",),
+        details=check,
+    )  # fmt: skip
 
 
 def _median_round_seconds(method) -> tuple[float, float, float]:

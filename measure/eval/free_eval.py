@@ -24,13 +24,11 @@ import numpy as np
 import pandas as pd
 
 import sim
-from measure.eval.judged import JudgedResult
-from measure.eval.verdict import agreement
-from measure.free.decode import MODES, FreeResult, check_exit_layer, free_generate
-from measure.free.quality import rouge_l, token_agreement
+from measure.eval.judged import JudgedResult, quality
+from measure.eval.predict import Prediction
+from measure.free.decode import MODES, check_exit_layer, free_generate
 from measure.free.threshold import INITIAL_THRESHOLD, ZETA, AdaptiveThreshold, check_threshold
 from measure.hf.lens import LogitLens
-from measure.profile.stats import Spread
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.free import (
     free_expected_latency_seconds,
@@ -114,23 +112,9 @@ def free_terms(costs: DecodeCosts, runs, *, d: int, exit_layer: int) -> dict[str
     }
 
 
-@dataclass(frozen=True)
-class FreePrediction:
-    """Predicted seconds of one FREE method over all prompts."""
-
-    predicted_s: float
-    """Exact per trace (closed form), summed over runs."""
-    simulated_s: float
-    """``sim.simulate_free`` replaying each run's exits, summed."""
-    iid_s: float
-    """The i.i.d. closed form at the pooled exit rate, summed over runs of their lengths."""
-    tokens: int
-    exit_rate: float
-    terms: dict
-
-
-def predict_free(costs: DecodeCosts, runs, *, d: int, exit_layer: int) -> FreePrediction:
-    """Closed form per trace, simulator and i.i.d. form for ``runs`` (FreeResult per prompt)."""
+def predict_free(costs: DecodeCosts, runs, *, d: int, exit_layer: int) -> Prediction:
+    """Closed form per trace, simulator and i.i.d. form for ``runs`` (FreeResult per prompt);
+    ``rate``: the pooled exit rate."""
     tokens = sum(len(r.exits) for r in runs)
     rate = sum(sum(r.exits) for r in runs) / max(tokens, 1)
     closed = simulated = iid = 0.0
@@ -140,74 +124,8 @@ def predict_free(costs: DecodeCosts, runs, *, d: int, exit_layer: int) -> FreePr
         simulated += sim.simulate_free(exits=r.exits, record_events=False, **kw).latency_s
         iid += free_expected_latency_seconds(ell=len(r.exits), q=rate, **kw)
     terms = free_terms(costs, runs, d=d, exit_layer=exit_layer)
-    return FreePrediction(closed, simulated, iid, tokens, rate, terms)
-
-
-@dataclass(frozen=True)
-class FreeQuality:
-    """FREE's output against greedy's, pooled over the prompts."""
-
-    agreement: float
-    """Mean over prompts of the share of positions equal to greedy's token."""
-    rouge_l: float
-    """Mean over prompts of ROUGE-L (token ids) against greedy's output."""
-
-
-def quality(runs: list[FreeResult], greedy_runs) -> FreeQuality:
-    """Agreement and ROUGE-L of each run against greedy's tokens, averaged over prompts."""
-    pairs = list(zip(runs, greedy_runs, strict=True))
-    agree = [token_agreement(r.tokens, g.tokens) for r, g in pairs]
-    rouge = [rouge_l(r.tokens, g.tokens) for r, g in pairs]
-    return FreeQuality(float(np.mean(agree)), float(np.mean(rouge)))
-
-
-@dataclass(frozen=True)
-class FreeOutcome(JudgedResult):
-    """One FREE method: measured, predicted, its quality and greedy beside it."""
-
-    config: FreeConfig
-    threshold: float
-    """The threshold the timed runs used ("auto": the settled one)."""
-    measured: Spread
-    predicted: FreePrediction
-    greedy_measured: Spread
-    greedy_predicted_s: float
-    quality: FreeQuality
-    exact: bool
-    approximate = True
-    method_name = "FREE"
-
-    @property
-    def predicted_s(self) -> float:
-        return self.predicted.predicted_s
-
-    def cost_terms(self) -> dict:
-        return dict(self.predicted.terms)
-
-    def table_row(self, columns) -> dict:
-        return free_row(self, columns)
-
-    def verdict(self, load=None) -> str:
-        q = self.quality
-        return (super().verdict(load) + f"; quality vs greedy: tokens {q.agreement:.3f}, "
-                f"ROUGE-L {q.rouge_l:.3f} (approximate)")  # fmt: skip
-
-    def report_lines(self) -> list[str]:
-        return ["FREE (approximate; quality against greedy's tokens): " + self.describe()]
-
-    @property
-    def simulated_s(self) -> float:
-        return self.predicted.simulated_s
-
-    def describe(self) -> str:
-        p, q = self.predicted, self.quality
-        return (
-            f"{self.config.label}: threshold {self.threshold:.3g}, exit rate {p.exit_rate:.3f}, "
-            f"{p.tokens} tokens; predicted {p.predicted_s:.4g} s (simulated {p.simulated_s:.4g} "
-            f"s, i.i.d. {p.iid_s:.4g} s), measured {self.measured.median:.4g} s "
-            f"({100 * self.rel_err:+.1f} %); quality vs greedy: tokens {q.agreement:.3f}, "
-            f"ROUGE-L {q.rouge_l:.3f}"
-        )
+    return Prediction(closed, simulated, tokens, 0, costs, runs=len(runs), backend=BACKEND,
+                      term_seconds=terms, iid_s=iid, rate=rate)  # fmt: skip
 
 
 def free_costs(profile, head=None) -> DecodeCosts:
@@ -219,50 +137,47 @@ def free_costs(profile, head=None) -> DecodeCosts:
     return base
 
 
-def evaluate_free(
-    profile, settled: dict, timed: dict, greedy, greedy_predicted_s: float, exact: dict, head=None
-) -> list[FreeOutcome]:
-    """FreeOutcomes for the timed FREE methods; ``settled``: config -> threshold used."""
-    costs = free_costs(profile, head)
-    out = []
-    for config, method in timed.items():
-        pred = predict_free(costs, method.runs, d=profile.d, exit_layer=config.exit_layer)
-        out.append(
-            FreeOutcome(
-                config, settled[config], method.spread, pred, greedy.spread,
-                greedy_predicted_s, quality(method.runs, greedy.runs), exact[config],
-            )
-        )  # fmt: skip
-    return out
+@dataclass(frozen=True)
+class Settled:
+    """FREE's own record in its judged result (``JudgedResult.details``)."""
+
+    threshold: float
+    """The threshold the timed runs used ("auto": the one Algorithm 1 settled on)."""
+
+
+def judge_free(config: FreeConfig, threshold: float, prediction: Prediction, timed, greedy,
+               greedy_predicted: Prediction, exact: bool) -> JudgedResult:  # fmt: skip
+    """FREE's judged result: ``timed`` and ``greedy`` (``TimedMethod``s) measured in the same
+    rounds, its ``prediction`` and its quality against greedy's tokens."""
+    p = prediction
+    line = (
+        f"FREE (approximate; quality against greedy's tokens): {config.label}: threshold "
+        f"{threshold:.3g}, exit rate {p.p_hat:.3f}, {p.tokens} tokens; predicted "
+        f"{p.closed_form_s:.4g} s (simulated {p.simulated_s:.4g} s, i.i.d. {p.iid_s:.4g} s), "
+        f"measured {timed.spread.median:.4g} s"
+    )
+    q = quality(timed.runs, greedy.runs)
+    return JudgedResult(
+        config, timed.spread, p, greedy.spread, greedy_predicted, exact, quality=q,
+        method_name="FREE", columns=dict(exit_layer=config.exit_layer, threshold=threshold,
+                                         exit_rate=p.p_hat),
+        lines=(f"{line}; {q.describe()}",), details=Settled(threshold),
+    )  # fmt: skip
 
 
 QUALITY_METRIC = "rouge_l_vs_greedy"
 """The ``quality`` a FREE table from ``free_table`` holds: ROUGE-L against greedy's tokens."""
 
 
-def free_table(outcomes: list[FreeOutcome]) -> pd.DataFrame:
-    """The planner's FREE table (``sim.formats``; ``ppd plan --free-table``): per method its exit
-    layer, the threshold used, the pooled exit rate and ROUGE-L against greedy's output."""
+def free_table(outcomes: list[JudgedResult]) -> pd.DataFrame:
+    """The planner's FREE table (``sim.formats``; ``ppd plan --free-table``): per judged FREE
+    method its exit layer, the threshold used (``Settled``), the pooled exit rate and ROUGE-L
+    against greedy's output."""
     rows = [
-        dict(exit_layer=o.config.exit_layer, threshold=o.threshold, exit_rate=o.predicted.exit_rate,
+        dict(exit_layer=o.config.exit_layer, threshold=o.details.threshold,
+             exit_rate=o.predicted.p_hat,
              quality=o.quality.rouge_l, quality_metric=QUALITY_METRIC, mode=o.config.mode)
         for o in outcomes
         if o.config.mode != "oracle"  # the oracle runs every deep layer: not FREE's schedule
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=[*FREE_TABLE_COLUMNS, "quality_metric", "mode"])
-
-
-def free_row(o: FreeOutcome, columns) -> dict:
-    """One row of ``ProfileValidation.table`` (missing columns NaN/None)."""
-    p, m = o.predicted, o.measured
-    row = dict.fromkeys(columns)
-    row.update(
-        method=o.config.label, backend=BACKEND, tokens=p.tokens, predicted_s=p.predicted_s,
-        simulated_s=p.simulated_s, measured_s=m.median, measured_q1_s=m.q1, measured_q3_s=m.q3,
-        rounds=m.n, noisy=m.noisy, rel_err=o.rel_err, simulated_rel_err=o.simulated_rel_err,
-        speedup_measured=o.speedup_measured, speedup_predicted=o.speedup_predicted,
-        agreement=agreement(o.rel_err), exact=o.exact, exit_layer=o.config.exit_layer,
-        iid_s=p.iid_s, threshold=o.threshold, exit_rate=p.exit_rate,
-        quality_tokens=o.quality.agreement, quality_rouge_l=o.quality.rouge_l,
-    )  # fmt: skip
-    return row

@@ -91,40 +91,33 @@ def _waterfall(ax, result) -> None:
     ax.set_xticks(np.arange(len(labels) + 2), [*labels, "predicted", "measured (IQR)"],
                   rotation=55, ha="right", rotation_mode="anchor", fontsize=7)  # fmt: skip
     ax.set_ylabel("ms per token")
-    c = result.config
-    ax.set_title(
-        f"d_bar={c.d_bar} k={c.k} {c.early_head} {c.backend}: error {100 * result.rel_err:+.1f} %",
-        fontsize=8,
-    )
+    ax.set_title(f"{result.label}: error {100 * result.rel_err:+.1f} %", fontsize=8)
 
 
-def _point_name(row) -> str:
-    """'greedy, single' (its prices' backend), 'd_bar k head backend' for PPD, 'EE L/g' for
-    early exit, 'FREE L_s/threshold', or any other method's label."""
-    if row["method"] == "greedy":
-        return f"greedy, {row['backend']}"
-    if row.get("threshold") is not None and row.get("threshold") == row.get("threshold"):
-        return f"FREE {int(row['exit_layer'])}/{row['threshold']:.3g}"
-    if row.get("exit_layer") is not None and row.get("exit_layer") == row.get("exit_layer"):
-        return f"EE {int(row['exit_layer'])}/{int(row['draft_tokens'])}"
-    if row.get("d_bar") is None or row.get("d_bar") != row.get("d_bar"):
-        return str(row["method"])  # any other method: its label
-    return f"{int(row['d_bar'])} {int(row['k'])} {row['early_head'][:4]} {row['backend']}"
+def point_names(table: pd.DataFrame) -> list[str]:
+    """Each row's method label; a label that stands on several rows (greedy, priced on each
+    backend) with its backend."""
+    counts = table["method"].value_counts()
+    return [f"{m}, {b}" if counts[m] > 1 else str(m)
+            for m, b in zip(table["method"], table["backend"], strict=True)]  # fmt: skip
 
 
 def point_table(table: pd.DataFrame) -> list[str]:
     """The key of predicted_vs_measured.png: one line per numbered point (monospace)."""
-    lines = [f"{'#':>3} {'method':<19} {'measured':>8} {'predicted':>9} {'error':>7}"]
-    for i, (_, row) in enumerate(table.iterrows(), start=1):
-        lines.append(f"{i:>3} {_point_name(row):<19.19} {row['measured_s']:>8.3g} "
+    names = point_names(table)
+    width = max(len("method"), *map(len, names))
+    lines = [f"{'#':>3} {'method':<{width}} {'measured':>8} {'predicted':>9} {'error':>7}"]
+    for i, (name, (_, row)) in enumerate(zip(names, table.iterrows(), strict=True), start=1):
+        lines.append(f"{i:>3} {name:<{width}} {row['measured_s']:>8.3g} "
                      f"{row['predicted_s']:>9.3g} {100 * row['rel_err']:>+6.1f}%")  # fmt: skip
     return lines
 
 
 def plot_predicted_vs_measured(validation, path):
-    """Predicted (closed form and simulator; for early exit the step accounting and the
-    i.i.d. closed form) against the measured median, with the IQR as error bars; the
-    diagonal and the 5 % and 15 % bands (seconds over all prompts, PNG). Points are numbered
+    """Predicted (the closed form on the runs' own traces; beside it the simulator, the
+    interleaved probes' closed form and the i.i.d. closed form, each where a method made one)
+    against the measured median, with the IQR as error bars; the diagonal and the 5 % and
+    15 % bands (seconds over all prompts, PNG). Points are numbered
     (labels pushed apart, ``measure.eval.plot_labels``) and keyed in a table beside the plot.
     Returns the Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -139,30 +132,18 @@ def plot_predicted_vs_measured(validation, path):
     xerr = np.stack(
         [measured - table["measured_q1_s"].to_numpy(), table["measured_q3_s"].to_numpy() - measured]
     )
-    early = (table["exit_layer"].notna() if "exit_layer" in table
-             else pd.Series(False, index=table.index)).to_numpy(dtype=bool)  # fmt: skip
-    ppd = ~early
-    ax.errorbar(measured[ppd], table["predicted_s"][ppd], xerr=xerr[:, ppd], fmt="o", capsize=3,
-                markersize=4, label="closed form, profile (the key's column)")  # fmt: skip
-    ax.plot(measured[ppd], table["simulated_s"][ppd], "x", color="tab:red", markersize=7,
-            label="simulator")  # fmt: skip
-    probed = table.get("interleaved_predicted_s", pd.Series(np.nan, index=table.index))
-    if probed[ppd].notna().any():  # ppd validate's prediction of record, where the probes ran
-        ax.plot(measured[ppd], probed[ppd], "D", color="tab:orange", markersize=4,
-                label="closed form, interleaved probes (of record)")  # fmt: skip
-    if early.any():
-        ax.errorbar(
-            measured[early],
-            table["predicted_s"][early],
-            xerr=xerr[:, early],
-            fmt="s",
-            color="tab:olive",
-            capsize=3,
-            label="early exit: exact step accounting",
-        )
-        ax.plot(measured[early], table["iid_s"][early], "+", color="tab:purple", markersize=9,
-                label="early exit: i.i.d. closed form")  # fmt: skip
-    shown = pd.concat([table["predicted_s"], table.get("iid_s", pd.Series(dtype=float)), probed])
+    nan = pd.Series(np.nan, index=table.index)
+    ax.errorbar(measured, table["predicted_s"], xerr=xerr, fmt="o", capsize=3, markersize=4,
+                label="closed form on the runs' traces, profile (the key's column)")  # fmt: skip
+    forms = (("simulated_s", "x", "tab:red", 7, "simulator"),
+             ("interleaved_predicted_s", "D", "tab:orange", 4,
+              "closed form, interleaved probes (of record)"),
+             ("iid_s", "+", "tab:purple", 9, "i.i.d. closed form at the pooled rate"))  # fmt: skip
+    for column, marker, color, size, label in forms:  # each where a method made it
+        values = table.get(column, nan)
+        if values.notna().any():
+            ax.plot(measured, values, marker, color=color, markersize=size, label=label)
+    shown = pd.concat([table.get(c, nan) for c in ("predicted_s", *(f[0] for f in forms))])
     low = 0.85 * min(measured.min(), shown.min())
     high = 1.15 * max(measured.max(), shown.max())
     line = np.array([low, high])
@@ -185,7 +166,7 @@ def plot_predicted_vs_measured(validation, path):
     side.set_axis_off()
     side.text(0.0, 1.0, "\n".join(key), family="monospace", fontsize=7, va="top",
               transform=side.transAxes)  # fmt: skip
-    side.set_title("d_bar k early-head backend; seconds over all prompts", fontsize=8, loc="left")
+    side.set_title("seconds over all prompts", fontsize=8, loc="left")
     canvas = FigureCanvasAgg(fig)  # the renderer measures the labels' boxes
     canvas.draw()  # fixes the layout, so the labels are placed where they will be drawn
     repel_labels(ax, labels, canvas.get_renderer())

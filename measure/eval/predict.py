@@ -32,7 +32,8 @@ after it and keeps the full pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import sim
 from measure.eval.ppd_config import PPDConfig
@@ -53,8 +54,31 @@ GREEDY_BACKEND = "single"
 
 
 @dataclass(frozen=True)
+class DraftSteps:
+    """The draft-and-verify steps behind the prediction of a speculative method (HF early exit,
+    draft-model speculative decoding), over all prompts."""
+
+    draft_s: float
+    """Draft forwards, host time excluded where ``host_s`` holds it."""
+    verify_s: float
+    """Verify forwards, host time excluded where ``host_s`` holds it."""
+    host_s: float
+    """Host time priced apart (HF's bookkeeping), or 0 where the forwards include it."""
+    steps: int
+    draft_forwards: int
+    drafted: tuple[tuple[int, ...], ...] = ()
+    """Per run, each step's drafted tokens."""
+    produced: tuple[tuple[int, ...], ...] = ()
+    """Per run, each step's produced tokens."""
+    first_step_tokens: tuple[int, ...] = ()
+    """Per run, the tokens of a first step left out of the timing (HF's prefill step)."""
+
+
+@dataclass(frozen=True)
 class Prediction:
-    """Predicted decode seconds of one method over all prompts."""
+    """Predicted decode seconds of one method (or greedy) over all prompts: the closed form on
+    the runs' own traces, the simulator's replay where the method has a schedule, and the
+    i.i.d. closed form at the pooled rate where it has one."""
 
     closed_form_s: float
     """Closed form, summed over runs."""
@@ -85,17 +109,29 @@ class Prediction:
     """The closed form under each of the profile's cost replicates (behind ``interval``; the
     same replicates, in the same order, for greedy and PPD on one backend: a speed-up's
     interval takes the ratio within each, ``speedup_interval``)."""
+    term_seconds: dict = field(default_factory=dict)
+    """Seconds per token by cost term (``measure.eval.verdict.TERM_LABELS``); they sum to
+    ``closed_form_s / tokens`` (empty for greedy)."""
+    iid_s: float = math.nan
+    """The i.i.d. closed form at the runs' pooled rate (FREE, early exit, speculative
+    decoding; NaN where none is made)."""
+    rate: float | None = None
+    """The pooled rate behind ``iid_s`` (FREE's exit rate, early exit's layer-L match rate,
+    speculative decoding's acceptance); None: PPD's M / sum(ell - 1)."""
+    steps: DraftSteps | None = None
+    """The draft-and-verify steps of a speculative method, or None."""
 
     def terms(self) -> dict[str, float]:
-        """Seconds per token: the waterfall's terms and ``last_pass_s`` (<= 0); they sum to
-        ``closed_form_s / tokens``."""
-        terms = {k: float(v) for k, v in self.waterfall.terms().items()}
-        terms["last_pass_s"] = -self.last_pass_s / self.tokens
-        return terms
+        """Seconds per token by cost term (``term_seconds``; PPD: the waterfall's terms and
+        ``last_pass_s`` <= 0)."""
+        return dict(self.term_seconds)
 
     @property
     def p_hat(self) -> float:
-        """Accepted predictions per predictable token, M / sum(ell - 1)."""
+        """The pooled rate (``rate``), else accepted predictions per predictable token,
+        M / sum(ell - 1)."""
+        if self.rate is not None:
+            return self.rate
         return self.matches / max(self.tokens - self.runs, 1) if self.runs else 0.0
 
 
@@ -159,11 +195,13 @@ def predict_ppd(
     split = latency_waterfall(
         d=d, d_bar=config.d_bar, p=rate, k=config.k, costs=costs, early_head=placement
     )
+    terms = {k: float(v) for k, v in split.terms().items()}
+    terms["last_pass_s"] = -cuts / max(tokens, 1)
     return Prediction(
         closed, simulated, tokens, matches, costs, split, runs=len(runs), last_pass_s=cuts,
         backend=config.backend, interval=interval,
         sharing=profile.sharing(config.backend, config.k, config.early_head),
-        per_run_s=tuple(per_run), replicate_s=tuple(drawn),
+        per_run_s=tuple(per_run), replicate_s=tuple(drawn), term_seconds=terms,
     )  # fmt: skip
 
 

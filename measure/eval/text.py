@@ -122,12 +122,11 @@ def _sharing(prediction) -> str:
 
 
 def format_early_exit(validation) -> list[str]:
-    """The early-exit methods: what was measured and how it was predicted, then per method
-    its steps, predicted (step accounting and i.i.d.) and measured seconds, and where the
-    time went (none without ``--early-exit``)."""
+    """What the early-exit methods were measured and predicted with (none without
+    ``--early-exit``); each method's own lines follow (``JudgedResult.report_lines``)."""
     if not validation.early_exit:
         return []
-    lines = [
+    return [
         "early exit (HF generate, constant draft length, no confidence stop; seconds and tokens "
         "after each run's first step, greedy over the same tokens; predicted by exact step "
         "accounting on the layer-L match sequences, i.i.d. closed form beside it; approximated: "
@@ -135,14 +134,3 @@ def format_early_exit(validation) -> list[str]:
         "k-row slope):",
         "  " + validation.bookkeeping.describe(),
     ]
-    for o in validation.early_exit:
-        p = o.predicted
-        lines.append(
-            f"  {o.config.label}: p_hat {p.p_hat:.3f}, {p.steps} steps, {p.draft_forwards} draft "
-            f"forwards, {p.tokens} tokens; predicted {p.predicted_s:.4g} s (i.i.d. closed form "
-            f"{p.iid_s:.4g} s, {100 * o.iid_rel_err:+.1f} %), measured {o.measured.median:.4g} s; "
-            f"steps as predicted: {'yes' if o.steps_agree else 'NO'}; tokens equal greedy's: "
-            f"{'yes' if o.exact else 'NO'}"
-        )
-        lines.append("    " + o.breakdown())
-    return lines

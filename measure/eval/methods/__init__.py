@@ -1,5 +1,7 @@
 """The decoding methods ``ppd validate`` times, predicts and judges, behind one interface
-(``base.Method``: a frozen config, ``check``, ``bind`` -> ``decode`` and ``judge``).
+(``base.Method``: a frozen config, ``check``, its simulator ``schedule`` and planner rows
+(``plan_rows``), ``bind`` -> ``decode``, ``closed_form`` and ``judge``, which returns the one
+result type ``measure.eval.judged.JudgedResult``).
 
 - ``greedy.py``: the baseline (greedy, or the sampler PPD is checked against);
 - ``ppd.py``: PPD (``PPDConfig``), either backend;
@@ -15,7 +17,14 @@ from __future__ import annotations
 
 from measure.eval.free_eval import FreeConfig
 from measure.eval.hf_early_exit import EarlyExitConfig
-from measure.eval.methods.base import Bound, JudgeInputs, Method, RunInputs, TimedMethod
+from measure.eval.methods.base import (
+    Bound,
+    JudgeInputs,
+    Method,
+    RunInputs,
+    TimedMethod,
+    plan_rows,
+)
 from measure.eval.methods.free import Free
 from measure.eval.methods.greedy import Greedy
 from measure.eval.methods.hf_early_exit import HFEarlyExit
@@ -42,4 +51,4 @@ def method_of(config) -> Method:
 
 
 __all__ = ["REGISTERED", "Bound", "Greedy", "JudgeInputs", "Method", "RunInputs", "TimedMethod",
-           "method_of"]  # fmt: skip
+           "method_of", "plan_rows"]  # fmt: skip

@@ -3,21 +3,28 @@
 A *method* (``Method``) holds one frozen config (``PPDConfig``, ``EarlyExitConfig``,
 ``FreeConfig``, ``SpecConfig``; greedy has none) and says how it runs: on how many ranks, whether
 it decodes one prompt per call (so the rounds can take turns prompt by prompt) and which
-backend's costs price it. ``bind`` does the untimed work before the rounds (a FREE threshold
-calibrated, HF's bookkeeping measured, a draft model loaded and profiled) and returns the
-method bound to the model and prompts (``Bound``): ``decode`` runs it, ``judge`` predicts its
-runs from the cost profile and the runs' own traces (nothing fitted on them) and returns its
-``JudgedResult``. ``measure.eval.repeat.time_repeated`` and ``measure.eval.validate.validate``
-loop over methods and never ask which one they hold; ``measure.eval.methods`` registers them.
+backend's costs price it; where the models price it: its simulator schedule (``schedule``) and
+its rows in ``ppd plan``'s table (``plan_method``, ``plan_keys``; ``plan_rows``). ``bind`` does
+the untimed work before the rounds (a FREE threshold calibrated, HF's bookkeeping measured, a
+draft model loaded and profiled) and returns the method bound to the model and prompts
+(``Bound``): ``decode`` runs it, ``closed_form`` predicts its runs from the cost profile and the
+runs' own traces (nothing fitted on them), ``judge`` sets that prediction beside the measured
+runs and returns the one result type, ``measure.eval.judged.JudgedResult``.
+``measure.eval.repeat.time_repeated`` and ``measure.eval.validate.validate`` loop over methods
+and never ask which one they hold; ``measure.eval.methods`` registers them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+import pandas as pd
+
 from measure.decode.settings import RunSettings
 from measure.eval.judged import JudgedResult
+from measure.eval.predict import Prediction
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import CostProfile
 
@@ -103,6 +110,11 @@ class Bound(Protocol):
         """One run: a result per prompt at ``indices`` (None: all), each with ``tokens`` and
         ``wall_s``; ``warmup``: an untimed short decode first."""
 
+    def closed_form(self, profile: CostProfile, runs) -> Prediction:
+        """Its ``runs`` (one result per prompt) predicted from ``profile`` and their own traces
+        (match outcomes, exits, steps): the closed form, the simulator's replay where it has a
+        ``schedule``, the i.i.d. form where it has one; nothing fitted on the runs."""
+
     def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> JudgedResult | None:
         """The runs predicted and judged (None for greedy, the baseline of the others)."""
 
@@ -115,6 +127,15 @@ class Method(Protocol):
     """Its frozen config (hashable; what results are keyed by); None for greedy."""
     by_prompt: bool
     """True: ``decode`` takes one prompt per call (the rounds turn by prompt)."""
+    schedule: Callable | None
+    """The simulator entry that replays its runs (``sim.simulate`` for PPD and greedy,
+    ``sim.simulate_free`` for FREE); None: none (its steps are sampled by the planner)."""
+    plan_method: str
+    """The ``method`` of its rows in ``ppd plan``'s table (``sim.plan_grid.METHODS``)."""
+
+    @property
+    def plan_keys(self) -> dict:
+        """The columns of ``ppd plan``'s table that pick its configuration's rows."""
 
     @property
     def label(self) -> str:
@@ -134,14 +155,33 @@ class Method(Protocol):
         """The untimed preparation; the method bound to ``model`` and ``prompts``."""
 
 
+def plan_rows(method: Method, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``ppd plan``'s table (``sim.plan_grid.screen``) that price ``method``'s
+    configuration: its ``plan_method``, and its ``plan_keys`` where the table has them."""
+    keep = table["method"] == method.plan_method
+    for column, value in method.plan_keys.items():
+        if column in table:
+            keep &= table[column] == value
+    return table[keep]
+
+
 class InProcess:
     """What a method run whole in the calling process shares (HF early exit, FREE,
-    speculative decoding): its config's label, no ranks, the ``single`` backend's costs, and
-    its config's own check of the model's depth."""
+    speculative decoding): a config of its ``config_type``, checked on construction, its
+    label, no ranks, the ``single`` backend's costs, and its config's own check of the model's
+    depth."""
 
     config: object
+    config_type: type
+    argument: str
+    """The argument of ``validate`` its configs come in (named when one is refused)."""
     by_prompt = False
     backend = "single"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, self.config_type):
+            raise ValueError(f"{self.argument} must hold {self.config_type.__name__} values, "
+                             f"got {self.config!r}")  # fmt: skip
 
     @property
     def label(self) -> str:

@@ -1,20 +1,26 @@
 """FREE through the method interface (``measure.eval.free_eval``): a threshold "auto" settled by
 Algorithm 1 before the rounds, untimed; predicted from the profile and each run's exit
-sequence; approximate, so judged on its quality against greedy's tokens too."""
+sequence (closed form per trace, ``sim.simulate_free``); approximate, so judged on its quality
+against greedy's tokens too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sim
 from measure.eval.free_eval import (
     BACKEND,
     FreeConfig,
-    FreeOutcome,
     calibrate,
-    evaluate_free,
+    free_costs,
+    judge_free,
+    predict_free,
     run_free,
 )
+from measure.eval.judged import JudgedResult
 from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMethod
+from measure.eval.predict import Prediction
+from ppdmodel.cost_profile import CostProfile
 
 
 @dataclass(frozen=True)
@@ -22,10 +28,14 @@ class Free(InProcess):
     """FREE at one exit layer, threshold and mode (``Method``)."""
 
     config: FreeConfig
+    config_type = FreeConfig
+    argument = "free"
+    schedule = staticmethod(sim.simulate_free)
+    plan_method = "free"
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.config, FreeConfig):
-            raise ValueError(f"free must hold FreeConfig values, got {self.config!r}")
+    @property
+    def plan_keys(self) -> dict:
+        return dict(exit_layer=self.config.exit_layer, free_mode=self.config.mode)
 
     def bind(self, model, prompts, run: RunInputs) -> FreeRun:
         """The threshold the timed runs use ("auto": calibrated now, untimed)."""
@@ -54,9 +64,12 @@ class FreeRun:
                         max_new_tokens=run.max_new_tokens, eos_token_id=run.settings.eos_token_id,
                         head=run.head)  # fmt: skip
 
-    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> FreeOutcome:
-        greedy_s = inputs.greedy_predicted[BACKEND].closed_form_s
-        (outcome,) = evaluate_free(inputs.profile, {self.config: self.threshold},
-                                   {self.config: timed}, inputs.greedy, greedy_s, inputs.exact,
-                                   head=self.run.head)  # fmt: skip
-        return outcome
+    def closed_form(self, profile: CostProfile, runs) -> Prediction:
+        """From the profile (the exit head priced by the head it uses) and each run's exits."""
+        return predict_free(free_costs(profile, self.run.head), runs, d=profile.d,
+                            exit_layer=self.config.exit_layer)  # fmt: skip
+
+    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> JudgedResult:
+        return judge_free(self.config, self.threshold, self.closed_form(inputs.profile, timed.runs),
+                          timed, inputs.greedy, inputs.greedy_predicted[BACKEND],
+                          inputs.exact[self.config])  # fmt: skip

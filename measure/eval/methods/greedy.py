@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sim
 from measure.checks import as_prompt_ids, check_context
 from measure.decode.greedy import greedy_generate
 from measure.decode.sampling import GREEDY, Decoding
 from measure.decode.settings import RunSettings
 from measure.eval.methods.base import RunInputs, picked
+from measure.eval.predict import GREEDY_BACKEND, Prediction, predict_greedy
+from ppdmodel.cost_profile import CostProfile
 
 
 def run_greedy(
@@ -48,7 +51,11 @@ class Greedy:
     config = None
     by_prompt = True
     label = "greedy"
-    backend = "single"
+    backend = GREEDY_BACKEND
+    schedule = staticmethod(sim.simulate)
+    """``sim.simulate`` with ``schedule="greedy"``."""
+    plan_method = "greedy"
+    plan_keys = {}
 
     def ranks(self, settings: RunSettings) -> int:
         return 0
@@ -76,6 +83,11 @@ class GreedyRun:
             eos_token_id=s.eos_token_id, decoding=s.decoding, seeds=picked(self.run.seeds, indices),
             warmup=warmup,
         )  # fmt: skip
+
+    def closed_form(self, profile: CostProfile, runs) -> Prediction:
+        """ell G per run on the ``single`` backend's figures (``predict_greedy``; ``validate``
+        prices greedy on every judged method's backend)."""
+        return predict_greedy(profile, runs)
 
     def judge(self, timed, inputs) -> None:
         """None: greedy is priced per backend by ``validate`` (the baseline's rows)."""

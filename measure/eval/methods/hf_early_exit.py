@@ -8,14 +8,17 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from measure.eval.early_exit import EarlyExitOutcome, evaluate_early_exit, layer_matches
+from measure.eval.early_exit import judge_early_exit, layer_matches, predict_early_exit
 from measure.eval.hf_early_exit import (
     EarlyExitConfig,
     HFBookkeeping,
     measure_bookkeeping,
     run_early_exit,
 )
+from measure.eval.judged import JudgedResult
 from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMethod
+from measure.eval.predict import Prediction
+from ppdmodel.cost_profile import CostProfile
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,15 @@ class HFEarlyExit(InProcess):
     """HF early exit at one exit layer and draft length (``Method``)."""
 
     config: EarlyExitConfig
+    config_type = EarlyExitConfig
+    argument = "early_exit"
+    schedule = None
+    """No simulator schedule: ``ppd plan --confirm`` samples its steps."""
+    plan_method = "early-exit"
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.config, EarlyExitConfig):
-            raise ValueError(f"early_exit must hold EarlyExitConfig values, got {self.config!r}")
+    @property
+    def plan_keys(self) -> dict:
+        return dict(exit_layer=self.config.exit_layer, g=self.config.g)
 
     def bind(self, model, prompts, run: RunInputs) -> HFEarlyExitRun:
         """HF's bookkeeping (draft lengths 1 and max(3, g), on a synthetic prompt) and the
@@ -59,16 +67,22 @@ class HFEarlyExitRun:
                               max_new_tokens=self.run.max_new_tokens,
                               eos_token_id=self.run.settings.eos_token_id)  # fmt: skip
 
-    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> EarlyExitOutcome:
+    def closed_form(self, profile: CostProfile, runs) -> Prediction:
+        """From the profile, HF's bookkeeping and the layer-L match sequences measured before
+        the rounds (the runs' own steps follow from them: ``steps_agree`` checks it)."""
+        return predict_early_exit(profile, self.matches[self.config.exit_layer], self.config,
+                                  max_new_tokens=self.run.max_new_tokens,
+                                  bookkeeping=self.bookkeeping)[0]  # fmt: skip
+
+    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> JudgedResult:
         if self.matches["tokens"] != [g.tokens for g in inputs.greedy.runs]:
             warnings.warn(
                 "the layer match-rate pass did not reproduce greedy's tokens: the early-exit "
                 "predictions rest on other traces",
                 stacklevel=2,
             )
-        (outcome,) = evaluate_early_exit(
-            inputs.profile, [self.config], {self.config: timed}, inputs.greedy, self.matches,
-            max_new_tokens=inputs.max_new_tokens, exact=inputs.exact,
-            bookkeeping=self.bookkeeping,
+        return judge_early_exit(
+            self.config, timed, inputs.greedy, self.matches[self.config.exit_layer],
+            profile=inputs.profile, max_new_tokens=inputs.max_new_tokens,
+            exact=inputs.exact[self.config], bookkeeping=self.bookkeeping,
         )  # fmt: skip
-        return outcome

@@ -1,7 +1,8 @@
 """PPD through the method interface: decoded by ``measure.decode.backends.ppd_many`` (either
 backend, checked token for token against greedy), predicted from the profile and each run's match
 outcomes (``measure.eval.predict``: closed form and simulator), and judged with the per-block
-and per-pass checks and the turn-by-turn speed-up (``ConfigResult``)."""
+and per-pass checks and the turn-by-turn speed-up (``JudgedResult``'s ``terms``, ``passes``,
+``turns``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+import sim
 from measure.decode.backends import ppd_many
 from measure.decode.dist import task_ranks
 from measure.decode.settings import RunSettings
@@ -16,69 +18,10 @@ from measure.eval.judged import JudgedResult
 from measure.eval.methods.base import JudgeInputs, RunInputs, TimedMethod, picked
 from measure.eval.pass_check import pass_check
 from measure.eval.ppd_config import PPDConfig
-from measure.eval.predict import Prediction, predict_ppd, predicted_ratios, speedup_interval
+from measure.eval.predict import Prediction, predict_ppd, predicted_ratios
 from measure.eval.terms import term_check
-from measure.eval.turn_speedup import TurnReading, read_turns, turn_log_errors
-from measure.profile.stats import Spread
+from measure.eval.turn_speedup import read_turns, turn_log_errors
 from ppdmodel.cost_profile import CostProfile
-
-
-@dataclass
-class ConfigResult(JudgedResult):
-    """One PPD configuration: measured spread, predictions and greedy's."""
-
-    config: PPDConfig
-    measured: Spread
-    predicted: Prediction
-    greedy_measured: Spread
-    greedy_predicted: Prediction
-    exact: bool
-    terms: pd.DataFrame | None = None
-    """Each block of a pass, priced by the profile and timed in the runs (``term_check``)."""
-    interleaved: Prediction | None = None
-    """The prediction from the probes interleaved with the rounds (``--interleave-probes``)."""
-    interleaved_greedy: Prediction | None = None
-    """Greedy's, from the same probes."""
-    turns: TurnReading | None = None
-    """Measured over predicted speed-up, turn by turn (``measure.eval.turn_speedup``)."""
-    passes: pd.DataFrame | None = None
-    """Fresh and resumed passes, timed in the runs, beside the closed form's time of their
-    kind (``measure.eval.pass_check``), priced by the profile and (``priced_by``
-    ``interleaved``) by the interleaved probes."""
-
-    @property
-    def speedup_band(self):
-        """The predicted speed-up's interval (``measure.eval.predict.speedup_interval``)."""
-        return speedup_interval(self.greedy_predicted, self.predicted)
-
-    @property
-    def predicted_s(self) -> float:
-        """The closed form's seconds."""
-        return self.predicted.closed_form_s
-
-    @property
-    def simulated_s(self) -> float:
-        return self.predicted.simulated_s
-
-    @property
-    def greedy_predicted_s(self) -> float:
-        return self.greedy_predicted.closed_form_s
-
-    def waterfall_rows(self) -> list[dict]:
-        """The per-token waterfall (seconds) and the measured per-token median beside it."""
-        rows = [dict(method=self.config.label, term=k, seconds_per_token=v)
-                for k, v in self.predicted.terms().items()]  # fmt: skip
-        rows.append(
-            dict(
-                method=self.config.label,
-                term="measured",
-                seconds_per_token=self.measured.median / self.predicted.tokens,
-            )
-        )
-        return rows
-
-    def cost_terms(self) -> dict:
-        return self.predicted.terms()
 
 
 def _passes(profile: CostProfile, probed: CostProfile | None, config: PPDConfig,
@@ -113,6 +56,14 @@ class PPD:
 
     config: PPDConfig
     by_prompt = True
+    schedule = staticmethod(sim.simulate)
+    """``sim.simulate`` with ``schedule="ppd"``, replaying each run's match outcomes."""
+    plan_method = "ppd"
+
+    @property
+    def plan_keys(self) -> dict:
+        c = self.config
+        return dict(d_bar=c.d_bar, k=c.k, early_head=c.early_head)
 
     @property
     def label(self) -> str:
@@ -155,22 +106,23 @@ class PPDRun:
             seeds=picked(run.seeds, indices),
         )  # fmt: skip
 
-    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> ConfigResult:
+    def closed_form(self, profile: CostProfile, runs) -> Prediction:
+        """Closed form and simulator on each run's match outcomes (``predict_ppd``)."""
+        return predict_ppd(profile, runs, self.config, max_new_tokens=self.run.max_new_tokens)
+
+    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> JudgedResult:
         """Closed form and simulator from the profile (and from the interleaved probes), the
         block and pass checks, and the speed-up judged turn by turn."""
         c, profile, greedy = self.config, inputs.profile, inputs.greedy
-        limit = inputs.max_new_tokens
-        predicted = predict_ppd(profile, timed.runs, c, max_new_tokens=limit)
+        predicted = self.closed_form(profile, timed.runs)
         greedy_predicted = inputs.greedy_predicted[c.backend]
         again = {}
         if inputs.probed is not None:
-            again = dict(
-                interleaved=predict_ppd(inputs.probed, timed.runs, c, max_new_tokens=limit),
-                interleaved_greedy=inputs.probed_greedy[c.backend],
-            )
+            again = dict(interleaved=self.closed_form(inputs.probed, timed.runs),
+                         interleaved_greedy=inputs.probed_greedy[c.backend])  # fmt: skip
         turns = turn_log_errors(greedy.results, timed.results,
                                 predicted_ratios(greedy_predicted, predicted))  # fmt: skip
-        return ConfigResult(
+        return JudgedResult(
             config=c, measured=timed.spread, predicted=predicted,
             greedy_measured=greedy.spread, greedy_predicted=greedy_predicted,
             exact=inputs.exact[c], terms=term_check(profile, c, timed.runs),

@@ -31,8 +31,9 @@ import math
 from dataclasses import dataclass
 
 from measure.decode.speculative import SpecResult, self_draft, spec_generate
-from measure.eval.judged import MethodOutcome
+from measure.eval.judged import JudgedResult
 from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMethod
+from measure.eval.predict import DraftSteps, Prediction
 from measure.hf.loading import load_model
 from measure.profile.profile import load_profile, measure_profile
 from ppdmodel.alternatives import MAX_DRAFT, speculative_seconds_per_token
@@ -96,29 +97,11 @@ def step_seconds(costs, draft_costs, *, d: int, d_draft: int, drafted: int, firs
     return draft, draft_forward_s(costs, d=d, rows=drafted + 1)
 
 
-@dataclass(frozen=True)
-class SpecPrediction:
-    """Predicted seconds of one speculative method over all prompts."""
-
-    draft_s: float
-    verify_s: float
-    iid_s: float
-    """The i.i.d. closed form at the pooled acceptance rate, times the tokens."""
-    tokens: int
-    steps: int
-    acceptance: float
-    """Accepted / judged drafts over every run (the i.i.d. model's a)."""
-    cost_ratio: float
-    """A draft token's device time / a greedy token's of the target (the planner's c)."""
-
-    @property
-    def predicted_s(self) -> float:
-        return self.draft_s + self.verify_s
-
-
 def predict_spec(costs: DecodeCosts, draft_costs: DecodeCosts, runs: list[SpecResult], *, d: int,
-                 d_draft: int, g: int) -> SpecPrediction:  # fmt: skip
-    """Exact on each run's steps, and the i.i.d. closed form beside it (module docstring)."""
+                 d_draft: int, g: int) -> Prediction:  # fmt: skip
+    """Exact on each run's steps (``steps``; host time inside each forward), and the i.i.d.
+    closed form at the pooled acceptance rate (``iid_s``, ``rate``) beside it (module
+    docstring)."""
     draft = verify = 0.0
     for r in runs:
         for q, rows in zip(r.drafted, r.draft_rows, strict=True):
@@ -133,11 +116,23 @@ def predict_spec(costs: DecodeCosts, draft_costs: DecodeCosts, runs: list[SpecRe
         a=a, g=g, draft_s=draft_forward_s(draft_costs, d=d_draft),
         verify_s=draft_forward_s(costs, d=d, rows=g + 1),
     )  # fmt: skip
+    steps = DraftSteps(
+        draft, verify, 0.0, sum(len(r.drafted) for r in runs), sum(sum(r.drafted) for r in runs),
+        drafted=tuple(tuple(r.drafted) for r in runs),
+        produced=tuple(tuple(x + 1 for x in r.accepted) for r in runs),
+    )  # fmt: skip
+    n = max(tokens, 1)
+    return Prediction(draft + verify, math.nan, tokens, sum(judged), costs, runs=len(runs),
+                      backend=BACKEND, term_seconds=dict(draft_s=draft / n, verify_s=verify / n),
+                      iid_s=float(per_token) * tokens, rate=a, steps=steps)  # fmt: skip
+
+
+def cost_ratio(costs: DecodeCosts, draft_costs: DecodeCosts, *, d: int, d_draft: int) -> float:
+    """A draft token's device time / a greedy token's of the target (the planner's c, ``ppd
+    plan --draft-cost-ratio``)."""
     device = float(costs.greedy_token_seconds(d)) - costs.host_s
     draft_device = draft_forward_s(draft_costs, d=d_draft) - draft_costs.host_s
-    return SpecPrediction(draft, verify, float(per_token) * tokens, tokens,
-                          sum(len(r.drafted) for r in runs), a,
-                          draft_device / device if device > 0 else math.nan)  # fmt: skip
+    return draft_device / device if device > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -145,6 +140,15 @@ class Speculative(InProcess):
     """Draft-model speculative decoding at one draft and draft length (``Method``)."""
 
     config: SpecConfig
+    config_type = SpecConfig
+    argument = "methods"
+    schedule = None
+    """No simulator schedule: ``ppd plan --confirm`` samples its steps."""
+    plan_method = "draft-model"
+
+    @property
+    def plan_keys(self) -> dict:
+        return dict(g=self.config.g)
 
     def check(self, d: int, profile: CostProfile | None) -> None:
         """A self-draft keeps fewer layers than the target; the profile measured the target's
@@ -208,23 +212,25 @@ class SpeculativeRun:
         return [spec_generate(self.model, self.draft, p, max_new_tokens=self.run.max_new_tokens,
                               **kw) for p in self.prompts]  # fmt: skip
 
-    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> MethodOutcome:
+    def closed_form(self, profile: CostProfile, runs) -> Prediction:
+        """From the target's and the draft's profiles and each run's steps."""
+        return predict_spec(profile.backends[BACKEND].base,
+                            self.draft_profile.backends[BACKEND].base, runs, d=profile.d,
+                            d_draft=self.draft_profile.d, g=self.config.g)  # fmt: skip
+
+    def judge(self, timed: TimedMethod, inputs: JudgeInputs) -> JudgedResult:
         c, profile = self.config, inputs.profile
-        p = predict_spec(profile.backends[BACKEND].base, self.draft_profile.backends[BACKEND].base,
-                         timed.runs, d=profile.d, d_draft=self.draft_profile.d, g=c.g)  # fmt: skip
-        n = max(p.tokens, 1)
+        p = self.closed_form(profile, timed.runs)
+        ratio = cost_ratio(profile.backends[BACKEND].base, self.draft_profile.backends[BACKEND]
+                           .base, d=profile.d, d_draft=self.draft_profile.d)  # fmt: skip
         line = (f"speculative decoding {c.label}: draft of {self.draft_profile.d} layers, "
-                f"acceptance {p.acceptance:.3f} over {p.steps} steps, {p.tokens} tokens; "
-                f"predicted {p.predicted_s:.4g} s (draft {p.draft_s:.4g} s, verify "
-                f"{p.verify_s:.4g} s; i.i.d. closed form {p.iid_s:.4g} s), measured "
+                f"acceptance {p.p_hat:.3f} over {p.steps.steps} steps, {p.tokens} tokens; "
+                f"predicted {p.closed_form_s:.4g} s (draft {p.steps.draft_s:.4g} s, verify "
+                f"{p.steps.verify_s:.4g} s; i.i.d. closed form {p.iid_s:.4g} s), measured "
                 f"{timed.spread.median:.4g} s; planner inputs: --draft-acceptance "
-                f"{p.acceptance:.3f} --draft-cost-ratio {p.cost_ratio:.3f}")  # fmt: skip
-        return MethodOutcome(
-            config=c, measured=timed.spread, greedy_measured=inputs.greedy.spread,
-            predicted_s=p.predicted_s, greedy_predicted_s=inputs.greedy_predicted[BACKEND]
-            .closed_form_s, exact=inputs.exact[c], tokens=p.tokens,
-            columns=dict(backend=BACKEND, k=1, p_hat=p.acceptance, draft_tokens=c.g,
-                         iid_s=p.iid_s),
-            term_seconds=dict(draft_s=p.draft_s / n, verify_s=p.verify_s / n),
-            lines=(line,), method_name="speculative decoding",
+                f"{p.p_hat:.3f} --draft-cost-ratio {ratio:.3f}")  # fmt: skip
+        return JudgedResult(
+            c, timed.spread, p, inputs.greedy.spread, inputs.greedy_predicted[BACKEND],
+            inputs.exact[c], method_name="speculative decoding",
+            columns=dict(k=1, p_hat=p.p_hat, draft_tokens=c.g), lines=(line,),
         )  # fmt: skip

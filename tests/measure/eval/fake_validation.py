@@ -15,10 +15,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+from measure.eval.judged import JudgedResult
 from measure.eval.predict import predict_greedy, predict_ppd
 from measure.eval.repeat import PPDConfig
 from measure.eval.terms import TERM_COLUMNS, block_prices
-from measure.eval.validate import ConfigResult, ProfileValidation
+from measure.eval.validate import ProfileValidation
 from measure.profile.stats import Spread
 from ppdmodel.cost_profile import parse_cost_profile
 from tests.ppdmodel.profiles import minimal_profile
@@ -98,7 +99,7 @@ def fake_validation(n: int, *, seed: int = 0) -> ProfileValidation:
         predicted = predict_ppd(profile, _runs(rng, 0.4), config, max_new_tokens=TOKENS)
         measured = _spread(predicted.closed_form_s * rng.normal(1.0, 0.03), rng)
         results.append(
-            ConfigResult(config, measured, predicted, greedy_measured, greedy_pred, exact=True,
+            JudgedResult(config, measured, predicted, greedy_measured, greedy_pred, exact=True,
                          terms=fake_terms(profile, config, rng))
         )  # fmt: skip
     return ProfileValidation(results, timing=None, profile=profile)

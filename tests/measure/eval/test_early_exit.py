@@ -138,12 +138,13 @@ def test_validate_predicts_planted_early_exit(planted, clock):
     assert book.per_step_s == pytest.approx(0, abs=1e-12)
     assert book.per_draft_s == pytest.approx(0, abs=1e-12)
     for o in result.early_exit:
-        p = o.predicted
-        assert p.predicted_s == pytest.approx(p.draft_s + p.verify_s + p.host_s)
-        assert p.tokens == 8 - p.first_step_tokens[0] and p.steps >= 1
-        assert o.speedup_predicted == pytest.approx(p.greedy_s / p.predicted_s)
-        assert f"{p.draft_forwards} forwards" in o.breakdown()
-        draft, verify, outside = o.forward_s  # the median round, split by the hooks
+        p, steps = o.predicted, o.predicted.steps
+        assert p.closed_form_s == pytest.approx(steps.draft_s + steps.verify_s + steps.host_s)
+        assert p.tokens == 8 - steps.first_step_tokens[0] and steps.steps >= 1
+        assert o.speedup_predicted == pytest.approx(o.greedy_predicted_s / p.closed_form_s)
+        assert f"{steps.draft_forwards} forwards" in o.details.breakdown(steps)
+        assert o.report_lines()[1] == "    " + o.details.breakdown(steps)
+        draft, verify, outside = o.details.forward_s  # the median round, split by the hooks
         assert draft > 0 and verify > 0 and outside >= 0
         assert draft + verify + outside == pytest.approx(o.measured.median)
     lines = result.verdicts()
@@ -151,7 +152,7 @@ def test_validate_predicts_planted_early_exit(planted, clock):
     assert "largest cost term: verify forwards" in lines[1]
     assert "of early exit's time" in lines[1]
     assert "prediction agreed" in lines[1]
-    pred = predict_early_exit(
+    pred, greedy_pred = predict_early_exit(
         profile,
         layer_matches(planted, PROMPTS[:1], [2], max_new_tokens=8)[2],
         early[0],
@@ -159,7 +160,8 @@ def test_validate_predicts_planted_early_exit(planted, clock):
         bookkeeping=book,
     )
     assert pred == result.early_exit[0].predicted  # nothing taken from the timed runs
-    assert steps_agree(result.timing.early_exit[early[0]].runs, pred)
+    assert greedy_pred == result.early_exit[0].greedy_predicted
+    assert steps_agree(result.timing.early_exit[early[0]].runs, pred.steps)
 
 
 def test_cli_refuses_bad_early_exit_arguments(tmp_path, capsys):

@@ -57,22 +57,22 @@ def test_validate_predicts_planted_free(planted, clock):
     assert (rows["predicted_s"] - rows["simulated_s"]).abs().max() < 1e-9
     never = result.free[0]
     assert never.exact and never.quality.agreement == 1.0 and never.quality.rouge_l == 1.0
-    assert never.predicted.exit_rate == 0.0
-    assert 0 <= result.free[1].predicted.exit_rate <= 1
-    assert 0 <= result.free[2].threshold <= 1  # settled by Algorithm 1 before the rounds
+    assert never.predicted.p_hat == 0.0
+    assert 0 <= result.free[1].predicted.p_hat <= 1
+    assert 0 <= result.free[2].details.threshold <= 1  # settled by Algorithm 1 before the rounds
     for o in result.free:
         runs = result.timing.others[o.config].runs
         assert o.predicted == predict_free(
             free_costs(profile), runs, d=profile.d, exit_layer=o.config.exit_layer
         )
-        assert sum(o.predicted.terms.values()) * o.predicted.tokens == pytest.approx(
-            o.predicted.predicted_s
+        assert sum(o.predicted.terms().values()) * o.predicted.tokens == pytest.approx(
+            o.predicted.closed_form_s
         )
     table = free_table(result.free)  # the planner's FREE table, read back as ppd plan does
     back = validate_free_table(table)
-    assert list(back.threshold) == [2.0, 0.1, result.free[2].threshold]
+    assert list(back.threshold) == [2.0, 0.1, result.free[2].details.threshold]
     assert list(back.quality) == [o.quality.rouge_l for o in result.free]
-    assert list(back.exit_rate) == [o.predicted.exit_rate for o in result.free]
+    assert list(back.exit_rate) == [o.predicted.p_hat for o in result.free]
     lines = result.verdicts()
     assert len(lines) == 4 and lines[1].startswith("free L_s=2 threshold=2.0 sync: ")
     assert "quality vs greedy" in lines[1] and "prediction agreed" in lines[1]

@@ -4,6 +4,8 @@ tolerance (the planted sleeps advance a clock the test controls, ``VirtualClock`
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -11,12 +13,14 @@ torch = pytest.importorskip("torch")
 
 from measure.eval.free_eval import FreeConfig  # noqa: E402
 from measure.eval.hf_early_exit import EarlyExitConfig  # noqa: E402
-from measure.eval.methods import REGISTERED, Method, method_of  # noqa: E402
+from measure.eval.judged import JudgedResult  # noqa: E402
+from measure.eval.methods import REGISTERED, Greedy, Method, method_of, plan_rows  # noqa: E402
 from measure.eval.methods.speculative import SpecConfig, Speculative  # noqa: E402
 from measure.eval.ppd_config import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
+from sim.plan_grid import METHODS  # noqa: E402
 from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
 from tests.measure.virtual_clock import VirtualClock  # noqa: E402
 
@@ -83,11 +87,36 @@ def test_every_registered_method_runs_through_one_loop(result):
         assert result.timing.methods[config].results
 
 
+def test_every_method_declares_its_models(result, profile):
+    """Each method's judged result is its bound ``closed_form`` of its runs, simulated where it
+    names a schedule, and it picks its own rows of a planner table."""
+    judged = {o.config: o for o in [*result.results, *result.others]}
+    rows = []
+    for method in [Greedy(), *map(method_of, EXAMPLES.values())]:
+        assert isinstance(method, Method) and method.plan_method in METHODS
+        rows.append(dict(method=method.plan_method, **method.plan_keys))
+    table = pd.DataFrame(rows)  # one planner row per method, the others' keys empty
+    for i, method in enumerate(map(method_of, EXAMPLES.values()), start=1):
+        o = judged[method.config]
+        assert isinstance(o, JudgedResult) and o.label == method.label
+        runs = result.timing.methods[method.config].runs
+        predicted = result.timing.bound[method.label].closed_form(profile, runs)
+        assert predicted == o.predicted  # judge sets its own closed form beside the runs
+        assert math.isnan(o.simulated_s) == (method.schedule is None)
+        assert list(plan_rows(method, table).index) == [i]
+
+
+def test_speculative_decoding_is_greedy_token_for_token(result):
+    greedy = [r.tokens for r in result.timing.greedy.runs]
+    for runs in result.timing.methods[EXAMPLES[SpecConfig]].results:  # every round
+        assert [r.tokens for r in runs] == greedy
+
+
 def test_speculative_predicted_within_ppds_tolerance(result):
     (spec,) = [o for o in result.others if o.config == EXAMPLES[SpecConfig]]
     assert spec.exact and 0 <= spec.columns["p_hat"] <= 1
     assert abs(spec.rel_err) < TOLERANCE, spec.rel_err  # planted: exact but for rounding
-    assert spec.columns["iid_s"] > 0 and spec.tokens == TOKENS * len(PROMPTS)
+    assert spec.predicted.iid_s > 0 and spec.predicted.tokens == TOKENS * len(PROMPTS)
     (line,) = spec.report_lines()
     assert "--draft-acceptance" in line and "--draft-cost-ratio" in line
     assert spec.verdict().startswith(f"{spec.label}: ")

@@ -3,6 +3,8 @@ the title clear of the panels' titles, each block's time beside the profile's pr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -47,7 +49,8 @@ def test_predicted_vs_measured_labels_do_not_overlap(n, tmp_path):
         assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1
         assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1
     key = point_table(validation.table)
-    assert len(key) == rows + 1 and key[rows - n + 1].split()[1:5] == ["12", "1", "main", "single"]
+    assert len(key) == rows + 1
+    assert key[rows - n + 1].split()[1:6] == ["ppd", "d_bar=12", "k=1", "main", "single"]
 
 
 @pytest.mark.parametrize("n", [4, 16, 32])
@@ -90,9 +93,8 @@ def test_block_times_hold_each_price_with_its_replicate_interval(tmp_path):
     titles = {ax.get_title() for ax in fig.axes if ax.get_visible()}
     assert {"main prefix, fresh", "main suffix", "candidate batch", "host per token"} <= titles
     empty = ProfileValidation(
-        [r for r in validation.results[:1]], timing=None, profile=validation.profile
+        [replace(validation.results[0], terms=None)], timing=None, profile=validation.profile
     )
-    empty.results[0].terms = None
     with pytest.raises(ValueError, match="no block timed"):
         plot_block_times(empty, tmp_path / "none.png")
 

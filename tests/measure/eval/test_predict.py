@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 import ppdmodel  # noqa: E402
 from measure.decode.settings import RunSettings  # noqa: E402
+from measure.eval.judged import JudgedResult  # noqa: E402
 from measure.eval.plots import (  # noqa: E402
     BREAKDOWN_PARTS,
     latency_breakdown,
@@ -29,7 +30,7 @@ from measure.eval.predict import (  # noqa: E402
 )
 from measure.eval.repeat import PPDConfig, time_repeated  # noqa: E402
 from measure.eval.text import format_table, format_waterfall  # noqa: E402
-from measure.eval.validate import ConfigResult, ProfileValidation, check_configs  # noqa: E402
+from measure.eval.validate import ProfileValidation, check_configs  # noqa: E402
 from measure.eval.verdict import agreement, largest_term, verdict_line  # noqa: E402
 from measure.profile.stats import LoadReading, Spread  # noqa: E402
 from ppdmodel.cost_profile import parse_cost_profile  # noqa: E402
@@ -249,7 +250,7 @@ def _validation(timing):
     profile = parse_cost_profile(minimal_profile(d=4))
     greedy_pred = predict_greedy(profile, timing.greedy.runs)
     results = [
-        ConfigResult(c, m.spread, predict_ppd(profile, m.runs, c, max_new_tokens=4),
+        JudgedResult(c, m.spread, predict_ppd(profile, m.runs, c, max_new_tokens=4),
                      timing.greedy.spread, greedy_pred, timing.exact[c])
         for c, m in timing.ppd.items()
     ]  # fmt: skip
