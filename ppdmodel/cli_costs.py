@@ -15,123 +15,161 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
 from ppdmodel.cli_args import existing_file, nonnegative_float, positive_float, positive_int
-from ppdmodel.cost_profile import ACCEPT_WIDE_FLAG, check_wide_prices, read_cost_profile
+from ppdmodel.cost_profile import check_wide_prices, read_cost_profile
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, SECONDS_FIELDS, DecodeCosts
 from ppdmodel.intervals import MISSING_LOG_SD, prediction_interval
+from ppdmodel.options import Settings, option
 from ppdmodel.seconds import break_even_p, expected_latency_seconds, greedy_latency_seconds
 from ppdmodel.waterfall import latency_waterfall
 
-COST_FLAGS = {
-    "layer_s": "one decoder layer at batch 1 (default 1: the other terms in layer units)",
-    "candidate_extra_row_layer_s": "per-layer time each candidate row adds beyond the first",
-    "embedding_s": "token embedding",
-    "early_head_s": "early prediction at d_bar: final norm, LM head and top-k on one row",
-    "final_head_s": "final norm and LM head after layer d",
-    "candidate_dispatch_s": "message starting the candidates (early head on main; one device "
-    "running one stream: the batch's start-up)",
-    "hidden_dispatch_s": "message with main's hidden state (early head on the candidates; one "
-    "device running one stream: the batch's start-up)",
-    "handoff_s": "one accepted hand-off (hidden state and KV entries to main)",
-    "host_s": "host time per generated token",
-    "shared_device_slowdown": "factor >= 1 by which main (and, unless the next flag is given, "
-    "the candidates) slows beside the other side on one device (1: separate devices)",
-    "candidate_device_slowdown": "factor >= 1 by which the candidate batch slows beside main on "
-    "one device (default: --shared-device-slowdown's)",
-}
-"""DecodeCosts fields with a flag (``--layer-s`` ...), and their help."""
-SLOWDOWN_FLAGS = ("shared_device_slowdown", "candidate_device_slowdown")
-"""The flags of the sharing factors (dimensionless)."""
+COSTS_GROUP = "cost terms in seconds"
+COSTS_ABOUT = (
+    "this project's extension, ppdmodel.DecodeCosts; any of them adds PPD and greedy seconds per "
+    "token, the speed-up and the break-even p"
+)
 
 
-def add_cost_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
-    """The cost terms (flags or a profile), the early head's placement and --waterfall."""
-    group = parser.add_argument_group(
-        "cost terms in seconds (this project's extension, ppdmodel.DecodeCosts); any of them "
-        "adds PPD and greedy seconds per token, the speed-up and the break-even p"
-    )
-    group.add_argument(
-        "--costs",
-        type=existing_file,
-        metavar="FILE",
-        default=None,
+def _term(help: str, slowdown: bool = False):
+    """A DecodeCosts term given as a flag (None: the profile's, or DecodeCosts' default)."""
+    kind = positive_float if slowdown else nonnegative_float
+    return option(None, type=kind, help=help)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostSettings(Settings):
+    """The cost terms of ``ppd latency`` and ``ppd compute``: a profile and/or the terms of
+    ``DecodeCosts`` as flags (which override the profile's), the early head's placements,
+    the waterfall and the intervals' token count (module docstring)."""
+
+    GROUP = COSTS_GROUP
+    ABOUT = COSTS_ABOUT
+
+    costs: str | None = option(
+        None, type=existing_file, metavar="FILE",
         help="a cost profile (ppd measure profile); the flags below override its terms",
+    )  # fmt: skip
+    backend: str | None = option(
+        None, choices=("single", "dist"), help="the profile's backend to use (default: single)"
     )
-    group.add_argument(
-        "--backend",
-        default=None,
-        choices=("single", "dist"),
-        help="the profile's backend to use (default: single)",
+    layer_s: float | None = _term(
+        "one decoder layer at batch 1 (default 1: the other terms in layer units)"
     )
-    for name, text in COST_FLAGS.items():
-        kind = positive_float if name in SLOWDOWN_FLAGS else nonnegative_float
-        group.add_argument(
-            "--" + name.replace("_", "-"), type=kind, default=None, dest=f"cost_{name}", help=text
-        )
-    group.add_argument(
-        "--early-head",
-        nargs="+",
-        choices=EARLY_HEAD_PLACEMENTS,
-        default=None,
+    candidate_extra_row_layer_s: float | None = _term(
+        "per-layer time each candidate row adds beyond the first"
+    )
+    embedding_s: float | None = _term("token embedding")
+    early_head_s: float | None = _term(
+        "early prediction at d_bar: final norm, LM head and top-k on one row"
+    )
+    final_head_s: float | None = _term("final norm and LM head after layer d")
+    candidate_dispatch_s: float | None = _term(
+        "message starting the candidates (early head on main; one device running one stream: "
+        "the batch's start-up)"
+    )
+    hidden_dispatch_s: float | None = _term(
+        "message with main's hidden state (early head on the candidates; one device running "
+        "one stream: the batch's start-up)"
+    )
+    handoff_s: float | None = _term("one accepted hand-off (hidden state and KV entries to main)")
+    host_s: float | None = _term("host time per generated token")
+    shared_device_slowdown: float | None = _term(
+        "factor >= 1 by which main (and, unless the next flag is given, the candidates) slows "
+        "beside the other side on one device (1: separate devices)",
+        slowdown=True,
+    )
+    candidate_device_slowdown: float | None = _term(
+        "factor >= 1 by which the candidate batch slows beside main on one device (default: "
+        "--shared-device-slowdown's)",
+        slowdown=True,
+    )
+    early_head: tuple[str, ...] | None = option(
+        None, nargs="+", choices=EARLY_HEAD_PLACEMENTS,
         help="where the early head runs: main (default) and/or candidates",
+    )  # fmt: skip
+    waterfall: bool = option(
+        False, action="store_true", help="print where PPD's time per token goes"
     )
-    group.add_argument(
-        "--waterfall", action="store_true", help="print where PPD's time per token goes"
-    )
-    group.add_argument(
-        ACCEPT_WIDE_FLAG,
-        action="store_true",
+    accept_wide_prices: bool = option(
+        False, action="store_true",
         help="predict from a --costs profile whose prices are marked too wide (each row says so)",
-    )
-    group.add_argument(
-        "--p-tokens",
-        type=positive_int,
-        default=None,
-        metavar="N",
+    )  # fmt: skip
+    p_tokens: int | None = option(
+        None, type=positive_int, metavar="N",
         help="predictable tokens behind --p (its sampling error joins the profile's spread in "
         "the 95 %% interval columns ppd_s_low/high and speedup_low/high)",
-    )
-    if not with_k:
-        group.add_argument(
-            "--k",
-            type=positive_int,
-            nargs="+",
-            default=None,
-            help="candidates, one batch (cost terms only; default 1)",
-        )
+    )  # fmt: skip
+
+    def overrides(self) -> dict[str, float]:
+        """The DecodeCosts terms given as flags."""
+        terms = {f.name for f in dataclasses.fields(DecodeCosts)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in self.options()
+            if f.name in terms and getattr(self, f.name) is not None
+        }
+
+    @property
+    def given(self) -> bool:
+        """Any cost option given (--accept-wide-prices alone is not: it only qualifies
+        --costs): the rows are then priced in seconds."""
+        return bool(
+            self.costs is not None or self.backend is not None or self.waterfall
+            or self.early_head is not None or self.p_tokens is not None or self.overrides()
+        )  # fmt: skip
+
+
+SLOWDOWN_FLAGS = ("shared_device_slowdown", "candidate_device_slowdown")
+"""The flags of the sharing factors (dimensionless)."""
+LATENCY_K_CHANGE = {
+    "action": None, "help": "candidates, one batch (cost terms only; default 1)"
+}  # fmt: skip
+"""``ppd latency``'s ``--k`` (``ModelGrid.k``): one list (a repeat replaces it), priced by the
+cost terms only."""
+
+
+COST_METAVARS = {
+    name: {"metavar": "COST_" + name.upper()}
+    for name in (f.name for f in CostSettings.options())
+    if name in {f.name for f in dataclasses.fields(DecodeCosts)}
+}
+"""``changes`` of ``CostSettings.add_to`` keeping the metavars the term flags always showed."""
+
+
+def add_cost_settings(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """``CostSettings``' options as their titled group of ``parser``."""
+    return CostSettings.add_to(parser, changes=COST_METAVARS)
 
 
 class CostTerms:
     """The cost terms given on the command line: a profile and/or flags, per d_bar."""
 
-    def __init__(self, args):
-        self.overrides = {
-            name: getattr(args, f"cost_{name}")
-            for name in COST_FLAGS
-            if getattr(args, f"cost_{name}") is not None
-        }
+    def __init__(self, settings: CostSettings, d: tuple[int, ...] | None = None):
+        """``settings`` checked against the profile; ``d``: the depths asked for (each must be
+        the profile's)."""
+        self.overrides = settings.overrides()
         self.profile = None
         self.wide: list[str] = []
-        if args.costs is not None:
-            self.profile = read_cost_profile(args.costs)
-            bad = [d for d in args.d or [] if d != self.profile.d]
+        if settings.costs is not None:
+            self.profile = read_cost_profile(settings.costs)
+            bad = [x for x in d or () if x != self.profile.d]
             if bad:
                 raise ValueError(
                     f"--d {bad[0]} does not match the profile's depth d = {self.profile.d} "
                     f"({self.profile.model_name})"
                 )
-            args.profile_d = self.profile.d
             self.wide = [w.describe() for w in self.profile.wide_prices]
-            check_wide_prices(self.profile, accept=args.accept_wide_prices)
-        elif args.backend is not None:
+            check_wide_prices(self.profile, accept=settings.accept_wide_prices)
+        elif settings.backend is not None:
             raise ValueError("--backend selects a backend of a profile: give --costs FILE too")
-        self.backend = args.backend or "single"
-        self.placements = args.early_head or ["main"]
-        self.waterfall = args.waterfall
-        self.p_tokens = args.p_tokens
+        self.backend = settings.backend or "single"
+        self.placements = list(settings.early_head or ["main"])
+        self.waterfall = settings.waterfall
+        self.p_tokens = settings.p_tokens
         if self.profile is None:
             DecodeCosts(**self.overrides)  # bad values are refused before any row is printed
         elif self.backend not in self.profile.backends:
@@ -141,12 +179,14 @@ class CostTerms:
             )
 
     @classmethod
-    def from_args(cls, args):
+    def given(cls, settings: CostSettings, d: tuple[int, ...] | None = None):
         """CostTerms when any cost option was given, else None (the unit-layer model only)."""
-        used = args.costs is not None or args.backend is not None or args.waterfall
-        used = used or args.early_head is not None or args.p_tokens is not None
-        used = used or any(getattr(args, f"cost_{name}") is not None for name in COST_FLAGS)
-        return cls(args) if used else None
+        return cls(settings, d) if settings.given else None
+
+    @property
+    def profile_d(self) -> int | None:
+        """The profiled model's depth (None without a profile)."""
+        return None if self.profile is None else self.profile.d
 
     def schedule(self, early_head: str) -> str:
         """The closed form's placement for ``early_head`` (a serial backend: ``main``)."""

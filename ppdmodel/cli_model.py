@@ -8,57 +8,33 @@ print PPD vs greedy seconds per token, the speed-up and the break-even p, and wi
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-from ppdmodel.cli_args import (
-    DEFAULT_D,
-    default_d_bar,
-    nonnegative_float,
-    output_dir,
-    positive_int,
-    probability,
+from ppdmodel.cli_args import DEFAULT_D, default_d_bar
+from ppdmodel.cli_costs import (
+    LATENCY_K_CHANGE,
+    CostSettings,
+    CostTerms,
+    add_cost_settings,
+    format_waterfall,
+    with_costs,
 )
-from ppdmodel.cli_costs import CostTerms, add_cost_args, format_waterfall, with_costs
-
-DEFAULT_OUT = "ppd-out"
-"""Where ``ppd tradeoff`` writes its figures and CSV unless --out says otherwise."""
-
-
-def _add_model_args(parser: argparse.ArgumentParser, with_k: bool) -> None:
-    """Options shared by ``latency`` and ``compute``; each accepts several values (a grid)."""
-    many = {"action": "extend", "nargs": "+"}
-    parser.add_argument(
-        "--d", type=positive_int, default=None, help=f"layers (default {DEFAULT_D})", **many
-    )
-    parser.add_argument(
-        "--d-bar",
-        type=positive_int,
-        default=None,
-        help="early-prediction layer (default: the smallest layer >= d/2)",
-        **many,
-    )
-    parser.add_argument(
-        "--ell", type=positive_int, default=None, help="tokens (default 128)", **many
-    )
-    parser.add_argument("--p", type=probability, default=None, help="match rate p_correct", **many)
-    parser.add_argument(
-        "--paper-positions",
-        metavar="DATASET:K:TRAINED:LAYER",
-        default=None,
-        help="use the paper's per-position p_t (Tables 6-8) instead of --p, e.g. squad:3:Y:20; "
-        "ell, d_bar and k default to the table's (16 or 128, the layer, K); a smaller --ell "
-        "uses the first ell - 1 values",
-    )
-    if with_k:
-        parser.add_argument(
-            "--k", type=positive_int, default=None, help="candidates (default 1)", **many
-        )
-    parser.add_argument("--json", action="store_true", help="print JSON records, not a table")
+from ppdmodel.cli_settings import (
+    DEFAULT_ELL,
+    DEFAULT_OUT,
+    TRADEOFF_D_HELP,
+    LayerSeconds,
+    ModelGrid,
+    ModelParameters,
+    OutputSettings,
+    TradeoffTable,
+    parse_paper_positions,
+)
 
 
 def register(subparsers) -> None:
@@ -66,79 +42,56 @@ def register(subparsers) -> None:
     latency = subparsers.add_parser(
         "latency", help="expected PPD latency (Theorem 4.1), its exact law and ell->inf figure"
     )
-    _add_model_args(latency, with_k=False)
-    latency.add_argument(
-        "--seconds-per-layer", type=nonnegative_float, default=None, help="also report seconds"
-    )
-    latency.add_argument("--per-token-overhead-s", type=nonnegative_float, default=0.0)
-    latency.add_argument("--per-handoff-overhead-s", type=nonnegative_float, default=0.0)
-    add_cost_args(latency, with_k=False)
+    ModelGrid.add_to(latency, changes={"k": LATENCY_K_CHANGE})
+    OutputSettings.add_to(latency, only=["json"])
+    LayerSeconds.add_to(latency)
+    add_cost_settings(latency)
     latency.set_defaults(func=run_latency)
 
     compute = subparsers.add_parser(
         "compute", help="expected PPD compute (Theorem 4.1) and ell->inf per-token figures"
     )
-    _add_model_args(compute, with_k=True)
-    add_cost_args(compute, with_k=True)
+    ModelGrid.add_to(compute)
+    OutputSettings.add_to(compute, only=["json"])
+    add_cost_settings(compute)
     compute.set_defaults(func=run_compute)
 
     tradeoff = subparsers.add_parser(
         "tradeoff", help="redraw the paper's Figures 3 and 4 from its Table 2 (PNG + CSV)"
     )
-    tradeoff.add_argument(
-        "--out", type=output_dir, default=DEFAULT_OUT, help=f"output folder ({DEFAULT_OUT})"
-    )
-    tradeoff.add_argument(
-        "--table",
-        default="paper",
-        choices=("paper", "smollm2"),
-        help="p_correct table: paper (Vicuna-13B, Table 2; default) or smollm2 (the measured "
-        "SmolLM2-135M-Instruct atlas shipped with the package, translator as trained head)",
-    )
-    tradeoff.add_argument(
-        "--layer", type=positive_int, default=None, help="early-prediction layer (20; smollm2: 15)"
-    )
-    tradeoff.add_argument(
-        "--d", type=positive_int, default=None, help="model layers (40, Vicuna-13B; smollm2: 30)"
-    )
+    TradeoffTable.add_to(tradeoff)
+    ModelParameters.add_to(tradeoff, only=["d"], changes={"d": {"help": TRADEOFF_D_HELP}})
+    OutputSettings.add_to(tradeoff, only=["out"], changes={"out": {"default": DEFAULT_OUT}})
     tradeoff.set_defaults(func=run_tradeoff)
 
 
 def _paper_positions(spec: str):
-    """'squad:3:Y:20' -> (label, per-position p_t, ell, layer) from the paper's Tables 6-8."""
+    """'squad:3:Y:20' -> (label, per-position p_t, ell, layer, k) from the paper's Tables 6-8."""
     from ppdmodel import paper
 
-    parts = spec.split(":")
-    if len(parts) != 4 or parts[2].upper() not in ("Y", "N") or not parts[1].isdigit():
-        raise ValueError(f"--paper-positions must look like squad:3:Y:20, got {spec!r}")
-    if not parts[3].isdigit():
-        raise ValueError(f"--paper-positions layer must be one of {paper.LAYERS}, got {spec!r}")
-    dataset, k, trained, layer = parts[0], int(parts[1]), parts[2].upper() == "Y", int(parts[3])
+    dataset, k, trained, layer = parse_paper_positions(spec)
     p_t = paper.per_position_p(dataset=dataset, k=k, trained=trained, layer=layer)
     return f"Tables 6-8 {spec}", p_t, p_t.size + 1, layer, k
 
 
-def _grid(args, with_k: bool):
-    """All parameter combinations given on the command line, as keyword dicts."""
-    ds = args.d or [getattr(args, "profile_d", None) or DEFAULT_D]
-    d_bars = args.d_bar or [None]
-    ells = args.ell or [128]
-    ks = (args.k or [1]) if with_k else [None]
-    p_values = args.p
-    if args.paper_positions and p_values:
-        raise ValueError("give --p or --paper-positions, not both (--paper-positions sets p)")
-    if args.paper_positions:
-        label, p_t, table_ell, layer, table_k = _paper_positions(args.paper_positions)
-        p_values, ells, d_bars = [(label, p_t)], args.ell or [table_ell], args.d_bar or [layer]
-        ks = (args.k or [table_k]) if with_k else [None]
+def _grid(model: ModelGrid, profile_d: int | None, with_k: bool):
+    """All parameter combinations of ``model``, as keyword dicts (d defaults to the profile's
+    depth, else DEFAULT_D)."""
+    ds = model.d or [profile_d or DEFAULT_D]
+    d_bars = model.d_bar or [None]
+    ells = model.ell or [DEFAULT_ELL]
+    ks = (model.k or [1]) if with_k else [None]
+    p_values = model.p
+    if model.paper_positions:
+        label, p_t, table_ell, layer, table_k = _paper_positions(model.paper_positions)
+        p_values, ells, d_bars = [(label, p_t)], model.ell or [table_ell], model.d_bar or [layer]
+        ks = (model.k or [table_k]) if with_k else [None]
         bad = [ell for ell in ells if not 2 <= ell <= table_ell]
         if bad:
             raise ValueError(
-                f"ell must be in [2, {table_ell}] with --paper-positions {args.paper_positions}"
+                f"ell must be in [2, {table_ell}] with --paper-positions {model.paper_positions}"
                 f" (the table covers {table_ell} tokens), got {bad[0]}"
             )
-    elif not p_values:
-        raise ValueError("give --p (one or more match rates) or --paper-positions")
     for d, d_bar, ell, p, k in itertools.product(ds, d_bars, ells, p_values, ks):
         if isinstance(p, tuple):  # per-position: p_t for t = 2..ell
             p = (p[0], p[1][: ell - 1])
@@ -223,41 +176,50 @@ def _print_rows(rows: list[dict], as_json: bool, legend: str | None = None) -> N
             print(format_waterfall(row))
 
 
-def run_latency(args) -> int:
-    """Handler of ``ppd latency``."""
-    terms = CostTerms.from_args(args)
-    seconds = None
-    if args.seconds_per_layer is not None:
-        if terms is not None:
-            raise ValueError(
-                "give either --seconds-per-layer (and the two overheads) or the cost terms "
-                "(--costs, --layer-s, ...), not both"
-            )
-        seconds = {
-            "seconds_per_layer": args.seconds_per_layer,
-            "per_token_overhead_s": args.per_token_overhead_s,
-            "per_handoff_overhead_s": args.per_handoff_overhead_s,
-        }
-    if args.k is not None and terms is None:
+def latency_rows(model: ModelGrid, seconds: LayerSeconds, costs: CostSettings) -> list[dict]:
+    """The rows of ``ppd latency``: one per combination of ``model`` (and per k and early-head
+    placement with cost terms), in layer units, seconds from ``seconds`` or ``costs``."""
+    terms = CostTerms.given(costs, model.d)
+    per_layer = seconds.terms()
+    if per_layer is not None and terms is not None:
+        raise ValueError(
+            "give either --seconds-per-layer (and the two overheads) or the cost terms "
+            "(--costs, --layer-s, ...), not both"
+        )
+    if model.k is not None and terms is None:
         raise ValueError("--k of ppd latency applies to the cost terms: give --costs or a flag")
     pairs = []
-    for params in _grid(args, with_k=False):
-        for k in args.k or [None]:
-            row = latency_row(params, seconds)
+    for params in _grid(model, terms and terms.profile_d, with_k=False):
+        for k in model.k or [None]:
+            row = latency_row(params, per_layer)
             if k is not None:  # k right after the paper's symbols, before the figures
                 keys = list(row)
                 at = keys.index("p") + 1
                 row = {**{x: row[x] for x in keys[:at]}, "k": k, **{x: row[x] for x in keys[at:]}}
             pairs.append((row, {**params, **({"k": k} if k else {})}))
-    _print_rows(with_costs(pairs, terms), args.json, LATENCY_LEGEND)
+    return with_costs(pairs, terms)
+
+
+def compute_rows(model: ModelGrid, costs: CostSettings) -> list[dict]:
+    """The rows of ``ppd compute``: one per combination of ``model`` (and per early-head
+    placement with cost terms)."""
+    terms = CostTerms.given(costs, model.d)
+    grid = _grid(model, terms and terms.profile_d, with_k=True)
+    return with_costs([(compute_row(params), params) for params in grid], terms)
+
+
+def run_latency(args) -> int:
+    """Handler of ``ppd latency``."""
+    model, seconds = ModelGrid.from_args(args), LayerSeconds.from_args(args)
+    rows = latency_rows(model, seconds, CostSettings.from_args(args))
+    _print_rows(rows, OutputSettings.from_args(args).json, LATENCY_LEGEND)
     return 0
 
 
 def run_compute(args) -> int:
     """Handler of ``ppd compute``."""
-    terms = CostTerms.from_args(args)
-    pairs = [(compute_row(params), params) for params in _grid(args, with_k=True)]
-    _print_rows(with_costs(pairs, terms), args.json)
+    rows = compute_rows(ModelGrid.from_args(args), CostSettings.from_args(args))
+    _print_rows(rows, OutputSettings.from_args(args).json)
     return 0
 
 
@@ -269,22 +231,40 @@ def _endpoint(curves, column: str, pick: str) -> str:
     return f"{row[column]:.3f} ({curve_label(row['dataset'], row['trained'])}, k={row['k']})"
 
 
-def run_tradeoff(args) -> int:
-    """Handler of ``ppd tradeoff``: write fig3/fig4 PNGs and the curves CSV, print endpoints."""
+@dataclass(frozen=True)
+class TradeoffFigures:
+    """What ``write_tradeoff`` drew: from which table, at which layer of which depth, the
+    endpoints of its curves (text) and the files it wrote."""
+
+    source: str
+    layer: int
+    d: int
+    latency_range: tuple[str, str]
+    compute_range: tuple[str, str]
+    paths: dict[str, Path]
+
+
+def write_tradeoff(
+    table: TradeoffTable, model: ModelParameters, output: OutputSettings
+) -> TradeoffFigures:
+    """Figures 3 and 4 and the curves CSV of ``table`` at its layer of ``model.d`` layers,
+    written under ``output.out`` (default DEFAULT_OUT)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from ppdmodel.tradeoff import plot_tradeoff, tradeoff_curves
 
-    table, source = None, "the paper's Table 2"
-    if args.table != "paper":
+    p_table, source = None, "the paper's Table 2"
+    if table.table != "paper":
         from ppdmodel import ptables
 
-        table, source = ptables.table2_view(args.table), f"the built-in {args.table} atlas"
-    d = args.d if args.d is not None else (40 if table is None else int(table["d"].iloc[0]))
-    layer = args.layer if args.layer is not None else (20 if table is None else default_d_bar(d))
-    curves = tradeoff_curves(layer=layer, d=d, table=table)
-    out = Path(args.out)
+        p_table, source = ptables.table2_view(table.table), f"the built-in {table.table} atlas"
+    d = model.d if model.d is not None else (40 if p_table is None else int(p_table["d"].iloc[0]))
+    layer = table.layer
+    if layer is None:
+        layer = 20 if p_table is None else default_d_bar(d)
+    curves = tradeoff_curves(layer=layer, d=d, table=p_table)
+    out = Path(output.out or DEFAULT_OUT)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out must be a folder (new or existing), got the file {out}")
     out.mkdir(parents=True, exist_ok=True)
@@ -296,11 +276,24 @@ def run_tradeoff(args) -> int:
     curves.to_csv(paths["csv"], index=False, float_format="%.6g")
     for figure in (3, 4):
         plot_tradeoff(curves, figure=figure).savefig(paths[f"fig{figure}"], dpi=120)
-    print(f"PPD trade-off from {source}: layer {layer} of d={d}")
-    lat = (_endpoint(curves, "normalized_latency", n) for n in ("idxmin", "idxmax"))
-    cpt = (_endpoint(curves, "compute_per_time", n) for n in ("idxmin", "idxmax"))
-    print("normalized latency per token: {} .. {}".format(*lat))
-    print("compute per time unit:        {} .. {}".format(*cpt))
-    for path in paths.values():
+    ends = ("idxmin", "idxmax")
+    return TradeoffFigures(
+        source=source,
+        layer=layer,
+        d=d,
+        latency_range=tuple(_endpoint(curves, "normalized_latency", n) for n in ends),
+        compute_range=tuple(_endpoint(curves, "compute_per_time", n) for n in ends),
+        paths=paths,
+    )
+
+
+def run_tradeoff(args) -> int:
+    """Handler of ``ppd tradeoff``: write fig3/fig4 PNGs and the curves CSV, print endpoints."""
+    table, model = TradeoffTable.from_args(args), ModelParameters.from_args(args)
+    drawn = write_tradeoff(table, model, OutputSettings.from_args(args))
+    print(f"PPD trade-off from {drawn.source}: layer {drawn.layer} of d={drawn.d}")
+    print("normalized latency per token: {} .. {}".format(*drawn.latency_range))
+    print("compute per time unit:        {} .. {}".format(*drawn.compute_range))
+    for path in drawn.paths.values():
         print(f"wrote {path}")
     return 0

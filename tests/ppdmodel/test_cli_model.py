@@ -253,3 +253,56 @@ def test_latency_with_a_profile_prints_its_intervals(capsys, tmp_path):
     (older,) = json.loads(capsys.readouterr().out)
     assert older["ppd_s_low"] < older["ppd_s_per_token"] < older["ppd_s_high"]
     assert "no replicates in the profile: +-10% stated" in older["interval_covers"]
+
+
+# --- settings: one value per concern, checked on construction, passed whole -------------------
+
+
+def test_the_model_grid_is_checked_on_construction():
+    from ppdmodel.cli_settings import ModelGrid
+
+    with pytest.raises(ValueError, match="give --p or --paper-positions, not both"):
+        ModelGrid(p=[0.5], paper_positions="squad:3:Y:20")
+    with pytest.raises(ValueError, match="give --p"):
+        ModelGrid()
+    with pytest.raises(ValueError, match="must look like squad:3:Y:20"):
+        ModelGrid(paper_positions="squad:x:Y:20")
+    with pytest.raises(ValueError, match="p: must be a number in"):
+        ModelGrid(p=[1.5])
+    with pytest.raises(ValueError, match="d: must be an integer"):
+        ModelGrid(p=[0.5], d=[0])
+    assert ModelGrid(p=[0.5], d=[30, 40]).d == (30, 40)
+
+
+def test_the_workflows_take_the_settings_the_commands_build(capsys, tmp_path):
+    """``latency_rows`` / ``compute_rows`` called from Python give the command's rows."""
+    from ppdmodel.cli_costs import CostSettings
+    from ppdmodel.cli_model import compute_rows, latency_rows
+    from ppdmodel.cli_settings import LayerSeconds, ModelGrid
+
+    assert main(["latency", "--p", "0.5", "--ell", "16", "--layer-s", "0.001", "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    rows = latency_rows(ModelGrid(p=[0.5], ell=[16]), LayerSeconds(), CostSettings(layer_s=1e-3))
+    assert json.loads(json.dumps(rows)) == expected
+    assert main(["compute", "--p", "0.5", "--k", "1", "3", "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert compute_rows(ModelGrid(p=[0.5], k=[1, 3]), CostSettings()) == expected
+    with pytest.raises(ValueError, match="DecodeCosts.layer_s"):
+        latency_rows(ModelGrid(p=[0.5]), LayerSeconds(), CostSettings(layer_s=0.0))
+    with pytest.raises(ValueError, match="give either --seconds-per-layer"):
+        latency_rows(
+            ModelGrid(p=[0.5]), LayerSeconds(seconds_per_layer=1.0), CostSettings(host_s=0.0)
+        )
+
+
+def test_tradeoff_options_share_the_model_and_output_settings(tmp_path):
+    from ppdmodel.cli_model import write_tradeoff
+    from ppdmodel.cli_settings import ModelParameters, OutputSettings, TradeoffTable
+
+    drawn = write_tradeoff(
+        TradeoffTable(table="smollm2"), ModelParameters(), OutputSettings(out=str(tmp_path))
+    )
+    assert (drawn.layer, drawn.d) == (15, 30)
+    assert drawn.paths["csv"] == tmp_path / "tradeoff_curves.csv" and drawn.paths["csv"].exists()
+    with pytest.raises(ValueError, match="table must be one of paper, smollm2"):
+        TradeoffTable(table="other")
