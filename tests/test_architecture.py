@@ -16,6 +16,7 @@ MEASURE_LAYERS = {
     # ground floor: loading and model surgery, versions, prompts, the one clock, the checks,
     "hf": 0, "versions": 0, "chat": 0, "datasets": 0, "degenerate": 0, "clock": 0, "checks": 0,
     "lifeline": 0,  # spawn and watch ranks tied to this process
+    "settings": 0,  # the settings every command shares (the model, the prompts), declared once
     "train": 1,  # trained heads (on hf)
     "decode": 2,  # the PPD decoder and its launcher (loads trained heads)
     "match": 3,  # match rates (main's token rule of decode.sampling)
