@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppdmodel.cli_args import DEFAULT_D, default_d_bar, reading
-from sim.settings import ConfigurationSettings, CostSettings, MatchSettings, SimulateSettings
+from sim.cli_settings import ConfigurationSettings, CostSettings, MatchSettings, SimulateSettings
 
 
 def register(subparsers) -> None:

@@ -32,6 +32,7 @@ from ppdmodel.cli_costs import WATERFALL_LABELS
 from ppdmodel.waterfall import latency_waterfall
 from sim import cli_plan
 from sim.cli_plan_table import depth_note, read_ptable, settle_command
+from sim.cli_settings import ENGINE_OVERRIDES, PlanSettings
 from sim.engine import regime_table
 from sim.hardware_costs import decode_costs
 from sim.plan import Plan, plan
@@ -39,7 +40,6 @@ from sim.plan_grid import PlanSpace
 from sim.plan_intervals import against_greedy, rival_of
 from sim.plan_summary import summary_lines
 from sim.preset_error import evidence_rows, preset_error
-from sim.settings import ENGINE_OVERRIDES, PlanSettings
 
 PAGE_DRAWS = 12
 """Draws behind each 95 % interval on the page (``ppd plan`` draws ``PLAN_DRAWS``): fewer, so a

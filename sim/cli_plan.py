@@ -19,7 +19,7 @@ from sim.cli_plan_table import (
     settle_command,
     sharing_note,
 )
-from sim.settings import (
+from sim.cli_settings import (
     ENGINE_OVERRIDES,
     AlternativesSettings,
     PlanHardwareSettings,

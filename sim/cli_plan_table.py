@@ -9,7 +9,7 @@ import shlex
 from contextlib import suppress
 from pathlib import Path
 
-from sim.settings import PlanSettings
+from sim.cli_settings import PlanSettings
 
 
 def profile_entry(path) -> dict:

@@ -3,7 +3,9 @@ frozen value per concern, and one value per command holding them (``CommandSetti
 
 Each field carries its default, help and check; the commands derive their options from them,
 grouped in ``--help`` by concern, and build the value from the parsed options. Torch-free, so
-``ppd --help`` builds them with the core install alone.
+``ppd --help`` builds them with the core install alone. Their refusals name the options as the
+command line gives them (``--host-us require --engine NAME``), so, like the other ``cli``
+modules, they are checked by tests/test_cli_errors.py rather than by the API fuzz.
 """
 
 from __future__ import annotations
