@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, get_type_hints, runtime_checkable
 
 import pandas as pd
 
@@ -167,21 +167,29 @@ def plan_rows(method: Method, table: pd.DataFrame) -> pd.DataFrame:
 
 class InProcess:
     """What a method run whole in the calling process shares (HF early exit, FREE,
-    speculative decoding): a config of its ``config_type``, checked on construction, its
-    label, no ranks, the ``single`` backend's costs, and its config's own check of the model's
-    depth."""
+    speculative decoding): a config of the type its ``config`` field is annotated with,
+    checked on construction, its label, no ranks, the ``single`` backend's costs, its
+    config's own check of the model's depth, no simulator schedule unless it names one, and
+    its planner rows picked by the config's fields named in ``plan_fields``."""
 
     config: object
-    config_type: type
     argument: str
     """The argument of ``validate`` its configs come in (named when one is refused)."""
+    plan_fields: tuple[tuple[str, str], ...]
+    """(column of ``ppd plan``'s table, the config's field it must equal) pairs."""
     by_prompt = False
     backend = "single"
+    schedule = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, self.config_type):
-            raise ValueError(f"{self.argument} must hold {self.config_type.__name__} values, "
-                             f"got {self.config!r}")  # fmt: skip
+        kind = get_type_hints(type(self))["config"]
+        if not isinstance(self.config, kind):
+            raise ValueError(f"{self.argument} must hold {kind.__name__} values, got "
+                             f"{self.config!r}")  # fmt: skip
+
+    @property
+    def plan_keys(self) -> dict:
+        return {column: getattr(self.config, name) for column, name in self.plan_fields}
 
     @property
     def label(self) -> str:

@@ -28,14 +28,10 @@ class Free(InProcess):
     """FREE at one exit layer, threshold and mode (``Method``)."""
 
     config: FreeConfig
-    config_type = FreeConfig
     argument = "free"
     schedule = staticmethod(sim.simulate_free)
     plan_method = "free"
-
-    @property
-    def plan_keys(self) -> dict:
-        return dict(exit_layer=self.config.exit_layer, free_mode=self.config.mode)
+    plan_fields = (("exit_layer", "exit_layer"), ("free_mode", "mode"))
 
     def bind(self, model, prompts, run: RunInputs) -> FreeRun:
         """The threshold the timed runs use ("auto": calibrated now, untimed)."""

@@ -26,15 +26,9 @@ class HFEarlyExit(InProcess):
     """HF early exit at one exit layer and draft length (``Method``)."""
 
     config: EarlyExitConfig
-    config_type = EarlyExitConfig
     argument = "early_exit"
-    schedule = None
-    """No simulator schedule: ``ppd plan --confirm`` samples its steps."""
-    plan_method = "early-exit"
-
-    @property
-    def plan_keys(self) -> dict:
-        return dict(exit_layer=self.config.exit_layer, g=self.config.g)
+    plan_method = "early-exit"  # no simulator schedule: ppd plan --confirm samples its steps
+    plan_fields = (("exit_layer", "exit_layer"), ("g", "g"))
 
     def bind(self, model, prompts, run: RunInputs) -> HFEarlyExitRun:
         """HF's bookkeeping (draft lengths 1 and max(3, g), on a synthetic prompt) and the

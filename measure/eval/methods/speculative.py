@@ -140,15 +140,9 @@ class Speculative(InProcess):
     """Draft-model speculative decoding at one draft and draft length (``Method``)."""
 
     config: SpecConfig
-    config_type = SpecConfig
     argument = "methods"
-    schedule = None
-    """No simulator schedule: ``ppd plan --confirm`` samples its steps."""
-    plan_method = "draft-model"
-
-    @property
-    def plan_keys(self) -> dict:
-        return dict(g=self.config.g)
+    plan_method = "draft-model"  # no simulator schedule: ppd plan --confirm samples its steps
+    plan_fields = (("g", "g"),)
 
     def check(self, d: int, profile: CostProfile | None) -> None:
         """A self-draft keeps fewer layers than the target; the profile measured the target's

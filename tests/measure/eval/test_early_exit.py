@@ -24,10 +24,8 @@ from measure.eval.hf_early_exit import (  # noqa: E402
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
-from ppdmodel.cli import main  # noqa: E402
 from ppdmodel.early_exit import early_exit_steps  # noqa: E402
-from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
-from tests.measure.virtual_clock import VirtualClock  # noqa: E402
+from tests.measure.tiny_models import tiny_model  # noqa: E402
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
 TOKENS = 10
@@ -83,28 +81,6 @@ def test_greedy_after_counts_the_tokens_after_the_first_step(model):
     run = greedy_generate(model, PROMPTS[0], max_new_tokens=4)
     assert greedy_after([run], [0]) == run.wall_s
     assert greedy_after([run], [2]) == pytest.approx(run.wall_s - run.token_times_s[1])
-
-
-LAYER_S = 0.005
-EXTRA_ROW_S = 0.002
-EMBED_S = 0.001
-HEAD_S = 0.006
-
-
-@pytest.fixture(scope="module")
-def clock():
-    """The clock the planted sleeps advance (installed where a test measures)."""
-    return VirtualClock()
-
-
-@pytest.fixture(scope="module")
-def planted(clock):
-    """Planted sleeps; a layer's extra rows (a k-row batch or q + 1 verified positions) add
-    EXTRA_ROW_S each."""
-    return planted_model(
-        layer_s=LAYER_S, extra_row_s=EXTRA_ROW_S, embed_s=EMBED_S, head_s=HEAD_S,
-        count_positions=True, sleep=clock.sleep,
-    )  # fmt: skip
 
 
 def test_validate_predicts_planted_early_exit(planted, clock):
@@ -164,11 +140,7 @@ def test_validate_predicts_planted_early_exit(planted, clock):
     assert steps_agree(result.timing.early_exit[early[0]].runs, pred.steps)
 
 
-def test_cli_refuses_bad_early_exit_arguments(tmp_path, capsys):
-    model_dir = tmp_path / "tiny"
-    tiny_model("llama", seed=3).save_pretrained(model_dir)
-    char_tokenizer().save_pretrained(model_dir)
-    base = ["validate", "--model", str(model_dir), "--prompt", "hi", "--out", str(tmp_path)]
+def test_cli_refuses_bad_early_exit_arguments(validate_argv, refuses):
     together = "--early-exit and --draft-tokens must be given together"
     for extra, message in (
         (["--early-exit", "2"], together),
@@ -176,7 +148,4 @@ def test_cli_refuses_bad_early_exit_arguments(tmp_path, capsys):
         (["--early-exit", "0", "--draft-tokens", "1"], "--early-exit"),
         (["--early-exit", "4", "--draft-tokens", "1"], "--early-exit: 4 is not in [1, d - 1]"),
     ):
-        with pytest.raises(SystemExit) as info:
-            main([*base, *extra])
-        assert info.value.code == 2
-        assert message in capsys.readouterr().err
+        refuses([*validate_argv, *extra], message)

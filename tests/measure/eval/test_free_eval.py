@@ -12,30 +12,12 @@ from measure.eval.free_eval import FreeConfig, free_costs, free_table, predict_f
 from measure.eval.repeat import PPDConfig  # noqa: E402
 from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
-from ppdmodel.cli import main  # noqa: E402
 from sim.formats import validate_free_table  # noqa: E402
-from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
-from tests.measure.virtual_clock import VirtualClock  # noqa: E402
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 3]]
 TOKENS = 10
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def clock():
-    """The clock the planted sleeps advance (installed where a test measures)."""
-    return VirtualClock()
-
-
-@pytest.fixture(scope="module")
-def planted(clock):
-    """Planted sleeps; a deep pass's extra positions add extra_row_s per layer each."""
-    return planted_model(
-        layer_s=0.005, extra_row_s=0.002, embed_s=0.001, head_s=0.006, count_positions=True,
-        sleep=clock.sleep,
-    )  # fmt: skip
 
 
 def test_validate_predicts_planted_free(planted, clock):
@@ -78,11 +60,7 @@ def test_validate_predicts_planted_free(planted, clock):
     assert "quality vs greedy" in lines[1] and "prediction agreed" in lines[1]
 
 
-def test_cli_refuses_bad_free_arguments(tmp_path, capsys):
-    model_dir = tmp_path / "tiny"
-    tiny_model("llama", seed=3).save_pretrained(model_dir)
-    char_tokenizer().save_pretrained(model_dir)
-    base = ["validate", "--model", str(model_dir), "--prompt", "hi", "--out", str(tmp_path)]
+def test_cli_refuses_bad_free_arguments(validate_argv, refuses):
     together = "--free and --threshold must be given together"
     for extra, message in (
         (["--free", "2"], together),
@@ -90,7 +68,4 @@ def test_cli_refuses_bad_free_arguments(tmp_path, capsys):
         (["--free", "2", "--threshold", "x"], "--threshold"),
         (["--free", "4", "--threshold", "0.5"], "--free: 4 is not in [1, d - 1]"),
     ):
-        with pytest.raises(SystemExit) as info:
-            main([*base, *extra])
-        assert info.value.code == 2
-        assert message in capsys.readouterr().err
+        refuses([*validate_argv, *extra], message)

@@ -21,8 +21,6 @@ from measure.eval.validate import validate  # noqa: E402
 from measure.profile.profile import measure_profile  # noqa: E402
 from ppdmodel.cli import main  # noqa: E402
 from sim.plan_grid import METHODS  # noqa: E402
-from tests.measure.tiny_models import char_tokenizer, planted_model, tiny_model  # noqa: E402
-from tests.measure.virtual_clock import VirtualClock  # noqa: E402
 
 LAYER_S = 0.020
 EXTRA_ROW_S = 0.008
@@ -44,17 +42,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def clock():
-    """The clock the planted sleeps advance (installed only where a test measures them)."""
-    return VirtualClock()
-
-
-@pytest.fixture(scope="module")
-def planted(clock):
-    """Planted sleeps; a layer's extra rows (a k-row batch or q + 1 verified positions) add
-    EXTRA_ROW_S each."""
-    return planted_model(layer_s=LAYER_S, extra_row_s=EXTRA_ROW_S, embed_s=EMBED_S,
-                         head_s=HEAD_S, count_positions=True, sleep=clock.sleep)  # fmt: skip
+def planted_costs() -> dict:
+    """Larger than the shared ones: a k-row batch or q + 1 verified positions add
+    EXTRA_ROW_S per layer each."""
+    return dict(layer_s=LAYER_S, extra_row_s=EXTRA_ROW_S, embed_s=EMBED_S, head_s=HEAD_S)
 
 
 @pytest.fixture(scope="module")
@@ -135,20 +126,14 @@ def test_speculative_refusals(profile):
         method_of("ppd")
 
 
-def test_cli_validate_times_speculative_decoding(tmp_path, capsys):
-    model_dir = tmp_path / "tiny"
-    tiny_model("llama", seed=3).save_pretrained(model_dir)
-    char_tokenizer().save_pretrained(model_dir)
-    base = ["validate", "--model", str(model_dir), "--prompt", "hello", "--out", str(tmp_path)]
+def test_cli_validate_times_speculative_decoding(validate_argv, refuses, tmp_path, capsys):
+    base = validate_argv
     for extra, message in (
         (["--spec-draft", "self:2"], "--spec-draft and --draft-tokens must be given together"),
         (["--spec-draft", "self:2", "--draft-tokens", "2"], "add --k 3"),
         (["--spec-draft", "self:4", "--draft-tokens", "1", "--k", "2"], "fewer than"),
     ):
-        with pytest.raises(SystemExit) as info:
-            main([*base, *extra])
-        assert info.value.code == 2
-        assert message in capsys.readouterr().err
+        refuses([*base, *extra], message)
     argv = [*base, "--max-new-tokens", "6", "--d-bar", "2", "--k", "1", "2", "--repeats", "1",
             "--profile-repeats", "2", "--no-interleave-probes", "--spec-draft", "self:2",
             "--draft-tokens", "1"]  # fmt: skip
