@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 from measure.versions import environment
+from ppdmodel.options import Settings, option
+
+
+@dataclass(frozen=True, kw_only=True)
+class DoctorSettings(Settings):
+    """What ``ppd doctor`` checks: the versions, and (unless ``no_self_check``) the toolkit
+    on a tiny random model."""
+
+    GROUP = "checks"
+
+    no_self_check: bool = option(
+        False, action="store_true", help="print the versions only (no torch needed)"
+    )
 
 
 def register(subparsers) -> None:
@@ -19,19 +33,18 @@ def register(subparsers) -> None:
         "greedy decoding does. Exit status 1 names the check that failed. Paste the output "
         "into bug reports.",
     )
-    doctor.add_argument(
-        "--no-self-check", action="store_true", help="print the versions only (no torch needed)"
-    )
+    DoctorSettings.add_to(doctor)
     doctor.set_defaults(func=_doctor)
 
 
 def _doctor(args) -> int:
+    settings = DoctorSettings.from_args(args)
     statuses = environment()
     for status in statuses:
         print(status.line())
     for warning in filter(None, (s.warning() for s in statuses)):
         print(warning)
-    if args.no_self_check:
+    if settings.no_self_check:
         return 0
     if any(s.installed is None for s in statuses if s.name in ("torch", "transformers")):
         print("self-check: skipped (install the measure extra: torch and transformers)")
