@@ -30,7 +30,7 @@ import pandas as pd
 from ppdmodel.cli import Parser
 from ppdmodel.cli_costs import WATERFALL_LABELS
 from ppdmodel.waterfall import latency_waterfall
-from sim import cli_plan
+from sim import cli_plan, cli_plan_run
 from sim.cli_plan_table import depth_note, read_ptable, settle_command
 from sim.cli_settings import ENGINE_OVERRIDES, PlanSettings
 from sim.engine import regime_table
@@ -206,14 +206,14 @@ def page_view(inputs: PageInputs, folder: Path) -> PageView:
     hand is written as a table. InputError names the page's field a bad input came from."""
     argv = plan_argv(inputs)
     settings = _settings(argv)
-    shape, model_name = _stage("model", cli_plan.model_shape, settings)
+    shape, model_name = _stage("model", cli_plan_run.model_shape, settings)
     d = shape.num_layers
+    model = cli_plan_run.planned_model(settings.model, model_name)
     if inputs.p is not None:
-        model = cli_plan.planned_model(settings.model, model_name)
         argv = plan_argv(inputs, str(what_if_table(inputs, d, model, folder)))
         settings = _settings(argv)
     hw, space_s, confirm = settings.hardware, settings.space, settings.confirmation
-    hardware = _stage("hardware", cli_plan.plan_hardware, hw, shape)
+    hardware = _stage("hardware", cli_plan_run.plan_hardware, hw, shape)
     ptable = _stage("p-table", read_ptable, settings, model_name, d)
     workloads = space_s.workload[:1] if space_s.workload else None
     if workloads and workloads[0] not in ptable.workloads:
@@ -224,7 +224,7 @@ def page_view(inputs: PageInputs, folder: Path) -> PageView:
     result = _stage("plan", plan, hardware, ptable, space, d=d, confirm_n=confirm.confirm_n,
                     max_compute=space_s.max_compute, seed=confirm.seed, keep_screened=True,
                     min_quality=space_s.min_quality,
-                    draws=confirm.draws, model=cli_plan.planned_model(settings.model, model_name),
+                    draws=confirm.draws, model=model,
                     engines=[hw.engine] * len(hardware))  # fmt: skip
     screened = against_greedy(result.screened, result.screened)
     settle = {w: settle_command(settings, v, ptable, result.decisions.get(w))
