@@ -12,8 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from measure.datasets import FORMATS, SPLITS
-from ppdmodel.cli_args import existing_file, percent_below_100, positive_int
-from ppdmodel.options import Settings, option
+from ppdmodel.cli_args import (
+    existing_dir,
+    existing_file,
+    nonnegative_int,
+    output_dir,
+    output_file,
+    percent_below_100,
+    positive_float,
+    positive_int,
+    probability,
+)
+from ppdmodel.options import Settings, flag_of, option
 
 MODEL_HELP = (
     "local Hugging Face model dir, a .gguf file (converted once to a cached safetensors dir), "
@@ -94,4 +104,105 @@ class DriftSettings(Settings):
     )
 
 
-__all__ = ["DriftSettings", "ModelSettings", "PromptSettings"]
+SEED_HELP = (
+    "prompt i is seeded with measure.decode.sampling.prompt_seed(SEED, its id), as "
+    "`ppd measure match-rate --seed` seeds it (default 0)"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingSettings(Settings):
+    """Sampled decoding (paper Appendix B): main samples its token as ``model.generate``
+    does; without ``do_sample`` the other fields must stay unset."""
+
+    GROUP = "sampling (paper Appendix B)"
+    ABOUT = (
+        "main samples its token exactly as model.generate(do_sample=True, ...) does (the "
+        "model's generation config and transformers' defaults apply, e.g. top_k 50); a match is "
+        "the sampled token among the k candidates; the baseline samples with the same draws"
+    )
+
+    do_sample: bool = option(False, action="store_true", help="sample instead of greedy")
+    temperature: float | None = option(None, type=positive_float, help="temperature > 0")
+    top_k: int | None = option(None, type=nonnegative_int, help="top-k sampling")
+    top_p: float | None = option(None, type=probability, help="top-p in (0, 1]")
+    seed: int = option(0, type=nonnegative_int, help=SEED_HELP)
+
+    def check(self) -> None:
+        """A sampling option without ``do_sample`` would be ignored: refused."""
+        given = [flag_of(n) for n in ("temperature", "top_k", "top_p")
+                 if getattr(self, n) is not None]  # fmt: skip
+        if given and not self.do_sample:
+            raise ValueError(f"{', '.join(given)}: sampling options need --do-sample")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputSettings(Settings):
+    """Where a command writes and whether it reports progress."""
+
+    GROUP = "output"
+
+    out: str = option(type=output_dir, metavar="DIR", required=True, help="output directory")
+    no_progress: bool = option(False, action="store_true", help="no progress bar")
+
+    @property
+    def progress(self) -> bool:
+        return not self.no_progress
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSettings(Settings):
+    """The candidate grid a command measures: the early layers probed, the top-k candidate
+    counts (the rows of a candidate batch) and the trained early heads read there."""
+
+    GROUP = "probes"
+
+    layers: tuple[int, ...] | None = option(
+        None, type=positive_int, nargs="+", help="1-based layers to probe (default: all 1..d-1)"
+    )
+    ks: tuple[int, ...] = option(
+        [1, 3, 5], type=positive_int, nargs="+", help="k values (default 1 3 5)"
+    )
+    head_dir: str | None = option(
+        None, type=existing_dir, help="trained head dir (or a dir of them)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationSettings(Settings):
+    """How many tokens each prompt generates: ell, the paper's generation length."""
+
+    GROUP = "generation"
+
+    max_new_tokens: int = option(16, type=positive_int, help="ell per prompt (default 16)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadSettings(Settings):
+    """The torch CPU threads of this process (None: torch's own choice)."""
+
+    GROUP = "threads"
+
+    threads: int | None = option(None, type=positive_int, help="torch CPU threads")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputFileSettings(Settings):
+    """The one file a command writes (a table or a profile)."""
+
+    GROUP = "output"
+
+    out: str = option(type=output_file, metavar="FILE", required=True, help="file to write")
+
+
+__all__ = [
+    "DriftSettings",
+    "GenerationSettings",
+    "ModelSettings",
+    "OutputFileSettings",
+    "OutputSettings",
+    "ProbeSettings",
+    "PromptSettings",
+    "SamplingSettings",
+    "ThreadSettings",
+]
