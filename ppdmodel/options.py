@@ -151,13 +151,14 @@ class Settings:
     ) -> argparse._ArgumentGroup:
         """Add the fields (``only`` those, less ``skip``) to ``parser`` as one titled group;
         ``changes`` alters a field's option for this command (``{"k": {"default": [1, 3]}}``:
-        any ``Option`` field, or ``default``)."""
+        any ``Option`` field, or ``default``); ``about=""`` drops the class's description."""
         changes = dict(changes or {})
         names = [f.name for f in cls.options()]
         unknown = sorted((set(only or ()) | set(skip) | set(changes)) - set(names))
         if unknown:
             raise ValueError(f"{cls.__name__} has no option field {unknown}")
-        group = parser.add_argument_group(title or cls.GROUP, about or cls.ABOUT)
+        about = cls.ABOUT if about is None else about or None  # "": no description
+        group = parser.add_argument_group(title or cls.GROUP, about)
         exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
         chosen = [f for f in cls.options() if (only is None or f.name in only)]
         for f in chosen:
