@@ -27,7 +27,6 @@ from measure.checks import as_prompt_ids, check_max_new_tokens, check_model, int
 from measure.decode.backends import check_backend
 from measure.decode.sampling import check_seed
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
-from measure.eval.predict import predict_ppd
 from measure.eval.repeat import PPDConfig, RepeatedTiming, time_repeated
 from measure.eval.repeat import run_greedy as run_greedy  # re-exported (notebooks, bench)
 from measure.eval.verdict import verdict_line
@@ -70,20 +69,20 @@ class Table3Report:
     max_new_tokens: int = LATENCY_TOKENS
 
     def verdicts(self, profile=None) -> list[str]:
-        """One verdict line per PPD configuration; with a cost profile (``CostProfile``) also
-        the largest cost term and how well the profile predicted the measured median."""
+        """One verdict line per method timed beside greedy; with a cost profile
+        (``CostProfile``) also the largest cost term and how well the profile predicted the
+        measured median (the method's own ``closed_form`` of its runs)."""
         lines = []
         greedy = self.timing.greedy.spread
-        for config, method in self.timing.ppd.items():
+        for method in self.timing.methods.values():
             terms = rel_err = None
             if profile is not None:
-                predicted = predict_ppd(
-                    profile, method.runs, config, max_new_tokens=self.max_new_tokens
-                )
+                bound = self.timing.bound[method.label]
+                predicted = bound.closed_form(profile, method.runs)
                 terms = predicted.terms()
                 rel_err = predicted.closed_form_s / method.spread.median - 1
             lines.append(
-                verdict_line(config.label, greedy, method.spread, tokens=method.tokens,
+                verdict_line(method.label, greedy, method.spread, tokens=method.tokens,
                              terms=terms, rel_err=rel_err, load=self.timing.load)
             )  # fmt: skip
         return lines
