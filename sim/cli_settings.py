@@ -2,7 +2,9 @@
 frozen value per concern, and one value per command holding them (``CommandSettings``).
 
 Each field carries its default, help and check; the commands derive their options from them,
-grouped in ``--help`` by concern, and build the value from the parsed options. Torch-free, so
+grouped in ``--help`` by concern, and build the value from the parsed options. The paper's
+symbols (--d, --d-bar, --k, --p, --ell) and --json/--out are ``ppdmodel.cli_settings``' fields
+(``derived``: their type and check from there, this command's default and help). Torch-free, so
 ``ppd --help`` builds them with the core install alone. Their refusals name the options as the
 command line gives them (``--host-us require --engine NAME``), so, like the other ``cli``
 modules, they are checked by tests/test_cli_errors.py rather than by the API fuzz.
@@ -11,6 +13,7 @@ modules, they are checked by tests/test_cli_errors.py rather than by the API fuz
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -21,14 +24,25 @@ from ppdmodel.cli_args import (
     existing_path,
     nonnegative_float,
     nonnegative_int,
-    output_dir,
     output_file,
     positive_float,
     positive_int,
     probability,
 )
+from ppdmodel.cli_settings import DEFAULT_ELL, ModelParameters, OutputSettings
 from ppdmodel.options import Settings, flag_of, option
 from sim.hardware import ENGINE_PRESETS
+
+_SAME = object()
+
+
+def derived(settings: type[Settings], name: str, default=_SAME, **how) -> dataclasses.Field:
+    """Field ``name`` of ``settings`` (its type, choices and check are declared there), with
+    this command's ``default`` and ``how`` (``Option`` fields: its help, ``nargs``, ...)."""
+    (one,) = [f for f in fields(settings) if f.name == name]
+    opt = dataclasses.replace(one.metadata["option"], **how)
+    return field(default=one.default if default is _SAME else default, metadata={"option": opt})
+
 
 # -- shared by both commands --------------------------------------------------------------
 
@@ -39,7 +53,10 @@ class SequenceSettings(Settings):
 
     GROUP = "sequences"
 
-    ell: int = option(128, type=positive_int, help="generated tokens per sequence (default 128)")
+    ell: int = derived(
+        ModelParameters, "ell", DEFAULT_ELL,
+        help=f"generated tokens per sequence (default {DEFAULT_ELL})",
+    )  # fmt: skip
     seed: int = option(0, type=nonnegative_int, help="random seed (default 0)")
 
 
@@ -49,7 +66,7 @@ class JsonSettings(Settings):
 
     GROUP = "output"
 
-    json: bool = option(False, action="store_true", help="print JSON instead of text")
+    json: bool = derived(OutputSettings, "json", help="print JSON instead of text")
 
 
 # -- ppd simulate -------------------------------------------------------------------------
@@ -62,11 +79,11 @@ class ConfigurationSettings(Settings):
 
     GROUP = "configuration"
 
-    d: int | None = option(None, type=positive_int, help=f"decoder layers (default {DEFAULT_D})")
-    d_bar: int | None = option(
-        None, type=positive_int, help="early-prediction layer (default: smallest layer >= d/2)"
+    d: int | None = derived(ModelParameters, "d", help=f"decoder layers (default {DEFAULT_D})")
+    d_bar: int | None = derived(
+        ModelParameters, "d_bar", help="early-prediction layer (default: smallest layer >= d/2)"
     )
-    k: int | None = option(None, type=positive_int, help="candidates / sub-processes (default 3)")
+    k: int | None = derived(ModelParameters, "k", help="candidates / sub-processes (default 3)")
     allow_below_half: bool = option(False, action="store_true", help="simulate d_bar < d/2")
 
 
@@ -76,8 +93,8 @@ class MatchSettings(Settings):
 
     GROUP = "matches"
 
-    p: float | None = option(
-        None, type=probability, exclusive="source", help="Bernoulli match rate (default 0.5)"
+    p: float | None = derived(
+        ModelParameters, "p", exclusive="source", help="Bernoulli match rate (default 0.5)"
     )
     trace: str | None = option(
         None, type=existing_file, exclusive="source",
@@ -292,11 +309,11 @@ class PlanSpaceSettings(Settings):
 
     workload: tuple[str, ...] | None = option(None, nargs="+", help="workloads (default: all)")
     head: tuple[str, ...] | None = option(None, nargs="+", help="head kinds (default: all)")
-    d_bar: tuple[int, ...] | None = option(
-        None, nargs="+", type=positive_int, help="early-prediction layers (default: all)"
+    d_bar: tuple[int, ...] | None = derived(
+        ModelParameters, "d_bar", nargs="+", help="early-prediction layers (default: all)"
     )
-    k: tuple[int, ...] | None = option(
-        None, nargs="+", type=positive_int, help="candidates (default: all)"
+    k: tuple[int, ...] | None = derived(
+        ModelParameters, "k", nargs="+", help="candidates (default: all)"
     )
     early_head: tuple[str, ...] = option(
         ["main", "candidates"], nargs="+", choices=("main", "candidates"),
@@ -359,7 +376,7 @@ class ConfirmSettings(SequenceSettings):
 class PlanOutputSettings(JsonSettings):
     """Where ``ppd plan`` writes its tables and figure, and what it prints."""
 
-    out: str = option("ppd-out/plan", type=output_dir, help="output directory")
+    out: str = derived(OutputSettings, "out", "ppd-out/plan", help="output directory")
     verbose: bool = option(
         False, action="store_true",
         help="after the summary, print every frontier, the regimes and the speed-up "
