@@ -1,227 +1,63 @@
 """What ``ppd run`` and ``ppd validate`` do once their options are parsed (``measure.cli.run``):
-load the model and prompts, check the profile against this machine, decode, predict, report.
+build the settings (``RunRequest``), call the workflow (``measure.eval.workflow``), print.
 
 Imported when one of the two commands runs (it needs the ``measure`` extra: torch).
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from measure.cli.common import model_facts, read_prompts
-from measure.cli.run import (
-    _check_sampling_flags,
-    _early_exit_configs,
-    _free_configs,
-    _probe_rounds,
-    _probes_for,
-    _profile_threads,
-    _spec_methods,
-    _values,
-    check_world_size,
-    context_warning,
-    run_settings,
-    turns_line,
-)
-from measure.degenerate import summarize
-from measure.eval.profile_check import (
-    check_profile,
-    check_scales,
-    checked_columns,
-    checked_summary,
-    stale_note,
-)
-from measure.profile.probes import DecodeProbe
-from ppdmodel.cli_args import default_d_bar
-from ppdmodel.cost_profile import check_wide_prices
+from measure.decode.settings import RunRequest
+from measure.eval.profile_check import check_scales
+from measure.eval.turn_speedup import TARGET_HALF_WIDTH
+from measure.eval.workflow import RunOutcome, ValidationOutcome, run_report, validate_run
 
 _TURNS_NOTE = {"prompts": "turns by prompt", "runs": "turns by run"}
 """How the printed header names ``--turns``."""
 
 
-def _sampling(args, names):
-    """(Decoding, seeds per prompt or None) from the sampling flags; ValueError if misused."""
-    from measure.decode.sampling import Decoding, prompt_seed
-
-    _check_sampling_flags(args)
-    if not args.do_sample:
-        return Decoding(), None
-    decoding = Decoding(True, args.temperature, args.top_k, args.top_p)
-    return decoding, [prompt_seed(args.seed, name) for name in names]
-
-
-def _d_bars(args, d: int) -> list[int]:
-    """The --d-bar values, or the default one: the --head-dir head's layer, else
-    ``default_d_bar(d)`` (read before any weight is)."""
-    from measure.train.head_io import saved_head_layer
-
-    given = [b for b in _values(args.d_bar) if b is not None]
-    if given:
-        return given
-    return [default_d_bar(d) if args.head_dir is None else saved_head_layer(args.head_dir)]
-
-
-def _check_before_loading(args, facts) -> None:
-    """The checks of ``ppd run`` / ``ppd validate`` options that need the model's config.json
-    or the head's head_config.json but not their weights: d_bar in [d/2, d) and the head's
-    layer (the default d_bar: the head's layer, else ``default_d_bar``), k within the
-    vocabulary, the sampling flags."""
-    from measure.checks import check_ppd_args, check_trained_layer
-    from measure.train.head_io import saved_head_layer
-
-    d_bars = _d_bars(args, facts.d)
-    if args.head_dir is not None:
-        for d_bar in d_bars:
-            check_trained_layer(saved_head_layer(args.head_dir), d_bar)
-    for d_bar in d_bars:
-        for k in _values(args.k):
-            check_ppd_args(facts.d, d_bar, k, facts.vocab_size, args.max_new_tokens)
-    _check_sampling_flags(args)
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """What ``_load`` returns: the model and what the command needs beside it."""
-
-    model: object
-    ids: list
-    """Token ids of each prompt."""
-    names: list
-    """Each prompt's name (sequence id)."""
-    d_bar: object
-    """--d-bar (the head's layer, or ``default_d_bar(d)``, when not given)."""
-    eos: list
-    """Token ids that end a generation."""
-    head: object
-    """The --head-dir head, or None."""
-    profile: object
-    """The --profile (a CostProfile, its depth checked), or None."""
-
-
-def _load(args, check=None) -> Loaded:
-    """The model and prompts of ``ppd run`` / ``ppd validate``; every option that needs no
-    weight is checked before any is read (``_check_before_loading``, then ``check(args,
-    facts, profile)`` for the command's own)."""
-    import torch
-
-    check_world_size(args)  # before the model loads
-
-    from measure.checks import check_context, eos_token_ids
-    from measure.hf.loading import load_causal_lm
-    from measure.profile.profile import load_profile
-    from measure.train.head_io import load_head
-
-    if args.prompt:
-        texts, names = args.prompt, [str(i) for i in range(len(args.prompt))]
-    else:
-        loaded = read_prompts(args)
-        texts, names = [p.text for p in loaded], [p.id for p in loaded]
-    if not texts:
-        raise ValueError("--prompts: no prompts selected")
-    facts = model_facts(args.model)
-    ids = facts.encode(texts, chat_template=not args.no_chat_template)
-    if any(len(x) == 0 for x in ids):
-        raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
-    check_context(facts.config, [len(x) for x in ids], args.max_new_tokens, names=names)
-    _check_before_loading(args, facts)
-    profile = None if args.profile is None else load_profile(args.profile, d=facts.d)
-    if check is not None:
-        check(args, facts, profile)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = load_causal_lm(args.model, dtype=args.dtype, device=args.device)
-    tokenizer = facts.tokenizer
-    head = None if args.head_dir is None else load_head(args.head_dir, model, device=model.device)
-    d = model.config.get_text_config().num_hidden_layers
-    d_bar = args.d_bar
-    if d_bar is None:
-        d_bar = default_d_bar(d) if head is None else head.config.layer
-    eos = sorted(set(eos_token_ids(model)) | {tokenizer.eos_token_id} - {None})
-    return Loaded(model, ids, names, d_bar, eos, head, profile)
-
-
-def _warn_degenerate(command: str, names, greedy, eos) -> None:
-    """Print which prompts' greedy generations ended at once or fell into repetition."""
-    text = summarize({n: g.tokens for n, g in zip(names, greedy, strict=True)}, eos).message()
-    if text is not None:
-        print(f"ppd {command}: warning: {text}", file=sys.stderr)
-
-
 def run_command(args) -> int:
-    """``ppd run``."""
-    from measure.eval.report import format_table, table3
-    from sim.formats import write_traces
+    """``ppd run``: exit 1 if a method's tokens differ from greedy's."""
+    outcome = run_report(RunRequest.from_args(args))
+    print_run(outcome)
+    return 0 if outcome.exact else 1
 
-    loaded = _load(args)
-    model, ids, names, d_bar, eos, head = (loaded.model, loaded.ids, loaded.names,
-                                           loaded.d_bar, loaded.eos, loaded.head)  # fmt: skip
-    decoding, seeds = _sampling(args, names)
-    settings = run_settings(args, eos_token_id=eos, decoding=decoding)
-    out = Path(args.out)
-    checker = ProfileChecker(args, model, [args.backend])
-    checked = loaded.profile is not None and args.backend in loaded.profile.backends
-    if checked:
-        checker.before(loaded.profile, out)
-    report = table3(
-        model,
-        ids,
-        d_bar=d_bar,
-        ks=list(dict.fromkeys(args.k)),  # repeated values would repeat rows
-        max_new_tokens=args.max_new_tokens,
-        backend=args.backend,
-        early_head=args.early_head,
-        assistant=not args.no_assistant,
-        settings=settings,
-        head=head,
-        sequences=names,
-        seeds=seeds,
-    )
-    _warn_degenerate("run", names, report.greedy, eos)
-    if checked:
-        checker.after(loaded.profile)
-    out.mkdir(parents=True, exist_ok=True)
-    report.table.to_csv(out / "report.csv", index=False)
-    write_traces(out / "traces.jsonl", [r.trace for runs in report.ppd.values() for r in runs])
+
+def validate_command(args) -> int:
+    """``ppd validate``: exit 1 if an exact method's tokens differ from greedy's."""
+    outcome = validate_run(RunRequest.from_args(args))
+    print_validation(outcome)
+    return 0 if outcome.exact else 1
+
+
+def _sampled(request: RunRequest, rows: str) -> str:
+    s = request.sampling
+    return f" (seed {s.seed}; 'greedy' {rows}: the sampled baseline)" if s.do_sample else ""
+
+
+def print_run(outcome: RunOutcome) -> None:
+    """``ppd run``'s report: the table, the rounds, a verdict per method."""
+    from measure.eval.report import format_table
+
+    request, loaded, report = outcome.request, outcome.loaded, outcome.report
+    m, timing, out = request.methods, request.timing, Path(request.output.out)
     print(
-        f"d = {model.config.get_text_config().num_hidden_layers}, d_bar = {d_bar}, "
-        f"{len(ids)} prompts, max {args.max_new_tokens} new tokens, backend {args.backend}, "
-        f"early head on {args.early_head}, {decoding.label}"
-        + (
-            f" (seed {args.seed}; 'greedy' in verdicts: the sampled baseline)"
-            if decoding.do_sample
-            else ""
-        )
+        f"d = {loaded.d}, d_bar = {loaded.d_bars[0]}, {len(loaded.ids)} prompts, max "
+        f"{m.max_new_tokens} new tokens, backend {m.backend[0]}, early head on "
+        f"{m.early_head[0]}, {loaded.settings.decoding.label}" + _sampled(request, "in verdicts")
     )
     print(format_table(report.table))
-    print(f"{args.repeats} interleaved round(s) ({_TURNS_NOTE[args.turns]}); "
+    print(f"{timing.repeats} interleaved round(s) ({_TURNS_NOTE[timing.turns]}); "
           f"{report.timing.load.describe()}")  # fmt: skip
     for line in report.verdicts(loaded.profile):
         print("verdict: " + line)
     print(f"wrote {out / 'report.csv'} and {out / 'traces.jsonl'}")
-    inexact = report.table[report.table["exact"] == False]  # noqa: E712 (None = not run)
-    return 1 if len(inexact) else 0
 
 
-def validate_command(args) -> int:
-    """``ppd validate``."""
-    if args.profile is not None and args.drift_floor:
-        raise ValueError("--drift-floor applies to the profile ppd validate measures itself; a "
-                         "given --profile keeps the floor it was measured with (ppd measure "
-                         "profile --drift-floor)")  # fmt: skip
-    early_exit = _early_exit_configs(args)
-    methods = _spec_methods(args)
-    free = _free_configs(args)
-    probe_rounds = _probe_rounds(args)
-    from measure.eval.free_eval import free_table
-    from measure.eval.plots import (
-        block_times,
-        plot_block_times,
-        plot_predicted_vs_measured,
-        plot_waterfalls,
-    )
+def print_validation(outcome: ValidationOutcome) -> None:
+    """``ppd validate``'s report: the table, the waterfalls, the gaps and passes, a verdict
+    per method, the errors of each prediction."""
     from measure.eval.text import (
         format_early_exit,
         format_gaps,
@@ -229,77 +65,15 @@ def validate_command(args) -> int:
         format_table,
         format_waterfall,
     )
-    from measure.eval.validate import check_configs, validate
-    from measure.profile.profile import write_profile
-    from measure.profile.report import plot_layer_times
-    from sim.formats import write_free_table, write_traces
 
-    def check(args, facts, profile) -> None:  # before any weight is read
-        d = facts.d
-        for option, methods in (("--early-exit", early_exit), ("--free", free)):
-            for m in methods:
-                if not 1 <= m.exit_layer <= d - 1:
-                    raise ValueError(f"{option}: {m.exit_layer} is not in [1, d - 1] = "
-                                     f"[1, {d - 1}]")  # fmt: skip
-        if profile is not None:
-            check_wide_prices(profile, accept=args.accept_wide_prices)
-            check_configs(profile, _ppd_configs(args, _d_bars(args, d)))
-            for m in methods:
-                m.check(d, profile)
-            _profile_threads(args, profile)
-
-    loaded = _load(args, check)
-    model, ids, names, d_bar, eos, head = (loaded.model, loaded.ids, loaded.names,
-                                           loaded.d_bar, loaded.eos, loaded.head)  # fmt: skip
-    decoding, seeds = _sampling(args, names)
-    settings = run_settings(args, eos_token_id=eos, decoding=decoding)
-    d = model.config.get_text_config().num_hidden_layers
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_run_sidecar(out, args, d)
-    profile = _validation_profile(args, loaded.profile, model, ids, out)
-    configs = _ppd_configs(args, _values(d_bar))
-    checker = ProfileChecker(args, model, [c.backend for c in configs])
-    profile = checker.before(profile, out, given=loaded.profile is not None)
-    probe_rounds = _probes_for(args, profile, probe_rounds)
-    result = validate(
-        model, ids, profile=profile, configs=configs, early_exit=early_exit, free=free,
-        methods=methods, max_new_tokens=args.max_new_tokens, settings=settings, head=head,
-        names=names, seeds=seeds, interleave_probes=probe_rounds,
-    )  # fmt: skip
-    probed = result.interleaved_profile is not None
-    _warn_degenerate("validate", names, result.timing.greedy.runs, eos)
-    checker.after(profile)
-    table = checked_columns(result.table, checker.checks)
-    table.to_csv(out / "validation.csv", index=False)
-    result.waterfalls.to_csv(out / "waterfalls.csv", index=False)
-    result.terms.to_csv(out / "terms.csv", index=False)
-    result.passes.to_csv(out / "passes.csv", index=False)
-    result.turn_table().to_csv(out / "turns.csv", index=False)
-    summary = {**result.summary(), **checker.summary(), **checked_summary(table)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    if probed:
-        write_profile(out / "profile_interleaved.json", result.interleaved_profile)
-        result.sentinel_table().to_csv(out / "sentinel.csv", index=False)
-    if result.free:  # what ppd plan --free-table reads
-        write_free_table(out / "free_table.csv", free_table(result.free))
-    traces = [r.trace for m in result.timing.ppd.values() for r in m.runs]
-    write_traces(out / "traces.jsonl", traces)
-    plot_waterfalls(result, out / "waterfall.png")
-    plot_predicted_vs_measured(result, out / "predicted_vs_measured.png")
-    if block_times(result).empty:  # no block timed in the runs: the profile's layers alone
-        plot_layer_times(profile, out / "layer_times.png")
-    else:
-        plot_block_times(result, out / "layer_times.png")
+    request, result, summary = outcome.request, outcome.result, outcome.summary
+    profile, probed, out = outcome.profile, outcome.probed, Path(request.output.out)
+    ids, repeats = outcome.loaded.ids, request.timing.repeats
     print(
-        f"d = {profile.d}, {len(ids)} prompts, max {args.max_new_tokens} new tokens, "
-        f"{args.repeats} interleaved rounds ({_TURNS_NOTE[args.turns]}), {decoding.label}"
-        + (
-            f" (seed {args.seed}; 'greedy' rows: the sampled baseline)"
-            if decoding.do_sample
-            else ""
-        )
-        + f"; {result.timing.load.describe()}"
+        f"d = {profile.d}, {len(ids)} prompts, max {request.methods.max_new_tokens} new tokens, "
+        f"{repeats} interleaved rounds ({_TURNS_NOTE[request.timing.turns]}), "
+        f"{outcome.loaded.settings.decoding.label}{_sampled(request, 'rows')}; "
+        f"{result.timing.load.describe()}"
     )
     print(format_table(result))
     print("waterfall per token (predicted from the profile; measured beside it):")
@@ -340,7 +114,7 @@ def validate_command(args) -> int:
         f"configuration(s) with one (profile cost replicates{_drift_note(summary)})"
     )
     if "checked_median_abs_rel_err" in summary:
-        print(checked_line(summary, checker.checks))
+        print(checked_line(summary, outcome.checks))
     if "speedup_median_abs_rel_err" in summary:
         print(
             "speed-ups over greedy (a drift of the whole machine leaves them): median |error| "
@@ -348,7 +122,7 @@ def validate_command(args) -> int:
             f"{100 * summary['speedup_worst_abs_rel_err']:.1f} %"
         )
     if "speedup_turns_median_abs_rel_err" in summary:
-        print(turns_line(summary, args.repeats))
+        print(turns_line(summary, repeats))
     if probed:
         print(result.probe_note)
         print(
@@ -376,151 +150,42 @@ def validate_command(args) -> int:
         "waterfall.png, predicted_vs_measured.png, layer_times.png"
         + (", profile_interleaved.json, sentinel.csv" if probed else "")
     )
-    inexact = [r for r in result.results + result.others if not (r.exact or r.approximate)]
-    return 1 if inexact else 0
 
 
-def _ppd_configs(args, d_bars) -> list:
-    """The PPD configurations of ``ppd validate``: each --backend x --early-head x d_bar x --k."""
-    from measure.eval.repeat import PPDConfig
-
-    return [
-        PPDConfig(d_bar=b, k=k, early_head=h, backend=backend)
-        for backend in dict.fromkeys(args.backend)
-        for h in dict.fromkeys(args.early_head)
-        for b in dict.fromkeys(d_bars)
-        for k in dict.fromkeys(args.k)
-    ]
+MOVED_ROUNDS_FACTOR = 8
+"""Advice for more than this many times the rounds run reads as a moving machine, not as a
+count to run (``turns_line``)."""
 
 
-def write_run_sidecar(out: Path, args, d: int) -> Path:
-    """``OUT/run.json``: the model and prompts a validation ran on, as ``ppd measure
-    match-rate``'s names them (``ppd plan --table OUT`` checks the model against its profile)."""
-    path = out / "run.json"
-    meta = {"command": "validate", "model": str(args.model), "d": d, "prompts": args.prompts,
-            "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
-            "turns": args.turns}  # fmt: skip
-    path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    return path
-
-
-def _validation_profile(args, given, model, ids, out: Path):
-    """The --profile (``given``, read and checked before the model loaded), or a profile
-    measured now and saved."""
-    context = round(sum(map(len, ids)) / len(ids) + args.max_new_tokens / 2)
-    if given is not None:
-        profile = given
-        when = profile.provenance.get("date_utc", "an unknown date")
-        print(f"profile {args.profile}: {profile.model_name}, measured {when}")
-        for warning in profile.warnings:
-            print(f"profile warning: {warning}")
-        warning = context_warning(profile, context)
-        if warning:
-            print(f"profile warning: {warning}")
-        for note in check_wide_prices(profile, accept=args.accept_wide_prices):
-            print(note)
-        return profile
-    print(
-        "no --profile given: measuring one first (context "
-        f"{context} tokens, backends {sorted(set(args.backend))}, k {sorted(set(args.k))})"
+def turns_line(summary: dict, repeats: int) -> str:
+    """The speed-ups judged turn by turn (``measure.eval.turn_speedup``), in one line."""
+    needed = summary["speedup_turns_rounds_for_target"]
+    coverage = summary["speedup_turns_coverage"]
+    if needed is None:
+        width = (f"too few turns for a 95 % interval (the measured range covers "
+                 f"{100 * coverage:.0f} %: 6 turns or more reach 95 %)")  # fmt: skip
+    else:
+        width = f"measured to +-{100 * summary['speedup_turns_half_width_max']:.1f} % at worst"
+        if needed > MOVED_ROUNDS_FACTOR * repeats:  # not a count of rounds worth suggesting
+            width += (" (turns this far apart mean the machine moved during the rounds: run "
+                      f"again when it is quiet; pinning every one to +-{100 * TARGET_HALF_WIDTH:g}"
+                      f" % would take about --repeats {needed})")  # fmt: skip
+        elif needed > repeats:
+            width += (f" (about --repeats {needed} would pin every one to +-"
+                      f"{100 * TARGET_HALF_WIDTH:g} %)")  # fmt: skip
+    repeat = summary.get("speedup_turns_repeat_bound")
+    if repeat is not None:  # measure.eval.run_to_run
+        width += (f"; a repeat (same prompts, fresh profile) would move a configuration's error "
+                  f"by up to {repeat:.1f} points by chance alone (95 %)")  # fmt: skip
+    return (
+        "speed-ups judged turn by turn (each prompt's run against greedy's beside it and its "
+        f"own prediction): median |error| {100 * summary['speedup_turns_median_abs_rel_err']:.1f}"
+        f" %, worst {100 * summary['speedup_turns_worst_abs_rel_err']:.1f} %; predicted inside "
+        f"the measured interval for {summary['speedup_turns_inside']} of "
+        f"{summary['speedup_turns_with_interval']}, the two intervals overlapping for "
+        f"{summary['speedup_intervals_overlap']} (the predicted one from the profile's cost "
+        f"replicates); {width}"
     )
-    return _measure_now(args, model, context, out, drift_floor=args.drift_floor / 100)
-
-
-def _measure_now(args, model, context: int, out: Path, *, drift_floor: float):
-    """A profile of ``model`` measured now at ``context`` cached positions (``--backend``,
-    ``--k``, ``--profile-repeats``), saved as ``out/profile.json`` and printed."""
-    import torch
-
-    from measure.profile.profile import measure_profile, write_profile
-    from measure.profile.report import format_profile
-
-    profile = measure_profile(
-        model,
-        model_dir=args.model,
-        backends=args.backend,
-        ks=sorted(set(args.k)),
-        threads=torch.get_num_threads(),
-        context_tokens=context,
-        repeats=args.profile_repeats,
-        progress=not args.no_progress,
-        drift_floor=drift_floor,
-    )
-    path = write_profile(out / "profile.json", profile)
-    print(format_profile(profile))
-    print(f"wrote {path}")
-    for note in check_wide_prices(profile, accept=True):  # measured now: said, not refused
-        print(note)
-    return profile
-
-
-class ProfileChecker:
-    """The profile check of ``ppd validate`` and ``ppd run`` (``measure.eval.profile_check``):
-    a greedy token priced now beside the profile's price, before the judged runs (acting on a
-    given profile found stale by ``--if-stale``) and after them; each check printed and kept
-    for summary.json and the checked prediction."""
-
-    def __init__(self, args, model, backends):
-        self.args, self.model = args, model
-        self.backends = list(dict.fromkeys(backends))
-        self.checks = []
-        """The checks of the profile in use."""
-        self.stale = []
-        """The checks that found a given profile stale, where a new one replaced it."""
-        self.skipped = None
-        self._probe = None
-
-    def _check(self, profile, when: str) -> list:
-        if not self.args.check_seconds or self.skipped:
-            return []
-        context = profile.data.get("model", {}).get("context_tokens")
-        if not isinstance(context, int):
-            self.skipped = "the profile records no context length to re-time it at"
-            print(f"profile check: skipped ({self.skipped})")
-            return []
-        if self._probe is None or self._probe.position != context - 1:
-            self._probe = DecodeProbe(self.model, context_tokens=context)
-        checks = check_profile(self.model, profile, self.backends, when=when,
-                               seconds=self.args.check_seconds, probe=self._probe)  # fmt: skip
-        self.checks += checks
-        for c in checks:
-            print("profile check: " + c.describe())
-        return checks
-
-    def before(self, profile, out: Path, *, given: bool = True):
-        """``profile``, or, ``given`` (a --profile, not one measured just now) and found stale,
-        a new one measured now with ``--if-stale remeasure`` (checked in turn); ValueError (exit
-        2) with ``--if-stale refuse``."""
-        note = stale_note(self._check(profile, "before"))
-        if note is None:
-            return profile
-        if not given or self.args.if_stale == "warn":
-            print(f"profile warning: {note}")
-            return profile
-        if self.args.if_stale == "refuse":
-            raise ValueError(f"--if-stale refuse: {note}")
-        print(f"profile check: {note}; --if-stale remeasure: measuring a new profile")
-        machine = profile.data.get("machine") or {}
-        floor = machine.get("floor_log_sd", 0.0)  # the given profile's floor, kept
-        context = profile.data["model"]["context_tokens"]
-        self.stale, self.checks = self.checks, []  # the checks of the profile in use follow
-        fresh = _measure_now(self.args, self.model, context, out,
-                             drift_floor=floor if isinstance(floor, float) else 0.0)  # fmt: skip
-        self._check(fresh, "before")
-        return fresh
-
-    def after(self, profile) -> None:
-        note = stale_note(self._check(profile, "after"))
-        if note:
-            print(f"profile warning: {note}")
-
-    def summary(self) -> dict:
-        """summary.json's ``profile_check`` (each check of the profile in use),
-        ``profile_remeasured`` and ``profile_check_stale`` (the checks of the given profile a
-        new one replaced; empty where none did)."""
-        return {"profile_check": [c.to_dict() for c in self.checks],
-                "profile_remeasured": bool(self.stale),
-                "profile_check_stale": [c.to_dict() for c in self.stale]}  # fmt: skip
 
 
 def checked_line(summary: dict, checks) -> str:

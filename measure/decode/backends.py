@@ -15,13 +15,16 @@ from measure.decode.launch import ppd_dist_many
 from measure.decode.local import ppd_single
 from measure.decode.rank_group import RankGroup
 from measure.decode.sampling import Decoding, check_seed
-from measure.decode.settings import DEFAULT_SETTINGS, WARMUP_TOKENS, RunSettings
+from measure.decode.settings import (
+    BACKENDS,
+    DEFAULT_SETTINGS,
+    WARMUP_TOKENS,
+    PPDRequest,
+    RunSettings,
+)
 from measure.hf.loading import load_model
 from ppdmodel.costs import check_early_head
 from ppdmodel.validation import check_instance, items_of, refused_as
-
-BACKENDS = ("single", "dist")
-"""``single``: one process (sequential on CPU, two CUDA streams on a GPU); ``dist``: ranks."""
 
 
 def check_backend(backend) -> None:
@@ -33,91 +36,77 @@ def check_backend(backend) -> None:
 def ppd_many(
     model,
     prompts,
+    request: PPDRequest | None = None,
     *,
-    d_bar,
-    k,
-    max_new_tokens,
-    backend="single",
-    early_head="main",
-    head=None,
-    sequences=None,
-    seeds=None,
-    generator=None,
-    warmup=True,
-    settings: RunSettings = DEFAULT_SETTINGS,
     ranks: RankGroup | None = None,
     prompts_argument: str = "prompts",
+    **fields,
 ):
     """PPD on every prompt, a list of ``PPDResult``; ``dist`` runs all prompts as one task.
 
-    ``settings``: the stop tokens, main's rule (``decoding``: greedy or sampled), and
-    ``dist``'s world size, watchdog and ``model_dir`` (a local directory holding ``model``'s
-    weights spares ``dist`` a temporary copy); ``ranks``: a ``RankGroup`` of this model that
-    runs ``dist`` (on min(its world size, k + 1) ranks; None: ranks spawned for this call,
+    ``request``: the call whole (``PPDRequest``: ``d_bar``, ``k``, ``max_new_tokens``,
+    ``backend``, ``early_head``, ``head``, ``sequences``, ``seeds``, ``generator``, ``warmup``
+    and ``settings``), or its fields given as keywords instead (``eos_token_id``,
+    ``decoding``, ``world_size`` and ``timeout_s`` go into its ``settings``). ``settings``:
+    the stop tokens, main's rule (``decoding``: greedy or sampled), and ``dist``'s world size,
+    watchdog and ``model_dir`` (a local directory holding ``model``'s weights spares ``dist``
+    a temporary copy); ``ranks``: a ``RankGroup`` of this model that runs ``dist`` (on
+    min(its world size, k + 1) ranks; None: ranks spawned for this call,
     ``settings.world_size`` of them); ``warmup`` decodes ``WARMUP_TOKENS`` of the first prompt
     untimed first (greedy, so it draws nothing; ``dist``: through the ranks); ``early_head``
     as in ``ppd_generate``. Sampled, ``seeds`` (one per prompt) seeds main's global generator
     before each prompt, or ``generator`` gives every draw. ``prompts_argument``: the argument a
     prompt too long for the context is named by (``ppd_generate``'s is ``input_ids``).
     """
-    check_backend(backend)
-    check_early_head(early_head)
-    check_instance("settings", settings, RunSettings)
+    request = PPDRequest.of(request, fields)
+    check_backend(request.backend)
+    check_early_head(request.early_head)
+    check_instance("settings", request.settings, RunSettings)
     if items_of(prompts) is None:
         raise ValueError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
-    names = sequences or [str(i) for i in range(len(prompts))]
+    names = request.sequences or [str(i) for i in range(len(prompts))]
     if items_of(names) is None or not all(isinstance(n, str) for n in names):
         raise ValueError(f"sequences must be a list of names (strings), got {names!r:.80}")
-    seeds = _check_seeds(seeds, generator, len(prompts))
-    eos_token_id, decoding = settings.eos_token_id, settings.decoding
-    if backend == "dist":
-        task = dict(
-            d_bar=d_bar, k=k, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
-            head=head, sequences=names, early_head=early_head, decoding=decoding, seeds=seeds,
-            generator=generator, warmup=warmup,
-        )  # fmt: skip
+    seeds = _check_seeds(request.seeds, request.generator, len(prompts))
+    request = replace(request, sequences=list(names), seeds=seeds)
+    if request.backend == "dist":
         if ranks is not None:
-            return ranks.run(prompts, **task)
-        return ppd_dist_many(
-            settings.model_dir or model,
-            prompts,
-            world_size=settings.world_size,
-            timeout_s=settings.timeout_s,
-            **task,
-        )
+            return ranks.run(prompts, request)
+        return ppd_dist_many(request.settings.model_dir or model, prompts, request)
     if isinstance(model, str | Path):  # a local model directory
         with refused_as("model"):
             model = load_model(model)[0]
     check_model(model)
     lengths = [as_prompt_ids(p, "cpu").shape[1] for p in prompts]
     # before any decoding
-    check_context(model.config, lengths, max_new_tokens, names=names, argument=prompts_argument)
-    if warmup and prompts:
-        ppd_single(
-            model,
-            prompts[0],
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=WARMUP_TOKENS,
-            head=head,
-            early_head=early_head,
-        )
+    check_context(model.config, lengths, request.max_new_tokens, names=names,
+                  argument=prompts_argument)  # fmt: skip
+    return ppd_single_many(model, prompts, request)
+
+
+def ppd_single_many(model, prompts, request: PPDRequest) -> list:
+    """``request`` on the ``single`` backend (checked by ``ppd_many``): the warm-up, then
+    every prompt."""
+    r, settings = request, request.settings
+    if r.warmup and prompts:
+        ppd_single(model, prompts[0], d_bar=r.d_bar, k=r.k, max_new_tokens=WARMUP_TOKENS,
+                   head=r.head, early_head=r.early_head)  # fmt: skip
     return [
         ppd_single(
             model,
             p,
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_token_id,
-            head=head,
+            d_bar=r.d_bar,
+            k=r.k,
+            max_new_tokens=r.max_new_tokens,
+            eos_token_id=settings.eos_token_id,
+            head=r.head,
             sequence=name,
-            early_head=early_head,
-            decoding=decoding,
+            early_head=r.early_head,
+            decoding=settings.decoding,
             seed=seed,
-            generator=generator,
-        )
-        for p, name, seed in zip(prompts, names, seeds, strict=True)
+            generator=r.generator,
+        )  # fmt: skip
+        for p, name, seed in zip(prompts, r.sequences, r.seeds, strict=True)
     ]
 
 
@@ -180,20 +169,12 @@ def ppd_generate(
     decoding = Decoding(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
     check_seed(seed, generator)
     check_instance("sequence", sequence, str)
-    (result,) = ppd_many(
-        model,
-        [input_ids],
-        d_bar=d_bar,
-        k=k,
-        max_new_tokens=max_new_tokens,
-        backend=backend,
-        early_head=early_head,
-        head=head,
-        sequences=[sequence],
-        seeds=[seed],
-        generator=generator,
-        warmup=False,
+    check_instance("settings", settings, RunSettings)
+    request = PPDRequest(
+        d_bar=d_bar, k=k, max_new_tokens=max_new_tokens, backend=backend,
+        early_head=early_head, head=head, sequences=[sequence], seeds=[seed],
+        generator=generator, warmup=False,
         settings=replace(settings, eos_token_id=eos_token_id, decoding=decoding),
-        prompts_argument="input_ids",
-    )
+    )  # fmt: skip
+    (result,) = ppd_many(model, [input_ids], request, prompts_argument="input_ids")
     return result

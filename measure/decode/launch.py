@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from pathlib import Path
 
@@ -38,11 +38,13 @@ from measure.decode.loop import run_main
 from measure.decode.rank_group import RankGroup, check_rank_call, check_task, check_world_size
 from measure.decode.results import build_result, handoff_nbytes
 from measure.decode.sampling import GREEDY, Decoding, next_token_rule
-from measure.decode.settings import WARMUP_TOKENS
+from measure.decode.settings import WARMUP_TOKENS, MethodSettings, PPDRequest, RunSettings
 from measure.hf.layer_split import LayerSplitModel
 from measure.hf.loading import load_causal_lm
+from measure.settings import ModelSettings, OutputSettings
 from measure.train.head_io import head_name, load_head
-from ppdmodel.costs import EARLY_HEAD_PLACEMENTS, check_early_head
+from ppdmodel.costs import check_early_head
+from ppdmodel.options import Settings, option
 from sim.formats import write_traces
 
 
@@ -330,56 +332,73 @@ def run_job(job: DistJob) -> list[list]:
         return [group.run_task(task) for task in job.tasks]
 
 
-def ppd_dist_many(
-    model,
-    prompts,
-    *,
-    d_bar,
-    k,
-    max_new_tokens,
-    eos_token_id=None,
-    world_size=2,
-    timeout_s=120.0,
-    head=None,
-    sequences=None,
-    early_head="main",
-    decoding: Decoding = GREEDY,
-    seeds=None,
-    generator=None,
-    warmup=False,
-    **job_kwargs,
-):
+def ppd_dist_many(model, prompts, request: PPDRequest | None = None, **given):
     """Distributed PPD of several prompts on a ``RankGroup`` spawned for them; a list of
     PPDResult.
 
     model: a local model directory or a loaded model (saved to a temporary directory so
-    every rank loads identical weights); world_size: 2..k + 1 ranks; the other arguments as
-    ``RankGroup.run``. Everything is checked before any rank starts.
+    every rank loads identical weights); request: the call whole (``PPDRequest``; its
+    settings' ``world_size``, 2..k + 1 ranks, and ``timeout_s``), or its fields as keywords
+    (as ``RankGroup.run``; ``world_size`` 2 and ``timeout_s`` 120 by default); the other
+    keywords: ``DistJob`` settings (``startup_s``, ``link_probe``, ...). Everything is
+    checked before any rank starts.
     """
-    check_world_size(world_size, k)
-    task = dict(d_bar=d_bar, k=k, max_new_tokens=max_new_tokens, head=head, sequences=sequences)
-    check_task(model, prompts, early_head=early_head, **task)
-    with RankGroup(model, world_size=world_size, timeout_s=timeout_s, **job_kwargs) as group:
-        return group.run(
-            prompts, eos_token_id=eos_token_id, early_head=early_head, decoding=decoding,
-            seeds=seeds, generator=generator, warmup=warmup, **task,
-        )  # fmt: skip
+    names = PPDRequest.field_names()
+    job_kwargs = {key: value for key, value in given.items() if key not in names}
+    fields = {key: value for key, value in given.items() if key in names}
+    if request is None and "settings" not in fields:
+        fields.setdefault("timeout_s", 120.0)
+    request = PPDRequest.of(request, fields)
+    settings = request.settings
+    check_world_size(settings.world_size, request.k)
+    check_task(model, prompts, request)
+    with RankGroup(model, world_size=settings.world_size, timeout_s=settings.timeout_s,
+                   **job_kwargs) as group:  # fmt: skip
+        return group.run(prompts, request)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchSettings(Settings):
+    """What ``python -m measure.decode.launch`` decodes beside the methods' settings."""
+
+    GROUP = "prompts"
+
+    prompt_ids: str = option(required=True, help="JSON file: list of token-id lists")
+
+
+LAUNCH_CHANGES = {
+    ModelSettings: {
+        "model": {"help": "local model dir, .gguf file or name"},
+        "device": {"choices": ("cpu", "cuda"), "help": "cpu | cuda (rank r: cuda:r)"},
+    },
+    MethodSettings: {
+        "d_bar": {"nargs": None, "required": True, "help": "early layer"},
+        "k": {"nargs": None, "default": 1},
+        **MethodSettings.CHANGES,
+        "early_head": {"nargs": None, "default": "main"},
+    },
+    RunSettings: {"timeout_s": {"default": 120.0, "help": "dist watchdog (default 120)"}},
+    OutputSettings: {"out": {"help": "directory for traces.jsonl (rank 0)"}},
+}
+"""``python -m measure.decode.launch``'s options: the settings' fields, one value each."""
+
+
+def launch_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m measure.decode.launch`` (derived from the settings)."""
+    parser = argparse.ArgumentParser(prog="python -m measure.decode.launch")
+    ModelSettings.add_to(parser, only=("model", "dtype", "device"),
+                         changes=LAUNCH_CHANGES[ModelSettings])  # fmt: skip
+    LaunchSettings.add_to(parser)
+    MethodSettings.add_to(parser, only=("d_bar", "k", "max_new_tokens", "early_head"),
+                          changes=LAUNCH_CHANGES[MethodSettings])  # fmt: skip
+    RunSettings.add_to(parser, only=("timeout_s",), changes=LAUNCH_CHANGES[RunSettings])
+    OutputSettings.add_to(parser, only=("out",), changes=LAUNCH_CHANGES[OutputSettings])
+    return parser
 
 
 def main(argv=None) -> int:
     """``torchrun --nproc-per-node W -m measure.decode.launch --model DIR --prompt-ids FILE``."""
-    parser = argparse.ArgumentParser(prog="python -m measure.decode.launch")
-    parser.add_argument("--model", required=True, help="local model dir, .gguf file or name")
-    parser.add_argument("--prompt-ids", required=True, help="JSON file: list of token-id lists")
-    parser.add_argument("--d-bar", type=int, required=True)
-    parser.add_argument("--k", type=int, default=1)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--timeout-s", type=float, default=120.0)
-    parser.add_argument("--early-head", default="main", choices=EARLY_HEAD_PLACEMENTS)
-    parser.add_argument("--out", required=True, help="directory for traces.jsonl (rank 0)")
-    args = parser.parse_args(argv)
+    args = launch_parser().parse_args(argv)
     prompts = json.loads(Path(args.prompt_ids).read_text(encoding="utf-8"))
     task = DistTask(
         args.model, prompts, args.d_bar, args.k, args.max_new_tokens, early_head=args.early_head

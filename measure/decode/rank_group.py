@@ -32,7 +32,7 @@ from measure.checks import (
     eos_set,
 )
 from measure.decode.dist import DistJob, DistTask, free_port
-from measure.decode.sampling import GREEDY, Decoding
+from measure.decode.settings import PPDRequest
 from measure.hf.lens import LogitLens, resolve_head
 from measure.hf.loading import resolve_model_dir
 from measure.lifeline import TiedRanks, tied_temp_dir
@@ -60,17 +60,16 @@ def check_world_size(world_size, k) -> None:
         raise ValueError(f"world_size must be in [2, k + 1 = {k + 1}], got {world_size}")
 
 
-def check_task(
-    model, prompts, *, d_bar, k, max_new_tokens, head=None, early_head="main", sequences=None,
-    config=None,
-) -> list[list[int]]:  # fmt: skip
-    """Refuse a bad task before any rank works on it; the prompts as token-id lists.
+def check_task(model, prompts, request: PPDRequest, config=None) -> list[list[int]]:
+    """Refuse a bad ``request`` on ``prompts`` before any rank works on it; the prompts as
+    token-id lists.
 
     ``config``: ``model``'s text config, if already read (else it is read here).
     """
-    check_early_head(early_head)
+    check_early_head(request.early_head)
     config = config or _config(model)
-    check_ppd_args(config.num_hidden_layers, d_bar, k, config.vocab_size, max_new_tokens)
+    d_bar, head, max_new_tokens = request.d_bar, request.head, request.max_new_tokens
+    check_ppd_args(config.num_hidden_layers, d_bar, request.k, config.vocab_size, max_new_tokens)
     check_head_layer(head, d_bar)
     if head is not None and not isinstance(head, LogitLens) and not hasattr(head, "save"):
         raise ValueError(
@@ -81,7 +80,7 @@ def check_task(
     ids = [as_prompt_ids(p, "cpu") for p in prompts]
     for one in ids:
         check_prompt_ids(one, config.vocab_size)
-    check_context(config, [one.shape[1] for one in ids], max_new_tokens, names=sequences)
+    check_context(config, [one.shape[1] for one in ids], max_new_tokens, names=request.sequences)
     return [one[0].tolist() for one in ids]
 
 
@@ -132,53 +131,38 @@ class RankGroup:
     def world_size(self) -> int:
         return self.job.world_size
 
-    def run(
-        self,
-        prompts,
-        *,
-        d_bar,
-        k,
-        max_new_tokens,
-        eos_token_id=None,
-        head=None,
-        sequences=None,
-        early_head="main",
-        decoding: Decoding = GREEDY,
-        seeds=None,
-        generator=None,
-        warmup=False,
-    ) -> list:
+    def run(self, prompts, request: PPDRequest | None = None, **fields) -> list:
         """PPD of every prompt on the group's model; a list of PPDResult (one per prompt).
 
-        early_head: ``main`` or ``candidates`` (the candidate ranks run the early head on main's
-        layer-d_bar hidden state); head: a trained head (saved once per group for the ranks) or
-        None (the logit lens); decoding, seeds (one per prompt, or None), generator: main's rule
-        and draws (``ppd_many``; rank 0 starts from ``generator``'s state, which is not
-        advanced); warmup: first decode ``WARMUP_TOKENS`` of the first prompt, untimed.
-        Checked before any rank works on it.
+        ``request``: the call whole (``PPDRequest``; ``ppd_many`` passes it on), or its fields
+        as keywords (``d_bar``, ``k``, ``max_new_tokens``, ``head``, ``sequences``,
+        ``early_head``, ``decoding``, ``eos_token_id``, ``seeds``, ``generator``,
+        ``warmup``). early_head: ``main`` or ``candidates`` (the candidate ranks run the early
+        head on main's layer-d_bar hidden state); head: a trained head (saved once per group
+        for the ranks) or None (the logit lens); the settings' decoding, seeds (one per
+        prompt, or None), generator: main's rule and draws (rank 0 starts from
+        ``generator``'s state, which is not advanced); warmup: first decode
+        ``WARMUP_TOKENS`` of the first prompt, untimed. Checked before any rank works on it.
         """
         if self.model is None:
             raise ValueError("model: this group was made without one; give run_task a DistTask")
-        ids = check_task(
-            self.model, prompts, d_bar=d_bar, k=k, max_new_tokens=max_new_tokens, head=head,
-            early_head=early_head, sequences=sequences, config=self.config,
-        )  # fmt: skip
-        task = DistTask(
-            model_dir=self.job.model_dir,
-            prompts=ids,
-            d_bar=d_bar,
-            k=k,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=sorted(eos_set(eos_token_id)),
-            sequences=sequences,
-            head_dir=self._head_dir(head),
-            early_head=early_head,
+        request = PPDRequest.of(request, fields)
+        ids = check_task(self.model, prompts, request, config=self.config)
+        return self.run_task(self.dist_task(ids, request))
+
+    def dist_task(self, ids: list[list[int]], request: PPDRequest) -> DistTask:
+        """``request`` on the token ids ``ids`` as the ranks receive it (plain data)."""
+        r, settings = request, request.settings
+        decoding = settings.decoding
+        return DistTask(
+            model_dir=self.job.model_dir, prompts=ids, d_bar=r.d_bar, k=r.k,
+            max_new_tokens=r.max_new_tokens, eos_token_id=sorted(eos_set(settings.eos_token_id)),
+            sequences=r.sequences, head_dir=self._head_dir(r.head), early_head=r.early_head,
             decoding=decoding.to_dict() if decoding.do_sample else None,
-            seeds=None if seeds is None or all(x is None for x in seeds) else list(seeds),
-            generator_state=None if generator is None else generator.get_state().tolist(),
-            warmup=warmup,
-        )
-        return self.run_task(task)
+            seeds=None if r.seeds is None or all(x is None for x in r.seeds) else list(r.seeds),
+            generator_state=None if r.generator is None else r.generator.get_state().tolist(),
+            warmup=r.warmup,
+        )  # fmt: skip
 
     def run_task(self, task: DistTask) -> list:
         """Run ``task`` on the first min(world_size, k + 1) ranks; rank 0's PPDResults.

@@ -43,6 +43,7 @@ import time
 
 import torch
 
+from measure.decode.settings import PROBE_ROUNDS
 from measure.eval.paired import SentinelTimeline
 from measure.eval.ppd_config import PPDConfig
 from measure.eval.profile_check import probe_threads
@@ -52,9 +53,6 @@ from measure.profile.profile import probe_samples, reprice
 from measure.profile.ranks import pair_samples_on
 from measure.profile.stats import spreads
 from ppdmodel.cost_profile import CostProfile
-
-PROBE_ROUNDS = 2
-"""Probe rounds in each gap before a judged round (the first gap adds one warm-up round)."""
 
 
 def probe_context(profile: CostProfile) -> int | None:

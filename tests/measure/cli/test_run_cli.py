@@ -130,7 +130,7 @@ def test_cli_validate_measures_a_profile_then_predicts(model_dir, tmp_path, caps
 def test_validate_warns_when_the_profile_context_does_not_fit_the_prompts():
     from types import SimpleNamespace
 
-    from measure.cli.run import context_warning
+    from measure.eval.workflow import context_warning
 
     profile = SimpleNamespace(data={"model": {"context_tokens": 200}})
     assert context_warning(profile, 230) is None  # within 25 %
@@ -342,25 +342,22 @@ def test_validate_runs_at_the_profiles_threads_unless_told(capsys):
     used the default 2: --threads now defaults to the profile's, and another is warned of."""
     from types import SimpleNamespace
 
-    from measure.cli.run import _profile_threads
+    from measure.decode.settings import RunSettings
+    from measure.eval.workflow import profile_threads
 
     profile = SimpleNamespace(data={"backends": {"single": {"threads": 1}}})
-    args = SimpleNamespace(threads=None)
-    _profile_threads(args, profile)
-    assert args.threads == 1
+    assert profile_threads(RunSettings(), profile).threads == 1
     assert "1 torch thread(s), as the profile timed its single backend" in capsys.readouterr().err
-    args = SimpleNamespace(threads=2)
-    _profile_threads(args, profile)
-    assert args.threads == 2
+    assert profile_threads(RunSettings(threads=2), profile).threads == 2
     err = capsys.readouterr().err
     assert "warning: --threads 2, but the profile timed its single backend at 1 thread(s)" in err
-    args = SimpleNamespace(threads=None)
-    _profile_threads(args, SimpleNamespace(data={"backends": {"single": {}}}))  # older file
-    assert args.threads is None and capsys.readouterr().err == ""
+    older = SimpleNamespace(data={"backends": {"single": {}}})  # an older file
+    assert profile_threads(RunSettings(), older).threads is None
+    assert capsys.readouterr().err == ""
 
 
 def test_turns_line_advises_rounds_only_where_rounds_would_help():
-    from measure.cli.run import MOVED_ROUNDS_FACTOR, turns_line
+    from measure.cli.run_commands import MOVED_ROUNDS_FACTOR, turns_line
 
     summary = dict(speedup_turns_coverage=0.96, speedup_turns_half_width_max=0.3,
                    speedup_turns_median_abs_rel_err=0.02, speedup_turns_worst_abs_rel_err=0.09,

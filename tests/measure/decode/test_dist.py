@@ -76,15 +76,15 @@ def test_gloo_equals_greedy_every_arch(saved_models, references, world_size, n_p
 def test_ppd_generate_dispatches_to_dist(monkeypatch):
     import measure.decode.backends as backends
 
-    calls = []
-    monkeypatch.setattr(backends, "ppd_dist_many", lambda *a, **kw: calls.append(kw) or ["ok"])
+    calls = []  # the one PPDRequest, whole
+    monkeypatch.setattr(backends, "ppd_dist_many", lambda m, p, r: calls.append(r) or ["ok"])
     assert (
         ppd_generate(None, [1], d_bar=2, k=1, max_new_tokens=3, backend="dist",
                      settings=RunSettings(world_size=3, timeout_s=7))
         == "ok"
     )  # fmt: skip
-    assert calls[0]["world_size"] == 3 and calls[0]["d_bar"] == 2
-    assert calls[0]["timeout_s"] == 7
+    assert calls[0].settings.world_size == 3 and calls[0].d_bar == 2
+    assert calls[0].settings.timeout_s == 7
 
 
 @pytest.mark.parametrize("fail", ["crash", "hang"])

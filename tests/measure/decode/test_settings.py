@@ -57,8 +57,11 @@ def test_bad_values_are_refused_by_name(field, value, message):
 
 
 def test_the_cli_builds_one_settings_value_from_its_options():
-    from measure.cli.run import run_settings
+    from measure.decode.settings import RunRequest
     from ppdmodel.cli import build_parser
+
+    def run_settings(args):
+        return RunRequest.from_args(args).run_settings()
 
     args = build_parser().parse_args(
         ["validate", "--model", "m", "--prompt", "x", "--out", "o", "--world-size", "3",
@@ -75,3 +78,51 @@ def test_the_cli_builds_one_settings_value_from_its_options():
                                       "--turns", "runs"])  # fmt: skip
     assert run_settings(runs).turns == "runs"
     assert RunSettings.from_dict({}).turns == "runs"  # a record from before turns: run by run
+
+
+def test_one_request_travels_whole_to_the_ranks():
+    """``ppd_many`` hands the ``dist`` ranks the one ``PPDRequest`` it was given (its names and
+    seeds filled in), not loose keywords; loose keywords build the same value."""
+    from measure.decode.backends import ppd_many
+    from measure.decode.settings import PPDRequest
+
+    class Ranks:
+        def run(self, prompts, request):
+            self.request = request
+            return []
+
+    settings = RunSettings(world_size=3, eos_token_id=[2])
+    request = PPDRequest(d_bar=2, k=2, max_new_tokens=4, backend="dist", settings=settings)
+    ranks = Ranks()
+    ppd_many("unused", [[1, 2]], request, ranks=ranks)
+    assert ranks.request == dataclasses.replace(request, sequences=["0"], seeds=[None])
+    assert ranks.request.settings is settings
+    loose = Ranks()
+    ppd_many("unused", [[1, 2]], d_bar=2, k=2, max_new_tokens=4, backend="dist", ranks=loose,
+             settings=RunSettings(world_size=3), eos_token_id=[2])  # fmt: skip
+    assert loose.request == ranks.request
+    with pytest.raises(TypeError, match="give a PPDRequest or its fields, not both"):
+        ppd_many("unused", [[1, 2]], request, k=3)
+
+
+def test_the_request_checks_across_concerns_before_any_model():
+    from measure.decode.settings import RunRequest
+    from ppdmodel.cli import build_parser
+
+    def request(*extra):
+        argv = ["validate", "--model", "m", "--prompt", "x", "--out", "o", *extra]
+        return RunRequest.from_args(build_parser().parse_args(argv))
+
+    assert request("--d-bar", "2", "3").methods.d_bar == (2, 3)
+    cases = [
+        (("--early-exit", "2"), "--early-exit and --draft-tokens must be given together"),
+        (("--free", "2"), "--free and --threshold must be given together"),
+        (("--top-k", "5"), "--top-k: sampling options need --do-sample"),
+        (("--do-sample", "--spec-draft", "d", "--draft-tokens", "2"), "--do-sample: --spec"),
+        (("--spec-draft", "d", "--draft-tokens", "2"), "add --k 3 so the profile measured now"),
+        (("--backend", "dist", "--world-size", "3"), r"--world-size 3 is above k \+ 1 = 2"),
+        (("--no-interleave-probes", "--probe-rounds", "2"), "--probe-rounds sets the interleaved"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            request(*extra)

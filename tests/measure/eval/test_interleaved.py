@@ -222,16 +222,16 @@ def test_cli_probe_rounds_need_the_mode(tmp_path, capsys):
 def test_a_profile_without_a_context_length_is_not_probed(tmp_path, capsys):
     """An older profile cannot be probed at the runs' context: the default falls back to its
     prediction alone, with a note; an explicit --interleave-probes refuses it by name."""
-    from measure.cli.run import _probes_for
+    from measure.eval.workflow import probes_for
 
     old = SimpleNamespace(data={"model": {}})
-    assert _probes_for(SimpleNamespace(interleave_probes=None), old, 2) == 0
+    assert probes_for(None, old, 2) == 0
     assert "no interleaved probes: its prediction alone" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--interleave-probes: the profile records no context"):
-        _probes_for(SimpleNamespace(interleave_probes=True), old, 2)
+        probes_for(True, old, 2)
     new = SimpleNamespace(data={"model": {"context_tokens": 12}})
-    assert _probes_for(SimpleNamespace(interleave_probes=None), new, 2) == 2
-    assert _probes_for(SimpleNamespace(interleave_probes=False), new, 0) == 0
+    assert probes_for(None, new, 2) == 2
+    assert probes_for(False, new, 0) == 0
     from measure.eval.interleaved import probe_context
 
     assert probe_context(new) == 12 and probe_context(old) is None
