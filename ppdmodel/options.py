@@ -89,12 +89,20 @@ def _checked_one(name: str, opt: Option, value):
             value = opt.type(text)
         except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
             raise ValueError(f"{name}: {exc}") from None
-    if opt.choices is not None and value not in opt.choices:
+    if opt.choices is not None and not _among(value, opt.choices):
         allowed = ", ".join(map(str, opt.choices))
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if opt.type is None and opt.choices is None and not isinstance(value, str):
         raise ValueError(f"{name} must be text, got {value!r}")
     return value
+
+
+def _among(value, choices) -> bool:
+    """``value in choices``, False for a value that cannot be compared (a numpy array)."""
+    try:
+        return bool(value in choices)
+    except (TypeError, ValueError):
+        return False
 
 
 def checked(name: str, opt: Option, value, default):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import FrozenInstanceError, dataclass
 
+import numpy as np
 import pytest
 
 from ppdmodel.cli_args import existing_file, positive_float, positive_int
@@ -81,6 +82,7 @@ def test_python_values_meet_the_command_line_rules():
         (dict(k=(1, 0)), "k"),
         (dict(k=()), "k"),
         (dict(turns="both"), "turns"),
+        (dict(turns=np.array([1, 2])), "turns"),
         (dict(timeout_s=float("nan")), "timeout_s"),
         (dict(no_progress=1), "no_progress"),
         (dict(out=None), "out"),
