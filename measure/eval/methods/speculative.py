@@ -9,6 +9,8 @@ forwards and one verify over q + 1 positions (Leviathan et al. 2023, section 3;
     draft forward over r rows  = e' + d' L'_r + h'_f + tau'   (the draft's profile, d' layers)
     verify over q + 1 positions = e + d L_{q+1} + h_f + tau   (the target's profile)
 
+(both ``ppdmodel.alternatives.forward_seconds``, the planner's definition)
+
 with L_r the profile's per-layer time of an r-row batch (the proxy for r positions of one
 sequence that HF early exit and the planner use); a step's first draft forward feeds 2 rows
 after a fully accepted step (the draft never fed its last proposal), else 1. Summed over each
@@ -36,7 +38,7 @@ from measure.eval.methods.base import InProcess, JudgeInputs, RunInputs, TimedMe
 from measure.eval.predict import DraftSteps, Prediction
 from measure.hf.loading import load_model
 from measure.profile.profile import load_profile, measure_profile
-from ppdmodel.alternatives import MAX_DRAFT, speculative_seconds_per_token
+from ppdmodel.alternatives import MAX_DRAFT, forward_seconds, speculative_seconds_per_token
 from ppdmodel.cost_profile import CostProfile
 from ppdmodel.costs import DecodeCosts
 from ppdmodel.validation import check_positive_int
@@ -82,19 +84,19 @@ def _self_layers(draft: str) -> int:
     return int(text)
 
 
-def draft_forward_s(costs: DecodeCosts, *, d: int, rows: int = 1) -> float:
-    """One forward of a d-layer model over ``rows`` positions: e + d L_rows + h_f + tau."""
-    return float(costs.embedding_s + d * costs.candidate_layer_seconds(rows)
-                 + costs.final_head_s + costs.host_s)  # fmt: skip
+def _forward(costs: DecodeCosts, *, d: int, rows: int = 1) -> float:
+    """One forward of a d-layer model over ``rows`` positions (``ppdmodel.alternatives.
+    forward_seconds``, the planner's definition)."""
+    return float(forward_seconds(d=d, costs=costs, rows=rows))
 
 
 def step_seconds(costs, draft_costs, *, d: int, d_draft: int, drafted: int, first_rows: int = 1):
     """(draft seconds, verify seconds) of one step drafting ``drafted`` tokens (module doc)."""
     draft = 0.0
     if drafted:
-        draft = draft_forward_s(draft_costs, d=d_draft, rows=first_rows)
-        draft += (drafted - 1) * draft_forward_s(draft_costs, d=d_draft)
-    return draft, draft_forward_s(costs, d=d, rows=drafted + 1)
+        draft = _forward(draft_costs, d=d_draft, rows=first_rows)
+        draft += (drafted - 1) * _forward(draft_costs, d=d_draft)
+    return draft, _forward(costs, d=d, rows=drafted + 1)
 
 
 def predict_spec(costs: DecodeCosts, draft_costs: DecodeCosts, runs: list[SpecResult], *, d: int,
@@ -113,8 +115,8 @@ def predict_spec(costs: DecodeCosts, draft_costs: DecodeCosts, runs: list[SpecRe
     a = sum(judged) / len(judged) if judged else 0.0
     tokens = sum(len(r.tokens) for r in runs)
     per_token = speculative_seconds_per_token(
-        a=a, g=g, draft_s=draft_forward_s(draft_costs, d=d_draft),
-        verify_s=draft_forward_s(costs, d=d, rows=g + 1),
+        a=a, g=g, draft_s=_forward(draft_costs, d=d_draft),
+        verify_s=_forward(costs, d=d, rows=g + 1),
     )  # fmt: skip
     steps = DraftSteps(
         draft, verify, 0.0, sum(len(r.drafted) for r in runs), sum(sum(r.drafted) for r in runs),
@@ -131,7 +133,7 @@ def cost_ratio(costs: DecodeCosts, draft_costs: DecodeCosts, *, d: int, d_draft:
     """A draft token's device time / a greedy token's of the target (the planner's c, ``ppd
     plan --draft-cost-ratio``)."""
     device = float(costs.greedy_token_seconds(d)) - costs.host_s
-    draft_device = draft_forward_s(draft_costs, d=d_draft) - draft_costs.host_s
+    draft_device = _forward(draft_costs, d=d_draft) - draft_costs.host_s
     return draft_device / device if device > 0 else math.nan
 
 
