@@ -61,21 +61,21 @@ from ppdmodel.validation import (
 from sim.config import SimConfig
 from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
 from sim.matches import Bernoulli
-from sim.plan_free import confirm_free, free_cell, free_label
-from sim.plan_grid import PlanSpace, screen
+from sim.plan_free import _confirm_free, _free_cell, _free_label
+from sim.plan_grid import PlanSpace, _check_space, _screen
 from sim.plan_intervals import (
     P_METHODS,
     PLAN_DRAWS,
     Verdict,
-    against_greedy,
+    _against_greedy,
+    _judge,
+    _rival_of,
     check_replicates,
-    judge,
-    rival_of,
 )
 from sim.plan_limits import (
     MAX_CONFIRM_N,
+    _check_confirm_work,
     check_cell,
-    check_confirm_work,
     check_min_quality,
     check_plan_args,
     check_points,
@@ -135,6 +135,11 @@ def pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.n
         if quality.shape != latency.shape:
             raise ValueError(f"quality must have latency's shape {latency.shape}, got "
                              f"{quality.shape}")  # fmt: skip
+    return _pareto_front(latency, compute, quality)
+
+
+def _pareto_front(latency: np.ndarray, compute: np.ndarray, quality=None) -> np.ndarray:
+    """``pareto_front`` of 1-d float arrays of one length (a planner frame's columns)."""
     if not latency.size:
         return np.zeros(0, dtype=bool)
     if quality is not None:
@@ -164,6 +169,11 @@ def _pareto_3d(latency, compute, quality) -> np.ndarray:
 def label(row) -> str:
     """A configuration in a few words."""
     check_row("row", row)
+    return _label(row)
+
+
+def _label(row) -> str:
+    """``label`` of a row of the planner's own frames."""
     devices = f"{int(row.devices)} dev"
     if row.method == "greedy":
         return f"greedy, TP{int(row.tp_main)} ({devices})"
@@ -174,7 +184,7 @@ def label(row) -> str:
             f"{row.early_head}, main TP{int(row.tp_main)} + candidates {side} ({devices})"
         )
     if row.method == "free":
-        return free_label(row)
+        return _free_label(row)
     if row.method == "early-exit":
         reuse = ", reuse" if row.reuse else ""
         return (
@@ -191,26 +201,31 @@ def frontier_of(screened: pd.DataFrame, max_compute: float | None,
     frontier of all methods of quality >= ``min_quality``)."""
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
+    return _frontier_of(screened, max_compute, check_min_quality(min_quality))
+
+
+def _frontier_of(screened, max_compute, min_quality) -> pd.DataFrame:
+    """``frontier_of`` on checked inputs."""
     out = []
-    for _, rows in against_greedy(screened, screened).groupby("workload", sort=False):
+    for _, rows in _against_greedy(screened, screened).groupby("workload", sort=False):
         if max_compute is not None:
             rows = rows[rows.compute_ratio <= max_compute * (1 + 1e-12)]
         allowed = _allowed(rows, min_quality)
         overall = np.zeros(len(rows), dtype=bool)
-        overall[allowed] = pareto_front(rows.latency_s.to_numpy()[allowed],
-                                        rows.compute_s.to_numpy()[allowed])  # fmt: skip
+        overall[allowed] = _pareto_front(rows.latency_s.to_numpy(float)[allowed],
+                                         rows.compute_s.to_numpy(float)[allowed])  # fmt: skip
         rows = rows.assign(pareto=overall)
         for method, by_method in rows.groupby("method", sort=False):
-            quality = by_method.quality.to_numpy() if method == "free" else None
-            mask = pareto_front(by_method.latency_s.to_numpy(), by_method.compute_s.to_numpy(),
-                                quality)  # fmt: skip
+            quality = by_method.quality.to_numpy(float) if method == "free" else None
+            mask = _pareto_front(by_method.latency_s.to_numpy(float),
+                                 by_method.compute_s.to_numpy(float), quality)  # fmt: skip
             out.append(by_method[mask].sort_values("compute_s", kind="stable"))
     return pd.concat(out).reset_index(drop=True)
 
 
 def _allowed(rows: pd.DataFrame, min_quality: float) -> np.ndarray:
-    """Rows of quality >= ``min_quality`` (every row where no quality is given)."""
-    min_quality = check_min_quality(min_quality)
+    """Rows of quality >= ``min_quality`` (a checked float; every row where no quality is
+    given)."""
     if "quality" not in rows:
         return np.ones(len(rows), dtype=bool)
     return (rows.quality >= min_quality).to_numpy()
@@ -223,6 +238,11 @@ def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None,
     ``wins`` for the fastest method."""
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
+    return _best_by_devices(screened, max_compute, check_min_quality(min_quality))
+
+
+def _best_by_devices(screened, max_compute, min_quality) -> pd.DataFrame:
+    """``best_by_devices`` on checked inputs."""
     out = []
     screened = screened[_allowed(screened, min_quality)]
     for _, rows in screened.groupby("workload", sort=False):
@@ -238,7 +258,7 @@ def best_by_devices(screened: pd.DataFrame, max_compute: float | None = None,
             best["wins"] = best.latency_s == best.latency_s.min()
             out.append(best)
     table = pd.concat(out, ignore_index=True)
-    table.insert(0, "config", [label(r) for r in table.itertuples()])
+    table.insert(0, "config", [_label(r) for r in table.itertuples()])
     return table
 
 
@@ -271,12 +291,15 @@ def plan(
     the profile's recorded drift log-sd; ``engines``: per hardware model the engine preset it
     was priced with (default: its own; ``sim.plan_uncertainty.Uncertainty.of``).
 
-    Refuses (ValueError) a screen or confirmation above ``sim.plan_limits``' work limits
-    before starting it; Ctrl-C or any exception ends the confirmation's local workers.
+    Every input is checked here, once, before any work (ValueError naming the argument and
+    what it may be); the helpers it calls trust them. Refuses (ValueError) a screen or
+    confirmation above ``sim.plan_limits``' work limits before starting it; Ctrl-C or any
+    exception ends the confirmation's local workers.
     """
     space = PlanSpace() if space is None else space
-    check_min_quality(min_quality)
-    draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)  # before any work
+    # every input is checked here, once, before any work; the helpers below trust them
+    min_quality = check_min_quality(min_quality)
+    draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)
     if model is not None and not isinstance(model, str):
         raise ValueError(f"model must be the planned model's name or None, got {model!r:.60}")
     if profile_drift is not None:
@@ -285,18 +308,17 @@ def plan(
     seed = as_int("seed", seed, minimum=0)  # the confirmation's and the intervals' draws
     if max_compute is not None:  # a finite multiple of greedy's compute
         max_compute = as_real("max_compute", max_compute, minimum=1)
-    ptable, no_p = with_unknown_workloads(ptable, space)
     d, confirm_n = check_plan_args(hardware, ptable, space, d, confirm_n)  # and work limits
-    if hardware and hardware[0].shape.num_layers != d:
-        raise ValueError(f"d={d} but the hardware's model shape has "
-                         f"{hardware[0].shape.num_layers} layers")  # fmt: skip
+    ptable, no_p = _with_unknown_workloads(ptable, space)
+    pgrid = _check_space(ptable, space, d)  # d_bars and ks against d and the p-table
+    replicates = check_replicates(replicates, hardware)
     started = time.perf_counter()
-    screened = screen(hardware, ptable, space, d)
-    front = frontier_of(screened, max_compute, min_quality)
+    screened = _screen(hardware, ptable, space, d, pgrid, given=False)
+    front = _frontier_of(screened, max_compute, min_quality)
     screened_at = time.perf_counter()
     if confirm_n:
-        front = confirm(front, hardware, space, d=d, n=int(confirm_n), executor=executor,
-                        seed=seed, out_dir=out_dir)  # fmt: skip
+        front = _confirm(front, hardware, space, d=d, n=confirm_n, executor=executor, seed=seed,
+                         out_dir=out_dir)  # fmt: skip
     confirmed_at = time.perf_counter()
     front["recommended"] = False
     reasons = {}
@@ -304,20 +326,20 @@ def plan(
         rows = rows[_allowed(rows, min_quality)]
         if workload in no_p:
             rows = rows[~rows.method.isin(P_METHODS)]
-        best = fastest(rows)
+        best = _fastest(rows)
         front.loc[best, "recommended"] = True
-        reasons[workload] = explain(front.loc[best], rows, screened, max_compute, min_quality)
-    front.insert(2, "config", [label(r) for r in front.itertuples()])
-    by_devices = best_by_devices(screened, max_compute, min_quality)
+        reasons[workload] = _explain(front.loc[best], rows, screened, max_compute, min_quality)
+    front.insert(2, "config", [_label(r) for r in front.itertuples()])
+    by_devices = _best_by_devices(screened, max_compute, min_quality)
     result = Plan(front, reasons, len(screened), screened if keep_screened else None,
                   by_devices, screened_at - started, confirmed_at - screened_at,
                   no_p=no_p)  # fmt: skip
-    uncertainty = Uncertainty.of(hardware, ptable, model=model, replicates=check_replicates(
-        replicates, hardware), profile_drift=profile_drift, engines=engines)  # fmt: skip
-    result = judge(result, screened, space, d, uncertainty=uncertainty, draws=draws, seed=seed,
-                   max_compute=max_compute, min_quality=min_quality, label=label)  # fmt: skip
+    uncertainty = Uncertainty.of(hardware, ptable, model=model, replicates=replicates,
+                                 profile_drift=profile_drift, engines=engines)  # fmt: skip
+    result = _judge(result, screened, space, d, uncertainty=uncertainty, draws=draws, seed=seed,
+                    max_compute=max_compute, min_quality=min_quality, label=_label)  # fmt: skip
     decisions = decide(result, screened, space, d, max_compute=max_compute,
-                       min_quality=min_quality, label=label)  # fmt: skip
+                       min_quality=min_quality, label=_label)  # fmt: skip
     return replace(result, decisions=decisions)
 
 
@@ -338,6 +360,11 @@ def fastest(rows: pd.DataFrame):
         values = rows[column].to_numpy()
         if values.dtype.kind not in "iuf" or not np.isfinite(values.astype(float)).all():
             raise ValueError(f"rows column {column!r} must hold finite numbers")
+    return _fastest(rows)
+
+
+def _fastest(rows: pd.DataFrame):
+    """``fastest`` of a planner frame's rows (one at least)."""
     top = rows.latency_s.min()
     tied = rows[rows.latency_s <= top * (1 + TIE_REL)]
     rank = tied.method.map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(len(METHOD_ORDER))
@@ -351,6 +378,10 @@ def with_unknown_workloads(ptable: PTable, space: PlanSpace) -> tuple[PTable, tu
     and early-exit rows are then never recommended), and those workloads."""
     check_instance("ptable", ptable, PTable)
     check_instance("space", space, PlanSpace)
+    return _with_unknown_workloads(ptable, space)
+
+
+def _with_unknown_workloads(ptable: PTable, space: PlanSpace) -> tuple[PTable, tuple[str, ...]]:
     missing = tuple(w for w in (space.workloads or ()) if w not in ptable.workloads)
     if not missing:
         return ptable, ()
@@ -368,16 +399,21 @@ def explain(best: pd.Series, front: pd.DataFrame, screened: pd.DataFrame, max_co
     check_screened("front", front)
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
+    return _explain(best, front, screened, max_compute, check_min_quality(min_quality))
+
+
+def _explain(best, front, screened, max_compute, min_quality) -> str:
+    """``explain`` on checked inputs."""
     text = (
-        f"{label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
+        f"{_label(best)} on {best.hardware_name}: {best.latency_s * 1e3:.3g} ms/token, "
         f"{best.speedup:.2f}x greedy on one device at {best.compute_ratio:.2f}x its compute"
     )
-    rival = rival_of(best, screened, max_compute, min_quality)
+    rival = _rival_of(best, screened, max_compute, min_quality)
     if rival is not None:
         text += (
             f"; the best other method on at most {int(best.devices)} "
             f"device{'s' if best.devices > 1 else ''}, "
-            f"{label(rival)}, takes {rival.latency_s * 1e3:.3g} ms/token "
+            f"{_label(rival)}, takes {rival.latency_s * 1e3:.3g} ms/token "
             f"({rival.latency_s / best.latency_s:.2f}x as long)"
         )
     if best.method == "free":
@@ -424,7 +460,7 @@ def _cell(row, hardware, space: PlanSpace, d: int, n: int) -> dict:
                            costs=greedy_costs(hw, tp=int(row.tp_main)))  # fmt: skip
         cell["config"] = config.to_dict()
     elif row.method == "free":
-        cell.update(free_cell(row, hw, d))
+        cell.update(_free_cell(row, hw, d))
     else:  # speculative: step costs from the scalar DecodeCosts path (not the grid's)
         cell.update(a=float(row.p), g=int(row.g), **_step_seconds(row, hw, d))
     return cell
@@ -451,6 +487,11 @@ def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
     standard error of the latency mean (a sweep task; ``sim.sweep.run_sweep``)."""
     check_cell(cell)
     check_instance("seed", seed, np.random.SeedSequence)
+    return _confirm_cell(cell, seed)
+
+
+def _confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
+    """``confirm_cell`` of a cell the planner built (``_cell``): the confirmation's task."""
     n, ell = cell["n"], cell["ell"]
     if cell["method"] in ("ppd", "greedy"):
         config = SimConfig.from_dict(cell["config"])
@@ -463,7 +504,7 @@ def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
             lat[i] = res.latency_s / ell
             comp[i] = (busy[0] * cell["tp_main"] + side) / ell
     elif cell["method"] == "free":
-        lat, comp = confirm_free(cell, seed)
+        lat, comp = _confirm_free(cell, seed)
     else:  # ell verify steps per sequence: time per token = steps * step_s / tokens
         lat, comp = np.empty(n), np.empty(n)
         for i, s in enumerate(seed.spawn(n)):
@@ -490,10 +531,16 @@ def confirm(front, hardware, space, *, d, n, executor=None, seed=0, out_dir=None
     check_screened("front", front)
     n = as_int("n", n, minimum=0, limit=MAX_CONFIRM_N)
     d, n = check_plan_args(hardware, PTable.paper(), space, d, n, check_size=False)
+    return _confirm(front, hardware, space, d=d, n=n, executor=executor, seed=seed,
+                    out_dir=out_dir)  # fmt: skip
+
+
+def _confirm(front, hardware, space, *, d, n, executor, seed, out_dir):
+    """``confirm`` on checked inputs."""
     cells = [_cell(row, hardware, space, d, n) for row in front.itertuples()]
-    small = check_confirm_work(cells, n) < POOL_MIN_WORK  # less than starting workers takes
+    small = _check_confirm_work(cells, n) < POOL_MIN_WORK  # less than starting workers takes
     with ThreadPoolExecutor(1) if small and executor is None else nullcontext(executor) as pool:
-        results = run_sweep(confirm_cell, cells, seed=seed, executor=pool, out_dir=out_dir,
+        results = run_sweep(_confirm_cell, cells, seed=seed, executor=pool, out_dir=out_dir,
                             progress="ppd plan: confirming the frontier")  # fmt: skip
     front = front.copy()
     front[["sim_latency_s", "sim_latency_se", "sim_compute_s"]] = np.nan

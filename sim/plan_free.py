@@ -60,10 +60,20 @@ def free_rows(hw, hw_index: int, table: pd.DataFrame, workloads, d: int, *, max_
     d = as_int("d", d, minimum=2, limit=10**6)
     max_devices = as_int("max_devices", max_devices, limit=10**6)
     ell = as_int("ell", ell, minimum=2, limit=MAX_ELL)
+    _check_free_depth(table, d)
+    return _free_rows(hw, hw_index, table, workloads, d, max_devices=max_devices, ell=ell)
+
+
+def _check_free_depth(table: pd.DataFrame, d: int) -> None:
+    """ValueError when a validated FREE ``table`` exits at or below the planned model's d."""
     too_deep = table.exit_layer >= d
     if too_deep.any():
         raise ValueError(f"FREE table: exit_layer {int(table.exit_layer[too_deep].iloc[0])} is "
                          f"not below the planned model's d = {d}")  # fmt: skip
+
+
+def _free_rows(hw, hw_index, table, workloads, d, *, max_devices, ell) -> pd.DataFrame:
+    """``free_rows`` on checked inputs (the planner's screen)."""
     frames = []
     for tp in (t for t in hw.tp_degrees() if t <= max_devices):
         for head, part in table.groupby("head", sort=False):
@@ -96,6 +106,10 @@ def _frame(part, hw_index, w, tp, latency, compute) -> pd.DataFrame:
 def free_label(row) -> str:
     """'FREE L_s=24 threshold=0.5 sync, quality 0.27, TP1 (1 dev)'."""
     _check_free_row(row)
+    return _free_label(row)
+
+
+def _free_label(row) -> str:
     return (
         f"FREE L_s={int(row.exit_layer)} threshold={row.threshold:g} {row.free_mode}, "
         f"exit rate {row.exit_rate:.2f}, quality {row.quality:.2f}, TP{int(row.tp_main)} "
@@ -108,6 +122,10 @@ def free_cell(row, hw, d: int) -> dict:
     _check_free_row(row)
     check_instance("hw", hw, HardwareModel)
     d = as_int("d", d, minimum=2, limit=10**6)
+    return _free_cell(row, hw, d)
+
+
+def _free_cell(row, hw, d: int) -> dict:
     costs = plan_free_costs(hw, tp=int(row.tp_main), head=str(row.head_kind))
     return {"d": d, "exit_layer": int(row.exit_layer), "q": float(row.exit_rate),
             "costs": costs.to_dict()}  # fmt: skip
@@ -118,10 +136,16 @@ def confirm_free(cell: dict, seed: np.random.SeedSequence) -> tuple[np.ndarray, 
     (``sim.simulate_free``, i.i.d. exits at the row's exit rate)."""
     check_keys("cell", cell, FREE_CELL_KEYS)
     check_instance("seed", seed, np.random.SeedSequence)
-    n = as_int("cell['n']", cell["n"], limit=10**6)
-    ell = as_int("cell['ell']", cell["ell"], minimum=2, limit=MAX_ELL)
-    tp = as_int("cell['tp_main']", cell["tp_main"], limit=10**6)
+    cell = {**cell, "n": as_int("cell['n']", cell["n"], limit=10**6),
+            "ell": as_int("cell['ell']", cell["ell"], minimum=2, limit=MAX_ELL),
+            "tp_main": as_int("cell['tp_main']", cell["tp_main"], limit=10**6)}  # fmt: skip
     check_instance("cell['costs']", cell["costs"], dict)
+    return _confirm_free(cell, seed)
+
+
+def _confirm_free(cell: dict, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+    """``confirm_free`` on a cell the planner built (``sim.plan._cell``)."""
+    n, ell, tp = cell["n"], cell["ell"], cell["tp_main"]
     costs = DecodeCosts.from_dict(cell["costs"])
     lat, comp = np.empty(n), np.empty(n)
     for i, s in enumerate(seed.spawn(n)):

@@ -44,7 +44,7 @@ from ppdmodel.validation import (
 )
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost, one_process_host_s
-from sim.plan_free import free_rows
+from sim.plan_free import _check_free_depth, _free_rows
 from sim.ptable import PTable
 
 METHODS = ("ppd", "greedy", "early-exit", "draft-model", "free")
@@ -183,8 +183,9 @@ def _check_inputs(hw, space, d, pgrid=_NOT_NEEDED, **layers) -> int:
     return d
 
 
-def mesh_of(rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int, *,
-            name: str = "rows") -> dict:
+def mesh_of(
+    rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int, *, name: str = "rows"
+) -> dict:
     """``_mesh``'s arrays for the PPD configurations of ``rows`` on ``hw`` (``ppd_rows(only=)``;
     computed once for many draws of the same hardware); errors name ``name``."""
     check_name(name)
@@ -192,12 +193,18 @@ def mesh_of(rows: pd.DataFrame, hw, space: PlanSpace, heads, n_workloads: int, *
     check_instance("space", space, PlanSpace)
     heads = check_names("heads", heads)
     n_workloads = as_int("n_workloads", n_workloads, limit=10**6)
-    pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
-    placements = np.array(space.early_heads)
     check_columns(name, rows, ("tp_main", "tp_candidates", "d_bar", "k", "early_head",
                                "head_kind", "w"))  # fmt: skip
+    return _mesh_of(rows, hw, space, heads, n_workloads, name=name)
+
+
+def _mesh_of(rows, hw, space, heads, n_workloads, *, name="rows") -> dict:
+    """``mesh_of`` on checked inputs (the planner's draws)."""
+    pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
+    placements = np.array(space.early_heads)
     pair = pd.MultiIndex.from_arrays(pairs.T.tolist()).get_indexer(
-        pd.MultiIndex.from_arrays([rows.tp_main.astype(int), rows.tp_candidates.astype(int)]))
+        pd.MultiIndex.from_arrays([rows.tp_main.astype(int), rows.tp_candidates.astype(int)])
+    )
     eh = pd.Index(placements).get_indexer(rows.early_head)
     head = pd.Index(list(heads)).get_indexer(rows.head_kind)
     w = rows.w.to_numpy().astype(int)
@@ -233,6 +240,16 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads, *, only=None) -> 
     d = _check_inputs(hw, space, d, pgrid, d_bars=d_bars, ks=ks, heads=heads)
     if np.any(np.asarray(d_bars) * 2 < d):  # (_check_inputs: each < d)
         raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d}), got {d_bars!r:.60}")
+    if only is not None:
+        only = only if isinstance(only, dict) else mesh_of(only, hw, space, heads,
+                                                           pgrid.shape[0], name="only")  # fmt: skip
+        if set(only) != {"pair", "d_bar", "k", "eh", "head", "w"}:
+            raise ValueError("only must be a frame of configurations or its mesh_of")
+    return _ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads, only=only)
+
+
+def _ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads, *, only=None) -> pd.DataFrame:
+    """``ppd_rows`` on checked inputs (``only``: None or a ``mesh_of``)."""
     pairs = np.array(hw.tp_pairs(space.max_devices), dtype=int).reshape(-1, 2)
     if not len(pairs):
         return pd.DataFrame()
@@ -241,10 +258,7 @@ def ppd_rows(hw, hw_index, pgrid, d, space, d_bars, ks, heads, *, only=None) -> 
         g = _mesh(pair=np.arange(len(pairs)), d_bar=d_bars, k=ks, eh=np.arange(len(placements)),
                   head=np.arange(len(heads)), w=np.arange(pgrid.shape[0]))  # fmt: skip
     else:
-        g = only if isinstance(only, dict) else mesh_of(only, hw, space, heads, pgrid.shape[0],
-                                                        name="only")  # fmt: skip
-        if set(g) != {"pair", "d_bar", "k", "eh", "head", "w"}:
-            raise ValueError("only must be a frame of configurations or its mesh_of")
+        g = only
     tp_main, tp_cand = pairs[g["pair"], 0], pairs[g["pair"], 1]
     shared = tp_cand == 0
     tp_side = np.where(shared, tp_main, tp_cand)
@@ -304,6 +318,10 @@ def greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     hw_index = as_int("hw_index", hw_index, minimum=0)
     d = _check_inputs(hw, space, d)
     n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
+    return _greedy_rows(hw, hw_index, n_workloads, d, space)
+
+
+def _greedy_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices],
               w=np.arange(n_workloads))  # fmt: skip
     device = hw.embedding_seconds(g["tp"]) + d * hw.layer_seconds(g["tp"], 1)
@@ -328,8 +346,12 @@ def _rows(method, hw_index, axes, *, latency, compute, **extra) -> pd.DataFrame:
 def early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     """Self-speculative early-exit decoding over exit layer, draft length, head and reuse."""
     hw_index = as_int("hw_index", hw_index, minimum=0)
-    d = _check_inputs(hw, space, d)
+    d = _check_inputs(hw, space, d)  # space first: the layers below read it
     _check_inputs(hw, space, d, pgrid, exit_layers=space.exit_layers or [1], heads=heads)
+    return _early_exit_rows(hw, hw_index, pgrid, d, space, heads)
+
+
+def _early_exit_rows(hw, hw_index, pgrid, d, space, heads) -> pd.DataFrame:
     exits = space.exit_layers or tuple(range(1, d))
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], exit_layer=exits,
               g=space.draft_lengths, head=np.arange(len(heads)),
@@ -366,6 +388,10 @@ def draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     n_workloads = as_int("n_workloads", n_workloads, limit=10**4)
     if space.draft_model is None:
         raise ValueError("space.draft_model must be a DraftModel for draft-model rows, got None")
+    return _draft_model_rows(hw, hw_index, n_workloads, d, space)
+
+
+def _draft_model_rows(hw, hw_index, n_workloads, d, space) -> pd.DataFrame:
     draft_model = space.draft_model
     g = _mesh(tp=[t for t in hw.tp_degrees() if t <= space.max_devices], g=space.draft_lengths,
               w=np.arange(n_workloads))  # fmt: skip
@@ -389,45 +415,76 @@ def screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None) -> p
     space's workloads and heads; the lower bound of p is then left out), or one such array per
     hardware model stacked on a first axis (the planner's draws screened in one call).
     """
+    d, grid = check_screen(hardware, ptable, space, d, pgrid=pgrid)
+    return _screen(hardware, ptable, space, d, grid, given=pgrid is not None)
+
+
+def check_screen(hardware: list, ptable, space: PlanSpace, d: int, *, pgrid=None):
+    """Check ``screen``'s inputs: (d as an int, the p grid: ``pgrid`` or ``ptable.grid``).
+    ValueError naming the argument: hardware models whose shape has ``d`` layers, the space's
+    d_bars in [d/2, d), its ks within the p-table's measured range, ``pgrid``'s shape."""
     check_instance("ptable", ptable, PTable)
     for hw in check_hardware(hardware):
         d = _check_inputs(hw, space, d)
-    workloads = space.workloads or ptable.workloads
-    heads = space.heads or ptable.heads
-    given = pgrid is not None
-    expected = ptable.grid(d, workloads, heads) if not given else None
-    if given:
-        shape = (len(workloads), len(heads), d + 1, ptable.max_k + 1)
+    check_instance("space", space, PlanSpace)
+    if pgrid is not None:
+        shape = (len(space.workloads or ptable.workloads), len(space.heads or ptable.heads),
+                 d + 1, ptable.max_k + 1)  # fmt: skip
         ok = isinstance(pgrid, np.ndarray) and pgrid.shape in (shape, (len(hardware), *shape))
         if not ok:
             got = pgrid.shape if isinstance(pgrid, np.ndarray) else type(pgrid).__name__
             raise ValueError(f"pgrid must be an array of shape {shape} (PTable.grid's), or one "
                              f"per hardware model, got {got}")  # fmt: skip
-    pgrid = pgrid if given else expected
-    per_hw = pgrid.ndim == 5
-    d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
-    ks = np.asarray(space.ks or range(1, ptable.max_k + 1))
+    return d, _check_space(ptable, space, d, pgrid)
+
+
+def _check_space(ptable, space: PlanSpace, d: int, pgrid=None) -> np.ndarray:
+    """The space's d_bars and ks against ``d`` and the p-table, and its FREE table's exit
+    layers below ``d`` (``check_screen``; the other inputs checked); the p grid (``pgrid``,
+    or ``ptable.grid``)."""
+    if pgrid is None:
+        pgrid = ptable.grid(d, space.workloads or ptable.workloads, space.heads or ptable.heads)
+    d_bars, ks = _d_bars_ks(ptable, space, d)
     if d_bars.min() * 2 < d or d_bars.max() >= d:
         raise ValueError(f"d_bars must lie in [d/2, d) = [{d / 2}, {d})")
     if ks.min() < 1 or ks.max() > ptable.max_k or np.isnan(pgrid[..., ks]).any():
         raise ValueError(f"ks must lie in the p-table's measured range [1, {ptable.max_k}]")
+    if space.alternatives and space.free_table is not None:
+        _check_free_depth(space.free_table, d)
+    return pgrid
+
+
+def _d_bars_ks(ptable, space: PlanSpace, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The early-prediction layers and candidate counts a screen covers."""
+    d_bars = np.asarray(space.d_bars or range(default_d_bar(d), d))
+    ks = np.asarray(space.ks or range(1, ptable.max_k + 1))
+    return d_bars, ks
+
+
+def _screen(hardware, ptable, space, d, pgrid, *, given: bool) -> pd.DataFrame:
+    """``screen`` on checked inputs (``check_screen``): ``pgrid`` the p grid (or one per
+    hardware model), ``given``: drawn rather than the table's own (no lower bound of p)."""
+    workloads = space.workloads or ptable.workloads
+    heads = space.heads or ptable.heads
+    per_hw = pgrid.ndim == 5
+    d_bars, ks = _d_bars_ks(ptable, space, d)
     lower = None if given else ptable.lower_bound_column
     p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
     frames = []
     for i, hw in enumerate(hardware):
         p_i = pgrid[i] if per_hw else pgrid
         if space.include_ppd:
-            frames.append(ppd_rows(hw, i, p_i, d, space, d_bars, ks, heads))
+            frames.append(_ppd_rows(hw, i, p_i, d, space, d_bars, ks, heads))
         if space.alternatives:
-            frames.append(greedy_rows(hw, i, len(workloads), d, space))
-            frames.append(early_exit_rows(hw, i, p_i, d, space, heads))
+            frames.append(_greedy_rows(hw, i, len(workloads), d, space))
+            frames.append(_early_exit_rows(hw, i, p_i, d, space, heads))
             if space.draft_model is not None:
-                frames.append(draft_model_rows(hw, i, len(workloads), d, space))
+                frames.append(_draft_model_rows(hw, i, len(workloads), d, space))
             if space.free_table is not None:
-                frames.append(free_rows(hw, i, space.free_table, workloads, d,
-                                        max_devices=space.max_devices, ell=space.ell))  # fmt: skip
+                frames.append(_free_rows(hw, i, space.free_table, workloads, d,
+                                         max_devices=space.max_devices, ell=space.ell))  # fmt: skip
         else:  # the baseline, greedy on one device, is always screened
-            frames.append(greedy_rows(hw, i, len(workloads), d, replace(space, max_devices=1)))
+            frames.append(_greedy_rows(hw, i, len(workloads), d, replace(space, max_devices=1)))
     out = pd.concat(frames, ignore_index=True)
     out["quality"] = out.get("quality", pd.Series(np.nan, index=out.index)).fillna(EXACT_QUALITY)
     out["p_low"] = np.nan  # the lower end of p's 95 % interval, where the table gives one

@@ -29,7 +29,7 @@ from ppdmodel.cost_profile import CostProfile
 from ppdmodel.intervals import LEVEL, MAX_DRAWS, Interval, check_level, spread_interval
 from ppdmodel.validation import as_int, as_real, check_columns, check_instance
 from sim.hardware_costs import HardwareModel, ProfileHardware
-from sim.plan_grid import PlanSpace, mesh_of, ppd_rows, screen
+from sim.plan_grid import PlanSpace, _mesh_of, _ppd_rows, _screen
 from sim.plan_limits import SCREEN_COLUMNS, check_min_quality, check_row, check_screened
 from sim.plan_uncertainty import SOURCES, Uncertainty
 
@@ -125,6 +125,11 @@ def draw_matrix(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpace, 
     unknown = sorted(set(sources) - set(SOURCES))
     if isinstance(sources, str) or unknown:
         raise ValueError(f"sources must name some of {SOURCES}, got {sources!r:.60}")
+    return _draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed, sources=sources)
+
+
+def _draw_matrix(rows, uncertainty, space, *, d, draws, seed, sources=SOURCES):
+    """``draw_matrix`` on checked inputs (the planner's rows, space and uncertainty)."""
     ptable = uncertainty.ptable
     sub = _sub_space(space, rows, d)
     workloads, heads = sub.workloads or ptable.workloads, sub.heads or ptable.heads
@@ -136,8 +141,8 @@ def draw_matrix(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpace, 
     keys = [c for c in KEYS if c in rows.columns]
     is_ppd = (rows.method == "ppd").to_numpy()
     ppd = rows[is_ppd].assign(w=pd.Index(workloads).get_indexer(rows.workload[is_ppd]))
-    given = {j: mesh_of(ppd[(ppd.hardware == j).to_numpy()], uncertainty.hardware[j], sub, heads,
-                        len(workloads))
+    given = {j: _mesh_of(ppd[(ppd.hardware == j).to_numpy()], uncertainty.hardware[j], sub, heads,
+                         len(workloads))
              for j in range(len(uncertainty.hardware)) if (ppd.hardware == j).any()}  # fmt: skip
     alt = replace(sub, include_ppd=False)  # PPD's rows priced apart, below
     latency = np.full((len(rows), draws), np.nan)
@@ -147,7 +152,7 @@ def draw_matrix(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpace, 
         hardware = [hw for i in batch for hw in drawn[i]]
         pgrid = np.stack([fixed if samples is None else samples[i] for i in batch
                           for _ in range(n_hw)])  # fmt: skip
-        grid = screen(hardware, ptable, alt, d, pgrid=pgrid)
+        grid = _screen(hardware, ptable, alt, d, pgrid, given=True)
         grid["draw"] = grid.hardware.to_numpy() // n_hw + start
         grid["hardware"] = grid.hardware.to_numpy() % n_hw
         grid = grid.drop_duplicates([*keys, "draw"])
@@ -165,8 +170,8 @@ def draw_matrix(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpace, 
             p_i = fixed if samples is None else samples[i]
             for j, mesh in given.items():
                 mine = (ppd.hardware == j).to_numpy()
-                priced = ppd_rows(drawn[i][j], j, p_i, d, sub, sub.d_bars, sub.ks, heads,
-                                  only=mesh)  # fmt: skip
+                priced = _ppd_rows(drawn[i][j], j, p_i, d, sub, sub.d_bars, sub.ks, heads,
+                                   only=mesh)  # fmt: skip
                 latency[np.flatnonzero(is_ppd)[mine], i] = priced.latency_s.to_numpy()
     speedup = greedy / latency
     return latency, speedup
@@ -180,13 +185,22 @@ def draw_intervals(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpac
     check_screened("rows", rows)
     draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)
     level = check_level(level)
+    if draws:
+        check_instance("uncertainty", uncertainty, Uncertainty)
+        check_instance("space", space, PlanSpace)
+        d = as_int("d", d, limit=10**5)
+    return _draw_intervals(rows, uncertainty, space, d=d, draws=draws, level=level, seed=seed)
+
+
+def _draw_intervals(rows, uncertainty, space, *, d, draws, level=LEVEL, seed=0) -> pd.DataFrame:
+    """``draw_intervals`` on checked inputs."""
     out = rows.copy()
     if not draws:
         for low, high, column in (("latency_low_s", "latency_high_s", "latency_s"),
                                   ("speedup_low", "speedup_high", "speedup")):  # fmt: skip
             out[low] = out[high] = out[column] if column in out else np.nan
         return out
-    latency, speedup = draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed)
+    latency, speedup = _draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed)
     for j, (lat, gain) in enumerate(zip(latency, speedup, strict=True)):
         if np.isfinite(lat).all():
             lo, hi = spread_interval(lat, level=level), spread_interval(gain, level=level)
@@ -196,8 +210,15 @@ def draw_intervals(rows: pd.DataFrame, uncertainty: Uncertainty, space: PlanSpac
     return out
 
 
-def dominant_sources(pairs: Sequence, uncertainty: Uncertainty, space: PlanSpace, *, d: int,
-                     draws: int = SOURCE_DRAWS, seed: int = 0) -> list[tuple[str, dict]]:
+def dominant_sources(
+    pairs: Sequence,
+    uncertainty: Uncertainty,
+    space: PlanSpace,
+    *,
+    d: int,
+    draws: int = SOURCE_DRAWS,
+    seed: int = 0,
+) -> list[tuple[str, dict]]:
     """Per (best, rival) pair of rows: the source whose draws alone spread the ratio of the
     two speed-ups most (95 % width of its log), and each active source's width (one batch of
     draws per source for every pair)."""
@@ -211,11 +232,19 @@ def dominant_sources(pairs: Sequence, uncertainty: Uncertainty, space: PlanSpace
         check_row(f"pairs[{i}][1]", pair[1])
     if not pairs:
         return []
+    check_instance("space", space, PlanSpace)
+    d = as_int("d", d, limit=10**5)
+    draws = as_int("draws", draws, minimum=1, limit=MAX_DRAWS)
+    return _dominant_sources(pairs, uncertainty, space, d=d, draws=draws, seed=seed)
+
+
+def _dominant_sources(pairs, uncertainty, space, *, d, draws, seed) -> list[tuple[str, dict]]:
+    """``dominant_sources`` on checked inputs (one pair at least)."""
     rows = pd.DataFrame([row for pair in pairs for row in pair])
     widths = [{} for _ in pairs]
     for source in uncertainty.active():
-        _, gain = draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed,
-                              sources=(source,))  # fmt: skip
+        _, gain = _draw_matrix(rows, uncertainty, space, d=d, draws=draws, seed=seed,
+                               sources=(source,))  # fmt: skip
         for i in range(len(pairs)):
             ratio = np.log(gain[2 * i] / gain[2 * i + 1])
             ratio = ratio[np.isfinite(ratio)]
@@ -229,6 +258,11 @@ def against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
     device of their workload in ``screened``."""
     check_columns("rows", rows, SCREEN_COLUMNS)
     check_screened("screened", screened)
+    return _against_greedy(rows, screened)
+
+
+def _against_greedy(rows: pd.DataFrame, screened: pd.DataFrame) -> pd.DataFrame:
+    """``against_greedy`` of the planner's own frames."""
     base = screened[(screened.method == "greedy") & (screened.tp_main == 1)]
     ref = base.sort_values("latency_s", kind="stable").groupby("workload").first()
     ref = ref.reindex(rows.workload)
@@ -252,25 +286,36 @@ def judge(result, screened, space, d, *, uncertainty, draws, seed, max_compute, 
     check_screened("screened", screened)
     check_instance("space", space, PlanSpace)
     check_instance("uncertainty", uncertainty, Uncertainty)
-    front = front.copy()
+    d = as_int("d", d, limit=10**5)
+    draws = as_int("draws", draws, minimum=0, limit=MAX_DRAWS)
+    seed = as_int("seed", seed, minimum=0)
+    max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
+    min_quality = check_min_quality(min_quality)
+    return _judge(result, screened, space, d, uncertainty=uncertainty, draws=draws, seed=seed,
+                  max_compute=max_compute, min_quality=min_quality, label=label)  # fmt: skip
+
+
+def _judge(result, screened, space, d, *, uncertainty, draws, seed, max_compute, min_quality,
+           label):  # fmt: skip
+    """``judge`` on checked inputs (``sim.plan.plan``'s)."""
+    front = result.frontier.copy()
     asked = None
     if space.d_bars is not None or space.ks is not None:
         ppd = screened[screened.method == "ppd"]
-        asked = against_greedy(ppd, screened) if len(ppd) else None
+        asked = _against_greedy(ppd, screened) if len(ppd) else None
     bests = front[front.recommended]
     rivals = {}  # the fastest other method on at most the best's devices, and on any
     for _, b in bests.iterrows():
         for devices in (None, math.inf):
-            r = rival_of(b, screened, max_compute, min_quality, max_devices=devices)
+            r = _rival_of(b, screened, max_compute, min_quality, max_devices=devices)
             if r is not None:
                 rivals.setdefault(r.name, r)
     rivals = sorted(rivals.values(), key=lambda r: r.latency_s)
-    rival_rows = against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
+    rival_rows = _against_greedy(screened.loc[[r.name for r in rivals]], screened) if rivals else (
         None)  # fmt: skip
     parts = [p for p in (front, asked, rival_rows) if p is not None]
-    seed = as_int("seed", seed, minimum=0)
-    done = draw_intervals(pd.concat(parts, ignore_index=True), uncertainty, space, d=d,
-                          draws=draws, seed=seed)  # fmt: skip
+    done = _draw_intervals(pd.concat(parts, ignore_index=True), uncertainty, space, d=d,
+                           draws=draws, seed=seed)  # fmt: skip
     columns = list(INTERVAL_COLUMNS)
     front[columns] = done[columns].iloc[: len(front)].to_numpy()
     start = len(front)
@@ -294,14 +339,14 @@ def judge(result, screened, space, d, *, uncertainty, draws, seed, max_compute, 
         others = [*(r for _, r in (rival.iterrows() if rival is not None else ())),
                   *(r for _, r in greedy.iterrows())]  # fmt: skip
         others = [r for r in others if label(r) != label(best)]
-        verdicts[workload] = verdict(best, others, uncertainty.covers(), label,
-                                     borrowed=uncertainty.borrowed)  # fmt: skip
+        verdicts[workload] = _verdict(best, others, uncertainty.covers(), label,
+                                      borrowed=uncertainty.borrowed)  # fmt: skip
         named = [r for r in others if label(r) == verdicts[workload].rival]
         rivals_of[workload] = (best, named[0] if named else None)
     open_calls = [w for w, v in verdicts.items() if v.too_close and rivals_of[w][1] is not None]
     if open_calls and draws:
-        found = dominant_sources([rivals_of[w] for w in open_calls], uncertainty, space, d=d,
-                                 draws=min(SOURCE_DRAWS, draws), seed=seed)  # fmt: skip
+        found = _dominant_sources([rivals_of[w] for w in open_calls], uncertainty, space, d=d,
+                                  draws=min(SOURCE_DRAWS, draws), seed=seed)  # fmt: skip
         for w, (source, widths) in zip(open_calls, found, strict=True):
             verdicts[w] = replace(verdicts[w], dominant=source,
                                   widths=tuple(sorted(widths.items())))  # fmt: skip
@@ -325,10 +370,14 @@ def rival_of(best, screened: pd.DataFrame, max_compute=None, min_quality: float 
     check_screened("screened", screened)
     max_compute = None if max_compute is None else as_real("max_compute", max_compute, minimum=1)
     min_quality = check_min_quality(min_quality)
-    devices = best.devices
-    if max_devices is not None:
-        devices = math.inf if max_devices == math.inf else as_real("max_devices", max_devices,
-                                                                    minimum=1)  # fmt: skip
+    if max_devices is not None and max_devices != math.inf:
+        max_devices = as_real("max_devices", max_devices, minimum=1)
+    return _rival_of(best, screened, max_compute, min_quality, max_devices=max_devices)
+
+
+def _rival_of(best, screened, max_compute, min_quality, *, max_devices=None):
+    """``rival_of`` on checked inputs."""
+    devices = best.devices if max_devices is None else max_devices
     others = screened[(screened.workload == best.workload) & (screened.method != best.method)]
     others = others[others.devices <= devices]
     if "quality" in others:
@@ -344,6 +393,10 @@ def validate_flags(row) -> list[str] | None:
     on one device), or None where ``ppd validate`` cannot time it (tensor parallelism, a
     separate draft model)."""
     check_row("row", row)
+    return _validate_flags(row)
+
+
+def _validate_flags(row) -> list[str] | None:
     if int(row.tp_main) != 1 or int(row.tp_candidates) > 1:
         return None
     if row.method == "greedy":
@@ -455,14 +508,20 @@ def verdict(best, rivals: Sequence, covers: str, label, *, borrowed: bool = Fals
     rivals = [r for r in rivals if r is not None]
     for i, rival in enumerate(rivals):
         check_row(f"rivals[{i}]", rival, ("speedup",))
+    return _verdict(best, rivals, covers, label, borrowed=borrowed)
+
+
+def _verdict(best, rivals, covers, label, *, borrowed) -> Verdict:
+    """``verdict`` on the planner's own rows."""
+    rivals = [r for r in rivals if r is not None]
     mine = _speedup(best)
     if not rivals:
         return Verdict(str(best.workload), label(best), mine, covers=covers)
     close = [r for r in rivals if _speedup(r).overlaps(mine)]
     rival = (close or rivals)[0]
     compared = close or [rival]
-    untimed = tuple(label(r) for r in compared if validate_flags(r) is None)
-    timed = [validate_flags(r) for r in (best, *compared)]
+    untimed = tuple(label(r) for r in compared if _validate_flags(r) is None)
+    timed = [_validate_flags(r) for r in (best, *compared)]
     flags = None if timed[0] is None else merge_flags([f for f in timed if f is not None])
     on_p = best.method in P_METHODS or rival.method in P_METHODS
     kind = "too close to call" if close else "conditional" if borrowed and on_p else "clear"

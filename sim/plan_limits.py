@@ -55,7 +55,7 @@ def check_plan_args(hardware, ptable, space, d, confirm_n, *, check_size: bool =
                              f"{hw.shape.num_layers} layers")  # fmt: skip
     if not check_size:
         return d, confirm_n
-    rows = screen_rows(hardware, ptable, space, d)
+    rows = _screen_rows(hardware, ptable, space, d)
     if rows > MAX_SCREEN_ROWS:
         raise ValueError(
             f"the screen would hold {rows:,} configurations, above the limit of "
@@ -67,7 +67,11 @@ def check_plan_args(hardware, ptable, space, d, confirm_n, *, check_size: bool =
 
 def screen_rows(hardware, ptable, space: PlanSpace, d: int) -> int:
     """Rows ``sim.plan_grid.screen`` builds for these inputs (Python ints: no overflow)."""
-    check_plan_args(hardware, ptable, space, d, 0, check_size=False)
+    d, _ = check_plan_args(hardware, ptable, space, d, 0, check_size=False)
+    return _screen_rows(hardware, ptable, space, d)
+
+
+def _screen_rows(hardware, ptable, space: PlanSpace, d: int) -> int:
     workloads = len(space.workloads or ptable.workloads)
     heads = len(space.heads or ptable.heads)
     d_bars = len(space.d_bars) if space.d_bars else d - default_d_bar(d)
@@ -92,9 +96,15 @@ def confirm_work(cells: list[dict]) -> float:
         raise ValueError(f"cells must be a list of confirmation cells, got {type(cells).__name__}")
     if isinstance(cells, str | bytes) or not isinstance(cells, list | tuple):
         raise ValueError(f"cells must be a list of confirmation cells, got {cells!r:.60}")
-    total = 0.0
     for i, cell in enumerate(cells):
         check_cell(cell, f"cells[{i}]")
+    return _confirm_work(cells)
+
+
+def _confirm_work(cells: list[dict]) -> float:
+    """``confirm_work`` of cells the planner built (``sim.plan._cell``)."""
+    total = 0.0
+    for cell in cells:
         if "config" in cell:
             per_sequence = estimated_work(SimConfig.from_dict(cell["config"]))
         elif cell["method"] == "free":  # shallow layers, exit head, deep layers per token
@@ -108,10 +118,18 @@ def confirm_work(cells: list[dict]) -> float:
 def check_confirm_work(cells: list[dict], n: int) -> float:
     """Refuse a confirmation above ``MAX_CONFIRM_WORK``, naming ``confirm_n`` (``plan``'s; ``n``
     of ``confirm`` and of this check) and the limit; return its work."""
-    work = confirm_work(cells)
+    return _refuse_confirm_work(confirm_work(cells), len(cells), n)
+
+
+def _check_confirm_work(cells: list[dict], n: int) -> float:
+    """``check_confirm_work`` of cells the planner built (``sim.plan._cell``)."""
+    return _refuse_confirm_work(_confirm_work(cells), len(cells), n)
+
+
+def _refuse_confirm_work(work: float, n_cells: int, n: int) -> float:
     if not np.isfinite(work) or work > MAX_CONFIRM_WORK:
         raise ValueError(
-            f"confirm_n (n) = {n} sequences at each of {len(cells)} frontier points is about "
+            f"confirm_n (n) = {n} sequences at each of {n_cells} frontier points is about "
             f"{work / 1e6:,.0f} s of simulation, above the limit of {MAX_CONFIRM_WORK / 1e6:,.0f}"
             " s (sim.plan_limits.MAX_CONFIRM_WORK): reduce confirm_n"
         )
