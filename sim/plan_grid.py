@@ -21,6 +21,7 @@ for every exact method, the table's measured figure for FREE.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -46,9 +47,6 @@ from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost, one_process_host_s
 from sim.plan_free import _check_free_depth, _free_rows
 from sim.ptable import PTable
-
-METHODS = ("ppd", "greedy", "early-exit", "draft-model", "free")
-"""Decoding methods the planner compares."""
 
 
 @dataclass(frozen=True)
@@ -461,30 +459,102 @@ def _d_bars_ks(ptable, space: PlanSpace, d: int) -> tuple[np.ndarray, np.ndarray
     return d_bars, ks
 
 
+@dataclass(frozen=True)
+class ScreenCall:
+    """What a method's rows are built from: one hardware model of a checked screen."""
+
+    hw: HardwareModel
+    """The hardware model."""
+    hw_index: int
+    """Its index in the screen's hardware list (the rows' ``hardware``)."""
+    pgrid: np.ndarray
+    """p over (workload, head, layer, k): ``PTable.grid``'s, or a draw of it."""
+    d: int
+    """The model's layers."""
+    space: PlanSpace
+    """What the planner searches."""
+    d_bars: np.ndarray
+    """Early-prediction layers screened (PPD)."""
+    ks: np.ndarray
+    """Candidate counts screened (PPD)."""
+    heads: tuple[str, ...]
+    """Early heads screened, in pgrid's order."""
+    workloads: tuple[str, ...]
+    """Workloads screened, in pgrid's order (the rows' ``w`` indexes them)."""
+
+
+@dataclass(frozen=True)
+class MethodScreen:
+    """One decoding method's rows in the screen: a registration of ``SCREENS``."""
+
+    method: str
+    """The rows' ``method`` (``METHODS``)."""
+    applies: Callable[[PlanSpace], bool]
+    """Whether a space screens the method."""
+    build_rows: Callable[[ScreenCall], pd.DataFrame]
+    """Its rows on one hardware model (columns: the module docstring's)."""
+
+    def __post_init__(self) -> None:
+        check_instance("method", self.method, str)
+        for name in ("applies", "build_rows"):
+            if not callable(getattr(self, name)):
+                raise ValueError(f"{name} must be callable, got {getattr(self, name)!r:.60}")
+
+
+def _ppd_screen(c: ScreenCall) -> pd.DataFrame:
+    return _ppd_rows(c.hw, c.hw_index, c.pgrid, c.d, c.space, c.d_bars, c.ks, c.heads)
+
+
+def _greedy_screen(c: ScreenCall) -> pd.DataFrame:
+    """Greedy on every tensor-parallel degree; without alternatives, the baseline alone
+    (greedy on one device, always screened)."""
+    space = c.space if c.space.alternatives else replace(c.space, max_devices=1)
+    return _greedy_rows(c.hw, c.hw_index, len(c.workloads), c.d, space)
+
+
+def _early_exit_screen(c: ScreenCall) -> pd.DataFrame:
+    return _early_exit_rows(c.hw, c.hw_index, c.pgrid, c.d, c.space, c.heads)
+
+
+def _draft_model_screen(c: ScreenCall) -> pd.DataFrame:
+    return _draft_model_rows(c.hw, c.hw_index, len(c.workloads), c.d, c.space)
+
+
+def _free_screen(c: ScreenCall) -> pd.DataFrame:
+    return _free_rows(c.hw, c.hw_index, c.space.free_table, c.workloads, c.d,
+                      max_devices=c.space.max_devices, ell=c.space.ell)  # fmt: skip
+
+
+SCREENS = (
+    MethodScreen("ppd", lambda space: space.include_ppd, _ppd_screen),
+    MethodScreen("greedy", lambda space: True, _greedy_screen),
+    MethodScreen("early-exit", lambda space: space.alternatives, _early_exit_screen),
+    MethodScreen("draft-model", lambda space: space.alternatives and space.draft_model is not None,
+                 _draft_model_screen),
+    MethodScreen("free", lambda space: space.alternatives and space.free_table is not None,
+                 _free_screen),
+)  # fmt: skip
+"""The planner's methods, in the order their rows are screened (per hardware model): a new
+method adds its rows function and one registration here."""
+METHODS = tuple(m.method for m in SCREENS)
+"""Decoding methods the planner compares."""
+
+
 def _screen(hardware, ptable, space, d, pgrid, *, given: bool) -> pd.DataFrame:
     """``screen`` on checked inputs (``check_screen``): ``pgrid`` the p grid (or one per
     hardware model), ``given``: drawn rather than the table's own (no lower bound of p)."""
-    workloads = space.workloads or ptable.workloads
-    heads = space.heads or ptable.heads
+    workloads = tuple(space.workloads or ptable.workloads)
+    heads = tuple(space.heads or ptable.heads)
     per_hw = pgrid.ndim == 5
     d_bars, ks = _d_bars_ks(ptable, space, d)
     lower = None if given else ptable.lower_bound_column
     p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
+    screens = [m for m in SCREENS if m.applies(space)]
     frames = []
     for i, hw in enumerate(hardware):
-        p_i = pgrid[i] if per_hw else pgrid
-        if space.include_ppd:
-            frames.append(_ppd_rows(hw, i, p_i, d, space, d_bars, ks, heads))
-        if space.alternatives:
-            frames.append(_greedy_rows(hw, i, len(workloads), d, space))
-            frames.append(_early_exit_rows(hw, i, p_i, d, space, heads))
-            if space.draft_model is not None:
-                frames.append(_draft_model_rows(hw, i, len(workloads), d, space))
-            if space.free_table is not None:
-                frames.append(_free_rows(hw, i, space.free_table, workloads, d,
-                                         max_devices=space.max_devices, ell=space.ell))  # fmt: skip
-        else:  # the baseline, greedy on one device, is always screened
-            frames.append(_greedy_rows(hw, i, len(workloads), d, replace(space, max_devices=1)))
+        call = ScreenCall(hw, i, pgrid[i] if per_hw else pgrid, d, space, d_bars, ks, heads,
+                          workloads)  # fmt: skip
+        frames += [m.build_rows(call) for m in screens]
     out = pd.concat(frames, ignore_index=True)
     out["quality"] = out.get("quality", pd.Series(np.nan, index=out.index)).fillna(EXACT_QUALITY)
     out["p_low"] = np.nan  # the lower end of p's 95 % interval, where the table gives one
