@@ -199,7 +199,7 @@ def latency_breakdown(validation) -> pd.DataFrame:
     rows = [dict(method="greedy", **greedy, **_measured(first.greedy_measured, g_tokens))]
     for r in validation.results:
         parts = dict.fromkeys(BREAKDOWN_PARTS, 0.0) | r.predicted.terms()
-        rows.append(dict(method=r.config.label, **parts,
+        rows.append(dict(method=r.label, **parts,
                          **_measured(r.measured, r.predicted.tokens)))  # fmt: skip
     table = pd.DataFrame(rows).set_index("method")
     table["predicted_s"] = table[list(BREAKDOWN_PARTS)].sum(axis=1)
@@ -262,11 +262,11 @@ def block_times(validation) -> pd.DataFrame:
     interval over the profile's cost replicates (``price_low_s``, ``price_high_s``; NaN for
     a profile without samples), configurations grouped by backend."""
     frames = []
-    for r in sorted(validation.results, key=lambda r: r.config.backend != "single"):
+    for r in sorted(validation.results, key=lambda r: r.predicted.backend != "single"):
         if r.terms is None or r.terms.empty:
             continue
         bands = price_intervals(validation.profile, r.config)
-        frame = r.terms.assign(method=r.config.label, backend=r.config.backend)
+        frame = r.terms.assign(method=r.label, backend=r.predicted.backend)
         frame["price_low_s"] = [bands[b].low if b in bands else np.nan for b in frame["block"]]
         frame["price_high_s"] = [bands[b].high if b in bands else np.nan for b in frame["block"]]
         frames.append(frame)
