@@ -76,6 +76,8 @@ def option(default=MISSING, *, help: str, **how) -> dataclasses.Field:
 
 def flag_of(name: str) -> str:
     """The option string of field ``name`` (``max_new_tokens`` -> ``--max-new-tokens``)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name must be a field name (a Python identifier), got {name!r}")
     return "--" + name.replace("_", "-")
 
 
@@ -105,7 +107,7 @@ def _among(value, choices) -> bool:
         return False
 
 
-def checked(name: str, opt: Option, value, default):
+def _checked(name: str, opt: Option, value, default):
     """``value`` of field ``name`` checked by its option's rules (a ValueError naming it)."""
     if value is None and (default is None or opt.exclusive is not None):
         return None
@@ -134,7 +136,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         for f in self.options():
-            value = checked(f.name, f.metadata["option"], getattr(self, f.name), f.default)
+            value = _checked(f.name, f.metadata["option"], getattr(self, f.name), f.default)
             object.__setattr__(self, f.name, value)
         self.check()
 
@@ -160,6 +162,14 @@ class Settings:
         """Add the fields (``only`` those, less ``skip``) to ``parser`` as one titled group;
         ``changes`` alters a field's option for this command (``{"k": {"default": [1, 3]}}``:
         any ``Option`` field, or ``default``); ``about=""`` drops the class's description."""
+        if not isinstance(parser, argparse.ArgumentParser | argparse._ArgumentGroup):
+            raise ValueError(f"parser must be an argparse parser, got {parser!r}")
+        for name, names in (("only", only or ()), ("skip", skip)):
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{name} must be a list of field names, got {names!r}")
+        if changes is not None and not (isinstance(changes, Mapping) and all(
+                isinstance(c, Mapping) for c in changes.values())):  # fmt: skip
+            raise ValueError(f"changes must map field names to option changes, got {changes!r}")
         changes = dict(changes or {})
         names = [f.name for f in cls.options()]
         unknown = sorted((set(only or ()) | set(skip) | set(changes)) - set(names))
@@ -214,4 +224,4 @@ class Settings:
         return out
 
 
-__all__ = ["Option", "Settings", "checked", "flag_of", "option"]
+__all__ = ["Option", "Settings", "flag_of", "option"]
