@@ -42,13 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
 
-from ppdmodel.alternatives import (
-    EXACT_QUALITY,
-    draft_model_step_seconds,
-    early_exit_step_seconds,
-    sample_speculative_steps,
-)
-from ppdmodel.defaults import default_d_bar
+from ppdmodel.alternatives import EXACT_QUALITY
 from ppdmodel.intervals import MAX_DRAWS
 from ppdmodel.validation import (
     as_int,
@@ -58,11 +52,7 @@ from ppdmodel.validation import (
     check_instance,
     check_nonnegative,
 )
-from sim.config import SimConfig
-from sim.hardware_costs import decode_costs, early_head_cost, greedy_costs
-from sim.matches import Bernoulli
-from sim.plan_free import _confirm_free, _free_cell, _free_label
-from sim.plan_grid import PlanSpace, _check_space, _screen
+from sim.plan_grid import METHOD_OF, PlanSpace, _check_space, _screen
 from sim.plan_intervals import (
     P_METHODS,
     PLAN_DRAWS,
@@ -85,7 +75,7 @@ from sim.plan_limits import (
 from sim.plan_summary import decide
 from sim.plan_uncertainty import Uncertainty
 from sim.ptable import PTable
-from sim.run import POOL_MIN_WORK, simulate
+from sim.run import POOL_MIN_WORK
 from sim.sweep import run_sweep
 
 
@@ -173,25 +163,8 @@ def label(row) -> str:
 
 
 def _label(row) -> str:
-    """``label`` of a row of the planner's own frames."""
-    devices = f"{int(row.devices)} dev"
-    if row.method == "greedy":
-        return f"greedy, TP{int(row.tp_main)} ({devices})"
-    if row.method == "ppd":
-        side = "shared" if row.tp_candidates == 0 else f"TP{int(row.tp_candidates)}"
-        return (
-            f"PPD d_bar={int(row.d_bar)} k={int(row.k)} {row.head_kind} head on "
-            f"{row.early_head}, main TP{int(row.tp_main)} + candidates {side} ({devices})"
-        )
-    if row.method == "free":
-        return _free_label(row)
-    if row.method == "early-exit":
-        reuse = ", reuse" if row.reuse else ""
-        return (
-            f"early-exit L={int(row.exit_layer)} g={int(row.g)} {row.head_kind} head{reuse}, "
-            f"TP{int(row.tp_main)} ({devices})"
-        )
-    return f"draft model g={int(row.g)} a={row.p:.2f}, TP{int(row.tp_main)} ({devices})"
+    """``label`` of a row of the planner's own frames (its method's ``label_row``)."""
+    return METHOD_OF[row.method].label_row(row)
 
 
 def frontier_of(screened: pd.DataFrame, max_compute: float | None,
@@ -441,45 +414,13 @@ def _explain(best, front, screened, max_compute, min_quality) -> str:
 
 
 def _cell(row, hardware, space: PlanSpace, d: int, n: int) -> dict:
-    """What a confirmation task needs, JSON-ready: the method, its costs, n sequences."""
+    """What a confirmation task needs, JSON-ready: the method, n sequences and the method's
+    own keys (its ``build_cell``: costs, a SimConfig or a step's seconds)."""
     hw = hardware[int(row.hardware)]
     cell = {"row": int(row.Index), "method": row.method, "n": n, "ell": space.ell,
             "tp_main": int(row.tp_main), "tp_candidates": int(row.tp_candidates)}  # fmt: skip
-    if row.method == "ppd":
-        shared = row.tp_candidates == 0
-        costs = decode_costs(hw, d_bar=int(row.d_bar), k=int(row.k), early_head=row.early_head,
-                             head=row.head_kind, tp_main=int(row.tp_main),
-                             tp_candidates=None if shared else int(row.tp_candidates))  # fmt: skip
-        config = SimConfig(d=d, d_bar=int(row.d_bar), k=int(row.k), ell=space.ell,
-                           matches=Bernoulli(float(row.p)), costs=costs,
-                           early_head=row.early_head,
-                           n_gpus=1 if shared or costs.shared_device else 2)  # fmt: skip
-        cell["config"] = config.to_dict()
-    elif row.method == "greedy":
-        config = SimConfig(d=d, d_bar=default_d_bar(d), k=1, ell=space.ell, schedule="greedy",
-                           costs=greedy_costs(hw, tp=int(row.tp_main)))  # fmt: skip
-        cell["config"] = config.to_dict()
-    elif row.method == "free":
-        cell.update(_free_cell(row, hw, d))
-    else:  # speculative: step costs from the scalar DecodeCosts path (not the grid's)
-        cell.update(a=float(row.p), g=int(row.g), **_step_seconds(row, hw, d))
+    cell.update(METHOD_OF[row.method].build_cell(row, hw, space.ell, d))
     return cell
-
-
-def _step_seconds(row, hw, d: int) -> dict:
-    """One speculative step's seconds and busy device-seconds (all tp devices counted)."""
-    tp, g = int(row.tp_main), int(row.g)
-    costs = replace(greedy_costs(hw, tp=tp), candidate_layer_s_by_k={g + 1: float(
-        hw.layer_seconds(tp, g + 1))})  # fmt: skip
-    if row.method == "early-exit":
-        costs = replace(costs, early_head_s=float(early_head_cost(hw, tp, row.head_kind)))
-        draft, verify = early_exit_step_seconds(d=d, exit_layer=int(row.exit_layer), g=g,
-                                                costs=costs,
-                                                reuse_draft_layers=bool(row.reuse))  # fmt: skip
-    else:  # a separate draft model: cost_ratio of a greedy token's device time per draft
-        draft, verify = draft_model_step_seconds(d=d, g=g, c=row.draft_cost_ratio, costs=costs)
-    step = g * draft + verify
-    return {"step_s": float(step), "busy_s": float(tp * (step - (g + 1) * costs.host_s))}
 
 
 def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
@@ -492,25 +433,8 @@ def confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
 
 def _confirm_cell(cell: dict, seed: np.random.SeedSequence) -> dict:
     """``confirm_cell`` of a cell the planner built (``_cell``): the confirmation's task."""
-    n, ell = cell["n"], cell["ell"]
-    if cell["method"] in ("ppd", "greedy"):
-        config = SimConfig.from_dict(cell["config"])
-        seeds = seed.spawn(n)
-        lat, comp = np.empty(n), np.empty(n)
-        for i, s in enumerate(seeds):
-            res = simulate(config, seed=s, record_events=False)
-            busy = res.busy_s
-            side = busy[1] * cell["tp_candidates"] if len(busy) > 1 else 0.0
-            lat[i] = res.latency_s / ell
-            comp[i] = (busy[0] * cell["tp_main"] + side) / ell
-    elif cell["method"] == "free":
-        lat, comp = _confirm_free(cell, seed)
-    else:  # ell verify steps per sequence: time per token = steps * step_s / tokens
-        lat, comp = np.empty(n), np.empty(n)
-        for i, s in enumerate(seed.spawn(n)):
-            tokens = sample_speculative_steps(a=cell["a"], g=cell["g"], n_steps=ell, seed=s)
-            lat[i] = ell * cell["step_s"] / tokens.sum()
-            comp[i] = ell * cell["busy_s"] / tokens.sum()
+    n = cell["n"]
+    lat, comp = METHOD_OF[cell["method"]].simulate_cell(cell, seed)
     se = float(lat.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
     return {"row": cell["row"], "sim_latency_s": float(lat.mean()), "sim_latency_se": se,
             "sim_compute_s": float(comp.mean()), "sim_n": n}  # fmt: skip

@@ -17,6 +17,10 @@ tensor-parallel group counted) and, for PPD, the break-even p. Methods:
 
 ``quality`` is each row's output quality against greedy decoding's: ``EXACT_QUALITY`` (1.0)
 for every exact method, the table's measured figure for FREE.
+
+Each method is one registration of ``PLANNER_METHODS`` (``PlannerMethod``): its rows here,
+its label and its confirmation by simulation (``sim.plan_cells``, ``sim.plan_free``); the
+screen, ``sim.plan.label`` and the confirmation loop over the registry.
 """
 
 from __future__ import annotations
@@ -45,7 +49,30 @@ from ppdmodel.validation import (
 )
 from sim.formats import validate_free_table
 from sim.hardware_costs import HardwareModel, check_hardware, early_head_cost, one_process_host_s
-from sim.plan_free import _check_free_depth, _free_rows
+from sim.plan_cells import (
+    FREE_CELL_KEYS,
+    SCHEDULE_CELL_KEYS,
+    SPECULATIVE_CELL_KEYS,
+    _draft_model_label,
+    _early_exit_label,
+    _free_work,
+    _greedy_cell,
+    _greedy_label,
+    _ppd_cell,
+    _ppd_label,
+    _schedule_work,
+    _simulate_schedule,
+    _simulate_speculative,
+    _speculative_cell,
+    _speculative_work,
+)
+from sim.plan_free import (
+    _check_free_depth,
+    _confirm_free,
+    _free_cell,
+    _free_label,
+    _free_rows,
+)
 from sim.ptable import PTable
 
 
@@ -484,8 +511,10 @@ class ScreenCall:
 
 
 @dataclass(frozen=True)
-class MethodScreen:
-    """One decoding method's rows in the screen: a registration of ``SCREENS``."""
+class PlannerMethod:
+    """One decoding method in the planner, a registration of ``PLANNER_METHODS``: its rows in
+    the screen, a row in words, and the confirmation of a row by simulation (a task's cell,
+    its simulation and work; ``sim.plan_cells``)."""
 
     method: str
     """The rows' ``method`` (``METHODS``)."""
@@ -493,10 +522,22 @@ class MethodScreen:
     """Whether a space screens the method."""
     build_rows: Callable[[ScreenCall], pd.DataFrame]
     """Its rows on one hardware model (columns: the module docstring's)."""
+    label_row: Callable[[object], str]
+    """A row in a few words (``sim.plan.label``)."""
+    build_cell: Callable[..., dict]
+    """(row, hw, ell, d) -> the method's keys of a confirmation cell, JSON-ready."""
+    cell_keys: tuple[str, ...]
+    """Those keys (``sim.plan_limits.check_cell``)."""
+    simulate_cell: Callable[..., tuple]
+    """(cell, seed) -> seconds and busy device-seconds per token of cell["n"] sequences."""
+    cell_work: Callable[[dict], float]
+    """Work units of simulating one sequence of a cell (``sim.plan_limits.confirm_work``)."""
 
     def __post_init__(self) -> None:
         check_instance("method", self.method, str)
-        for name in ("applies", "build_rows"):
+        check_names("cell_keys", self.cell_keys)
+        for name in ("applies", "build_rows", "label_row", "build_cell", "simulate_cell",
+                     "cell_work"):  # fmt: skip
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be callable, got {getattr(self, name)!r:.60}")
 
@@ -525,19 +566,27 @@ def _free_screen(c: ScreenCall) -> pd.DataFrame:
                       max_devices=c.space.max_devices, ell=c.space.ell)  # fmt: skip
 
 
-SCREENS = (
-    MethodScreen("ppd", lambda space: space.include_ppd, _ppd_screen),
-    MethodScreen("greedy", lambda space: True, _greedy_screen),
-    MethodScreen("early-exit", lambda space: space.alternatives, _early_exit_screen),
-    MethodScreen("draft-model", lambda space: space.alternatives and space.draft_model is not None,
-                 _draft_model_screen),
-    MethodScreen("free", lambda space: space.alternatives and space.free_table is not None,
-                 _free_screen),
+PLANNER_METHODS = (
+    PlannerMethod("ppd", lambda space: space.include_ppd, _ppd_screen, _ppd_label, _ppd_cell,
+                  SCHEDULE_CELL_KEYS, _simulate_schedule, _schedule_work),
+    PlannerMethod("greedy", lambda space: True, _greedy_screen, _greedy_label, _greedy_cell,
+                  SCHEDULE_CELL_KEYS, _simulate_schedule, _schedule_work),
+    PlannerMethod("early-exit", lambda space: space.alternatives, _early_exit_screen,
+                  _early_exit_label, _speculative_cell, SPECULATIVE_CELL_KEYS,
+                  _simulate_speculative, _speculative_work),
+    PlannerMethod("draft-model", lambda space: space.alternatives and space.draft_model is not None,
+                  _draft_model_screen, _draft_model_label, _speculative_cell,
+                  SPECULATIVE_CELL_KEYS, _simulate_speculative, _speculative_work),
+    PlannerMethod("free", lambda space: space.alternatives and space.free_table is not None,
+                  _free_screen, _free_label, lambda row, hw, ell, d: _free_cell(row, hw, d),
+                  FREE_CELL_KEYS, _confirm_free, _free_work),
 )  # fmt: skip
 """The planner's methods, in the order their rows are screened (per hardware model): a new
-method adds its rows function and one registration here."""
-METHODS = tuple(m.method for m in SCREENS)
+method adds its module (rows, label, cell, simulation) and one registration here."""
+METHODS = tuple(m.method for m in PLANNER_METHODS)
 """Decoding methods the planner compares."""
+METHOD_OF = {m.method: m for m in PLANNER_METHODS}
+"""Each registered method by name."""
 
 
 def _screen(hardware, ptable, space, d, pgrid, *, given: bool) -> pd.DataFrame:
@@ -549,7 +598,7 @@ def _screen(hardware, ptable, space, d, pgrid, *, given: bool) -> pd.DataFrame:
     d_bars, ks = _d_bars_ks(ptable, space, d)
     lower = None if given else ptable.lower_bound_column
     p_low = None if lower is None else ptable.grid(d, workloads, heads, column=lower)
-    screens = [m for m in SCREENS if m.applies(space)]
+    screens = [m for m in PLANNER_METHODS if m.applies(space)]
     frames = []
     for i, hw in enumerate(hardware):
         call = ScreenCall(hw, i, pgrid[i] if per_hw else pgrid, d, space, d_bars, ks, heads,

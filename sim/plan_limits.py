@@ -23,10 +23,10 @@ from ppdmodel.validation import (
     check_nonnegative,
     is_finite,
 )
-from sim.config import RUN_OVERHEAD, SimConfig, estimated_work
 from sim.hardware_costs import check_hardware
 from sim.matches import MAX_ELL
-from sim.plan_grid import PlanSpace
+from sim.plan_cells import FREE_BLOCKS_PER_TOKEN, FREE_CELL_KEYS  # noqa: F401 (kept here too)
+from sim.plan_grid import METHOD_OF, METHODS, PlanSpace
 from sim.ptable import PTable
 
 MAX_SCREEN_ROWS = 2 * 10**7
@@ -102,17 +102,9 @@ def confirm_work(cells: list[dict]) -> float:
 
 
 def _confirm_work(cells: list[dict]) -> float:
-    """``confirm_work`` of cells the planner built (``sim.plan._cell``)."""
-    total = 0.0
-    for cell in cells:
-        if "config" in cell:
-            per_sequence = estimated_work(SimConfig.from_dict(cell["config"]))
-        elif cell["method"] == "free":  # shallow layers, exit head, deep layers per token
-            per_sequence = RUN_OVERHEAD + FREE_BLOCKS_PER_TOKEN * cell["ell"]
-        else:  # a speculative Monte Carlo: ell verify steps, vectorised
-            per_sequence = RUN_OVERHEAD + cell["ell"]
-        total += float(cell["n"]) * per_sequence
-    return total
+    """``confirm_work`` of cells the planner built (``sim.plan._cell``): each method's work
+    per sequence (``PlannerMethod.cell_work``) times its n."""
+    return sum(float(c["n"]) * METHOD_OF[c["method"]].cell_work(c) for c in cells)
 
 
 def check_confirm_work(cells: list[dict], n: int) -> float:
@@ -144,10 +136,6 @@ ROW_FIELDS = ("method", "devices", "tp_main", "tp_candidates", "d_bar", "k", "g"
 CELL_KEYS = {"row": int, "method": str, "n": int, "ell": int, "tp_main": int,
              "tp_candidates": int}  # fmt: skip
 """Keys of a confirmation cell (``sim.plan._cell``) and their types."""
-FREE_CELL_KEYS = ("d", "exit_layer", "q", "costs")
-"""Further keys of a FREE cell (``sim.plan_free.free_cell``)."""
-FREE_BLOCKS_PER_TOKEN = 3
-"""Simulated blocks per token of a FREE sequence (shallow layers, exit head, deep layers)."""
 
 
 def check_screened(name: str, frame) -> None:
@@ -186,12 +174,9 @@ def check_cell(cell, name: str = "cell") -> None:
             raise ValueError(f"{name}[{key!r}] must be a {kind.__name__}, got {cell[key]!r:.40}")
     as_int(f"{name}['n']", cell["n"], limit=MAX_CONFIRM_N)
     as_int(f"{name}['ell']", cell["ell"], minimum=2, limit=MAX_ELL)
-    if cell["method"] in ("ppd", "greedy"):
-        check_keys(name, cell, ("config",))
-    elif cell["method"] == "free":
-        check_keys(name, cell, FREE_CELL_KEYS)
-    else:
-        check_keys(name, cell, ("a", "g", "step_s", "busy_s"))
+    if cell["method"] not in METHOD_OF:
+        raise ValueError(f"{name}['method'] must be one of {METHODS}, got {cell['method']!r:.40}")
+    check_keys(name, cell, METHOD_OF[cell["method"]].cell_keys)
 
 
 def check_min_quality(min_quality) -> float:
