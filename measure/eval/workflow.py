@@ -25,7 +25,7 @@ from measure.degenerate import summarize
 from measure.eval.interleaved import probe_context
 from measure.eval.profile_check import check_profile, checked_columns, checked_summary, stale_note
 from measure.eval.repeat import PPDConfig
-from measure.hf.loading import load_causal_lm, load_config, load_tokenizer
+from measure.hf import loading
 from measure.profile.probes import DecodeProbe
 from measure.profile.profile import load_profile, measure_profile, write_profile
 from measure.profile.report import format_profile
@@ -119,7 +119,7 @@ class Facts:
 
     @classmethod
     def of(cls, model: str) -> Facts:
-        return cls(model, load_config(model), load_tokenizer(model))
+        return cls(model, loading.load_config(model), loading.load_tokenizer(model))
 
     @property
     def d(self) -> int:
@@ -190,8 +190,8 @@ def load(request: RunRequest, check=None) -> Loaded:
         timing = check(request, facts, profile) or timing
     if timing.threads:
         torch.set_num_threads(timing.threads)
-    model = load_causal_lm(request.model.model, dtype=request.model.dtype,
-                           device=request.model.device)  # fmt: skip
+    model = loading.load_causal_lm(request.model.model, dtype=request.model.dtype,
+                                   device=request.model.device)  # fmt: skip
     head = None if m.head_dir is None else load_head(m.head_dir, model, device=model.device)
     d = model.config.get_text_config().num_hidden_layers
     bars = list(m.d_bar) if m.d_bar else [default_d_bar(d) if head is None else head.config.layer]
