@@ -16,15 +16,14 @@ import numpy as np
 import pandas as pd
 
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
-from measure.eval.early_exit import EarlyExitOutcome
-from measure.eval.free_eval import FreeOutcome
-from measure.eval.hf_early_exit import HFBookkeeping
+from measure.eval.free_eval import FreeConfig
+from measure.eval.hf_early_exit import EarlyExitConfig, HFBookkeeping
 from measure.eval.interleaved import InterleavedProbes
 from measure.eval.judged import JudgedResult
 from measure.eval.methods.base import JudgeInputs
 from measure.eval.methods.free import Free
 from measure.eval.methods.hf_early_exit import HFEarlyExit
-from measure.eval.methods.ppd import PPD, ConfigResult, check_config
+from measure.eval.methods.ppd import PPD, check_config
 from measure.eval.paired import SentinelTimeline, paired_rel_err
 from measure.eval.ppd_config import PPDConfig
 from measure.eval.predict import Prediction, predict_greedy, predicted_ratios
@@ -115,7 +114,7 @@ configuration's within each cost replicate (``measure.eval.predict.speedup_inter
 class ProfileValidation:
     """Everything ``validate`` found: per-configuration results, the timing and the profile."""
 
-    results: list[ConfigResult]
+    results: list[JudgedResult]
     timing: RepeatedTiming
     profile: CostProfile
     others: list[JudgedResult] = field(default_factory=list)
@@ -129,19 +128,19 @@ class ProfileValidation:
     """The sentinel's windows around the judged runs (``--interleave-probes``), or None."""
 
     @property
-    def early_exit(self) -> list[EarlyExitOutcome]:
+    def early_exit(self) -> list[JudgedResult]:
         """HF self-speculative early exit, timed in the same rounds (``--early-exit``)."""
-        return [o for o in self.others if isinstance(o, EarlyExitOutcome)]
+        return [o for o in self.others if isinstance(o.config, EarlyExitConfig)]
 
     @property
-    def free(self) -> list[FreeOutcome]:
+    def free(self) -> list[JudgedResult]:
         """FREE, timed in the same rounds (``--free``; ``measure.eval.free_eval``)."""
-        return [o for o in self.others if isinstance(o, FreeOutcome)]
+        return [o for o in self.others if isinstance(o.config, FreeConfig)]
 
     @property
     def bookkeeping(self) -> HFBookkeeping | None:
         """HF generate's host time outside the forwards, measured before the rounds."""
-        return next((o.bookkeeping for o in self.early_exit), None)
+        return next((o.details.bookkeeping for o in self.early_exit), None)
 
     @property
     def greedy_rel_err(self) -> float:
@@ -571,8 +570,8 @@ def validate(
             b: predict_greedy(probed, timing.greedy.runs, b) for b in backends},
     )  # fmt: skip
     judged = [timing.bound[m.label].judge(timing.methods[m.config], inputs) for m in methods]
-    results = [j for j in judged if isinstance(j, ConfigResult)]
-    others = [j for j in judged if not isinstance(j, ConfigResult)]
+    results = [j for j in judged if isinstance(j.config, PPDConfig)]
+    others = [j for j in judged if not isinstance(j.config, PPDConfig)]
     note = ""
     if probes is not None:
         note = probes.describe(
