@@ -10,10 +10,10 @@ pandas-free, so ``sim`` and ``measure`` may build their options from them too.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 
 from ppdmodel.cli_args import DEFAULT_D, nonnegative_float, output_dir, positive_int, probability
-from ppdmodel.options import Settings, option
+from ppdmodel.options import Settings, like, option
 
 DEFAULT_ELL = 128
 """Tokens of a sequence when ``--ell`` is not given."""
@@ -40,9 +40,7 @@ class ModelParameters(Settings):
 def several(settings: type[Settings], name: str) -> dataclasses.Field:
     """Field ``name`` of ``settings`` taking one or more values (repeats extend the list;
     None: the command's default)."""
-    (one,) = [f for f in fields(settings) if f.name == name]
-    opt = dataclasses.replace(one.metadata["option"], nargs="+", action="extend")
-    return field(default=None, metadata={"option": opt})
+    return like(settings, name, None, nargs="+", action="extend")
 
 
 PAPER_POSITIONS_EXAMPLE = "squad:3:Y:20"

@@ -74,6 +74,26 @@ def option(default=MISSING, *, help: str, **how) -> dataclasses.Field:
     return field(default=default, metadata=meta)
 
 
+_SAME = object()
+
+
+def like(settings: type, name: str, default=_SAME, **how) -> dataclasses.Field:
+    """Field ``name`` of ``settings`` declared again for another concern or command: the same
+    type and check, with this ``default`` (none given: the same) and ``how`` (``Option``'s
+    fields: its help, ``nargs``, ...). One concept keeps one declaration of its rules."""
+    found = [f for f in fields(settings) if f.name == name and "option" in f.metadata]
+    if not found:
+        raise ValueError(
+            f"{getattr(settings, '__name__', settings)!r} has no option field {name!r}"
+        )
+    opt = dataclasses.replace(found[0].metadata["option"], **how)
+    if default is _SAME:
+        default = found[0].default
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata={"option": opt})
+
+
 def flag_of(name: str) -> str:
     """The option string of field ``name`` (``max_new_tokens`` -> ``--max-new-tokens``)."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -224,4 +244,4 @@ class Settings:
         return out
 
 
-__all__ = ["Option", "Settings", "flag_of", "option"]
+__all__ = ["Option", "Settings", "flag_of", "like", "option"]

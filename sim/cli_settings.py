@@ -13,7 +13,6 @@ modules, they are checked by tests/test_cli_errors.py rather than by the API fuz
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -30,19 +29,8 @@ from ppdmodel.cli_args import (
     probability,
 )
 from ppdmodel.cli_settings import DEFAULT_ELL, ModelParameters, OutputSettings
-from ppdmodel.options import Settings, flag_of, option
+from ppdmodel.options import Settings, flag_of, like, option
 from sim.hardware import ENGINE_PRESETS
-
-_SAME = object()
-
-
-def derived(settings: type[Settings], name: str, default=_SAME, **how) -> dataclasses.Field:
-    """Field ``name`` of ``settings`` (its type, choices and check are declared there), with
-    this command's ``default`` and ``how`` (``Option`` fields: its help, ``nargs``, ...)."""
-    (one,) = [f for f in fields(settings) if f.name == name]
-    opt = dataclasses.replace(one.metadata["option"], **how)
-    return field(default=one.default if default is _SAME else default, metadata={"option": opt})
-
 
 # -- shared by both commands --------------------------------------------------------------
 
@@ -53,7 +41,7 @@ class SequenceSettings(Settings):
 
     GROUP = "sequences"
 
-    ell: int = derived(
+    ell: int = like(
         ModelParameters, "ell", DEFAULT_ELL,
         help=f"generated tokens per sequence (default {DEFAULT_ELL})",
     )  # fmt: skip
@@ -66,7 +54,7 @@ class JsonSettings(Settings):
 
     GROUP = "output"
 
-    json: bool = derived(OutputSettings, "json", help="print JSON instead of text")
+    json: bool = like(OutputSettings, "json", help="print JSON instead of text")
 
 
 # -- ppd simulate -------------------------------------------------------------------------
@@ -79,11 +67,11 @@ class ConfigurationSettings(Settings):
 
     GROUP = "configuration"
 
-    d: int | None = derived(ModelParameters, "d", help=f"decoder layers (default {DEFAULT_D})")
-    d_bar: int | None = derived(
+    d: int | None = like(ModelParameters, "d", help=f"decoder layers (default {DEFAULT_D})")
+    d_bar: int | None = like(
         ModelParameters, "d_bar", help="early-prediction layer (default: smallest layer >= d/2)"
     )
-    k: int | None = derived(ModelParameters, "k", help="candidates / sub-processes (default 3)")
+    k: int | None = like(ModelParameters, "k", help="candidates / sub-processes (default 3)")
     allow_below_half: bool = option(False, action="store_true", help="simulate d_bar < d/2")
 
 
@@ -93,7 +81,7 @@ class MatchSettings(Settings):
 
     GROUP = "matches"
 
-    p: float | None = derived(
+    p: float | None = like(
         ModelParameters, "p", exclusive="source", help="Bernoulli match rate (default 0.5)"
     )
     trace: str | None = option(
@@ -309,10 +297,10 @@ class PlanSpaceSettings(Settings):
 
     workload: tuple[str, ...] | None = option(None, nargs="+", help="workloads (default: all)")
     head: tuple[str, ...] | None = option(None, nargs="+", help="head kinds (default: all)")
-    d_bar: tuple[int, ...] | None = derived(
+    d_bar: tuple[int, ...] | None = like(
         ModelParameters, "d_bar", nargs="+", help="early-prediction layers (default: all)"
     )
-    k: tuple[int, ...] | None = derived(
+    k: tuple[int, ...] | None = like(
         ModelParameters, "k", nargs="+", help="candidates (default: all)"
     )
     early_head: tuple[str, ...] = option(
@@ -376,7 +364,7 @@ class ConfirmSettings(SequenceSettings):
 class PlanOutputSettings(JsonSettings):
     """Where ``ppd plan`` writes its tables and figure, and what it prints."""
 
-    out: str = derived(OutputSettings, "out", "ppd-out/plan", help="output directory")
+    out: str = like(OutputSettings, "out", "ppd-out/plan", help="output directory")
     verbose: bool = option(
         False, action="store_true",
         help="after the summary, print every frontier, the regimes and the speed-up "

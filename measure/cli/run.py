@@ -26,7 +26,6 @@ from ppdmodel.cli import deferred
 RUN_METHODS = ("d_bar", "k", "early_head", "backend", "head_dir", "max_new_tokens", "no_assistant")
 """``ppd run``'s methods: one PPD configuration per k, and the HF early-exit rows."""
 RUN_METHOD_CHANGES = {
-    **MethodSettings.CHANGES,
     **MethodSettings.ONE,
     "k": {"default": [1, 3], "help": "candidates (default 1 3)"},
 }
@@ -82,7 +81,7 @@ def register(subparsers) -> None:
     )
     ModelSettings.add_to(validate)
     PromptSettings.add_to(validate)
-    MethodSettings.add_to(validate, skip=("no_assistant",), changes=MethodSettings.CHANGES)
+    MethodSettings.add_to(validate, skip=("no_assistant",))
     SamplingSettings.add_to(validate)
     RunSettings.add_to(validate, changes=RunSettings.CHANGES)
     CostProfileSettings.add_to(validate)

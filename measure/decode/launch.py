@@ -374,7 +374,6 @@ LAUNCH_CHANGES = {
     MethodSettings: {
         "d_bar": {"nargs": None, "required": True, "help": "early layer"},
         "k": {"nargs": None, "default": 1},
-        **MethodSettings.CHANGES,
         "early_head": {"nargs": None, "default": "main"},
     },
     RunSettings: {"timeout_s": {"default": 120.0, "help": "dist watchdog (default 120)"}},

@@ -37,7 +37,7 @@ from ppdmodel.cli_args import (
     positive_int,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
-from ppdmodel.options import Settings, option
+from ppdmodel.options import Settings, like, option
 from ppdmodel.validation import as_int_tuple
 
 TURNS = ("prompts", "runs")
@@ -174,11 +174,12 @@ class MethodSettings(GenerationSettings):
     """The methods a command times beside greedy: PPD's grid (each d_bar x k x early head x
     backend, with a trained head or the logit lens), and HF early exit, draft-model speculative
     decoding and FREE, with the token budget they share (``max_new_tokens``:
-    ``GenerationSettings``', 128 by default here: ``CHANGES``). The grid's fields hold tuples
+    ``GenerationSettings``', 128 by default here). The grid's fields hold tuples
     (``ppd run`` offers one value of ``d_bar``, ``backend`` and ``early_head``: ``ONE``)."""
 
     GROUP = "methods"
 
+    max_new_tokens: int = like(GenerationSettings, "max_new_tokens", 128, help="ell (default 128)")
     d_bar: tuple[int, ...] | None = option(
         None, type=positive_int, nargs="+",
         help="early layer (default: the head's layer, else the smallest layer >= d/2)",
@@ -231,8 +232,6 @@ class MethodSettings(GenerationSettings):
         help="prompts --threshold auto calibrates on, untimed, before the rounds (default 1)",
     )  # fmt: skip
 
-    CHANGES = {"max_new_tokens": {"default": 128, "help": "ell (default 128)"}}
-    """``changes`` of every command that runs these methods."""
     ONE = {"d_bar": {"nargs": None}, "backend": {"nargs": None, "default": "single"},
            "early_head": {"nargs": None, "default": "main", "help": EARLY_HEAD_HELP}}  # fmt: skip
     """``changes`` of a command that offers one d_bar, backend and early head (``ppd run``)."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ppdmodel.cli_args import existing_file, positive_float, positive_int
-from ppdmodel.options import Settings, option
+from ppdmodel.options import Settings, like, option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,3 +108,17 @@ def test_exclusive_fields_form_one_required_group():
         p.parse_args(["--out", "o"])  # neither --prompt nor --prompts
     with pytest.raises((SystemExit, argparse.ArgumentError)):
         p.parse_args(["--out", "o", "--prompt", "a", "--prompts", __file__])
+
+
+def test_like_declares_a_field_again_with_its_rules():
+    @dataclass(frozen=True, kw_only=True)
+    class Grid(Settings):
+        repeats: int = like(Timing, "repeats", 5, help="rounds (default 5)")
+        k: tuple[int, ...] | None = like(Timing, "k", None)
+
+    assert Grid().repeats == 5 and Grid().k is None
+    assert Grid(k=[2]).k == (2,)
+    with pytest.raises(ValueError, match="repeats"):
+        Grid(repeats=0)  # Timing's check, declared once
+    with pytest.raises(ValueError, match="no option field"):
+        like(Timing, "nope")
