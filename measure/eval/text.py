@@ -43,13 +43,14 @@ def format_table(validation) -> str:
 def _interleaved(row) -> str:
     """' | prediction error [low, high] in | paired errors' from the interleaved probes (the
     profile's and theirs, paired with the sentinel around each run)."""
-    err = 100 * row["interleaved_rel_err"]
     paired = " / ".join(
         "-" if _num(row.get(c)) == "-" else f"{100 * row[c]:+.1f} %"
         for c in ("paired_rel_err", "interleaved_paired_rel_err")
     )
+    predicted, err = row.get("interleaved_predicted_s"), row.get("interleaved_rel_err")
+    error = "-" if _num(err) == "-" else f"{100 * err:+.1f}%"  # a method the probes don't price
     return (
-        f" | {row['interleaved_predicted_s']:11.4g} {err:+7.1f}% "
+        f" | {_num(predicted):>11s} {error:>8s} "
         f"{_interval(row, 'interleaved_'):>26s} | {paired:>35s}"
     )
 

@@ -319,3 +319,24 @@ def test_prompt_by_prompt_decodes_the_same_tokens_as_all_at_once():
     names = [r.trace.sequence for r in split.ppd[configs[0]].runs]
     assert names == [r.trace.sequence for r in whole.ppd[configs[0]].runs] == ["a-k1", "b-k1"]
     assert all(split.exact.values()) and all(whole.exact.values())
+
+
+def test_a_method_the_interleaved_probes_do_not_price_reads_as_dashes():
+    """Speculative decoding's draft is not probed between the rounds: its interleaved columns
+    say '-', never 'nan +nan%'."""
+    from measure.eval.text import _interleaved
+
+    nan = float("nan")
+    row = {"interleaved_predicted_s": nan, "interleaved_rel_err": nan, "paired_rel_err": None}
+    assert "nan" not in _interleaved(row) and _interleaved(row).split() == [
+        "|",
+        "-",
+        "-",
+        "-",
+        "|",
+        "-",
+        "/",
+        "-",
+    ]
+    row.update(interleaved_predicted_s=7.281, interleaved_rel_err=-0.056)
+    assert "7.281    -5.6%" in _interleaved(row)
