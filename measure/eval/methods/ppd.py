@@ -6,14 +6,14 @@ and per-pass checks and the turn-by-turn speed-up (``JudgedResult``'s ``terms``,
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 
 import sim
 from measure.decode.backends import ppd_many
 from measure.decode.dist import task_ranks
-from measure.decode.settings import RunSettings
+from measure.decode.settings import PPDRequest, RunSettings
 from measure.eval.judged import JudgedResult
 from measure.eval.methods.base import JudgeInputs, RunInputs, TimedMethod, picked
 from measure.eval.pass_check import pass_check
@@ -99,12 +99,13 @@ class PPDRun:
         """``ppd_many`` on the prompts at ``indices``; ``dist`` on the shared ranks."""
         indices = range(len(self.prompts)) if indices is None else indices
         run, c = self.run, self.config
-        return ppd_many(
-            self.model, picked(self.prompts, indices), **asdict(c),
-            sequences=[f"{run.names[i]}-k{c.k}" for i in indices], settings=run.settings,
-            ranks=run.ranks, warmup=warmup, max_new_tokens=run.max_new_tokens, head=run.head,
-            seeds=picked(run.seeds, indices),
+        request = PPDRequest(
+            d_bar=c.d_bar, k=c.k, backend=c.backend, early_head=c.early_head,
+            max_new_tokens=run.max_new_tokens, head=run.head,
+            sequences=[f"{run.names[i]}-k{c.k}" for i in indices],
+            seeds=picked(run.seeds, indices), warmup=warmup, settings=run.settings,
         )  # fmt: skip
+        return ppd_many(self.model, picked(self.prompts, indices), request, ranks=run.ranks)
 
     def closed_form(self, profile: CostProfile, runs) -> Prediction:
         """Closed form and simulator on each run's match outcomes (``predict_ppd``)."""
