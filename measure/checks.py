@@ -6,6 +6,8 @@ The ground floor of ``measure``: every layer above (decode, match, profile, eval
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -180,3 +182,46 @@ def eos_token_ids(model) -> list[int]:
     if eos is None:
         return []
     return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a command checks its options against before any weight is read: the model's
+    config.json (depth, vocabulary, context) and its tokenizer (``model_facts``)."""
+
+    model: str
+    """The ``--model`` value."""
+    config: object
+    """Its transformers config (``measure.hf.loading.load_config``)."""
+    tokenizer: object | None
+    """Its tokenizer (None: the model ships none)."""
+
+    @property
+    def d(self) -> int:
+        """Decoder layers."""
+        return int(self.config.get_text_config().num_hidden_layers)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.config.get_text_config().vocab_size)
+
+    @property
+    def context(self) -> int | None:
+        """Positions the model can attend to (None: not bounded by its config)."""
+        return context_length(self.config)
+
+    def encode(self, texts, *, chat_template: bool, what: str = "the prompts") -> list[list[int]]:
+        """Token ids of ``texts`` (``measure.chat.encode_prompts``); ValueError if the model
+        has no tokenizer."""
+        if self.tokenizer is None:
+            raise ValueError(f"--model {self.model} has no tokenizer to encode {what}")
+        from measure.chat import encode_prompts
+
+        return encode_prompts(self.tokenizer, texts, chat_template=chat_template)
+
+
+def model_facts(model: str) -> ModelFacts:
+    """The ``ModelFacts`` of ``--model``, read without its weights (config.json, tokenizer)."""
+    from measure.hf.loading import load_config, load_tokenizer  # transformers: when called
+
+    return ModelFacts(model, load_config(model), load_tokenizer(model))

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from measure.checks import model_facts
 from measure.cli.common import (
     check_candidate_rows,
     check_prompts_fit,
     degenerate_warnings,
-    model_facts,
     read_prompts,
 )
 from measure.cli.match_settings import MatchOutputSettings, MatchSamplingSettings

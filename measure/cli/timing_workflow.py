@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from measure.cli.common import check_candidate_rows, check_prompts_fit, model_facts, read_prompts
+from measure.checks import model_facts
+from measure.cli.common import check_candidate_rows, check_prompts_fit, read_prompts
 from measure.cli.timing_settings import ProfileSettings, TimingPromptSettings, TimingSettings
 from measure.datasets import Prompt
 from measure.hf.loading import load_causal_lm

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from measure.cli.common import check_prompts_fit, model_facts, read_prompts
+from measure.checks import model_facts
+from measure.cli.common import check_prompts_fit, read_prompts
 from measure.cli.train_settings import (
     GreedyDataSettings,
     HeadSettings,

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import torch
 
-from measure.chat import encode_prompts
-from measure.checks import check_context, check_ppd_args, check_trained_layer, eos_token_ids
+from measure.checks import (
+    check_context,
+    check_ppd_args,
+    check_trained_layer,
+    eos_token_ids,
+    model_facts,
+)
 from measure.datasets import load_prompts
 from measure.decode.sampling import prompt_seed
 from measure.decode.settings import MethodSettings, RunRequest, RunSettings
@@ -109,33 +114,6 @@ def check_before_loading(m: MethodSettings, facts) -> None:
 
 
 @dataclass(frozen=True)
-class Facts:
-    """What the settings are checked against before any weight is read: the model's
-    config.json and tokenizer."""
-
-    model: str
-    config: object
-    tokenizer: object | None
-
-    @classmethod
-    def of(cls, model: str) -> Facts:
-        return cls(model, loading.load_config(model), loading.load_tokenizer(model))
-
-    @property
-    def d(self) -> int:
-        return int(self.config.get_text_config().num_hidden_layers)
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.config.get_text_config().vocab_size)
-
-    def encode(self, texts, *, chat_template: bool) -> list[list[int]]:
-        if self.tokenizer is None:
-            raise ValueError(f"--model {self.model} has no tokenizer to encode the prompts")
-        return encode_prompts(self.tokenizer, texts, chat_template=chat_template)
-
-
-@dataclass(frozen=True)
 class Loaded:
     """The model and what a command needs beside it (``load``)."""
 
@@ -177,7 +155,7 @@ def load(request: RunRequest, check=None) -> Loaded:
         texts, names = [x.text for x in loaded], [x.id for x in loaded]
     if not texts:
         raise ValueError("--prompts: no prompts selected")
-    facts = Facts.of(request.model.model)
+    facts = model_facts(request.model.model)
     ids = facts.encode(texts, chat_template=p.chat_template)
     if any(len(x) == 0 for x in ids):
         raise ValueError("--prompt/--prompts: every prompt must encode to at least one token")
