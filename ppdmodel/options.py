@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar
@@ -81,11 +82,11 @@ def like(settings: type, name: str, default=_SAME, **how) -> dataclasses.Field:
     """Field ``name`` of ``settings`` declared again for another concern or command: the same
     type and check, with this ``default`` (none given: the same) and ``how`` (``Option``'s
     fields: its help, ``nargs``, ...). One concept keeps one declaration of its rules."""
-    found = [f for f in fields(settings) if f.name == name and "option" in f.metadata]
+    if not (isinstance(settings, type) and issubclass(settings, Settings)):
+        raise ValueError(f"settings must be a Settings class, got {settings!r}")
+    found = [f for f in settings.options() if isinstance(name, str) and f.name == name]
     if not found:
-        raise ValueError(
-            f"{getattr(settings, '__name__', settings)!r} has no option field {name!r}"
-        )
+        raise ValueError(f"name must be an option field of {settings.__name__}, got {name!r}")
     opt = dataclasses.replace(found[0].metadata["option"], **how)
     if default is _SAME:
         default = found[0].default
@@ -244,4 +245,50 @@ class Settings:
         return out
 
 
-__all__ = ["Option", "Settings", "flag_of", "like", "option"]
+def part(kind: type[Settings]) -> dataclasses.Field:
+    """A ``Command`` field holding ``kind``'s value, every field at its default unless given."""
+    if not (isinstance(kind, type) and issubclass(kind, Settings)):
+        raise ValueError(f"kind must be a Settings class, got {kind!r}")
+    return field(default_factory=kind)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """A command's settings: one ``Settings`` value per concern, each a field whose type is its
+    class (``part(kind)`` defaults it). ``add_to`` adds every concern's options as its titled
+    group (``CHANGES``: this command's ``changes`` per concern); ``from_args`` builds every
+    value; ``check`` holds the rules between concerns (checked on construction)."""
+
+    CHANGES: ClassVar[Mapping[str, Mapping[str, Mapping]]] = {}
+    """Per concern, the ``Settings.add_to`` changes of this command's options."""
+
+    def __post_init__(self) -> None:
+        for name, kind in self.concerns().items():
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
+        self.check()
+
+    def check(self) -> None:
+        """Rules between concerns: a ValueError naming them (none by default)."""
+
+    @classmethod
+    def concerns(cls) -> dict[str, type[Settings]]:
+        """Each concern's field name and class."""
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in fields(cls)}
+
+    @classmethod
+    def add_to(cls, parser: argparse.ArgumentParser) -> None:
+        """Every concern's options, one titled group each."""
+        for name, kind in cls.concerns().items():
+            kind.add_to(parser, changes=cls.CHANGES.get(name))
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, **given):
+        """Every concern's value from the parsed options (``given`` sets concerns outright)."""
+        values = {n: kind.from_args(args) for n, kind in cls.concerns().items() if n not in given}
+        return cls(**values, **given)
+
+
+__all__ = ["Command", "Option", "Settings", "flag_of", "like", "option", "part"]

@@ -12,10 +12,7 @@ modules, they are checked by tests/test_cli_errors.py rather than by the API fuz
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import ClassVar
+from dataclasses import dataclass
 
 from ppdmodel.cli_args import (
     DEFAULT_D,
@@ -29,7 +26,7 @@ from ppdmodel.cli_args import (
     probability,
 )
 from ppdmodel.cli_settings import DEFAULT_ELL, ModelParameters, OutputSettings
-from ppdmodel.options import Settings, flag_of, like, option
+from ppdmodel.options import Command, Settings, flag_of, like, option, part
 from sim.hardware import ENGINE_PRESETS
 
 # -- shared by both commands --------------------------------------------------------------
@@ -375,67 +372,35 @@ class PlanOutputSettings(JsonSettings):
 # -- one value per command ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CommandSettings:
-    """A command's settings: one ``Settings`` value per concern (each field's default factory
-    is its class). ``add_to`` adds every concern's options as its titled group, ``from_args``
-    builds every value."""
-
-    CHANGES: ClassVar[Mapping[str, Mapping[str, Mapping]]] = {}
-    """Per concern, the ``Settings.add_to`` changes of this command's options."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            kind, value = f.default_factory, getattr(self, f.name)
-            if not isinstance(value, kind):
-                raise TypeError(f"{f.name} must be a {kind.__name__}, got {value!r}")
-
-    @classmethod
-    def add_to(cls, parser: argparse.ArgumentParser) -> None:
-        """Every concern's options, one titled group each."""
-        for f in fields(cls):
-            f.default_factory.add_to(parser, changes=cls.CHANGES.get(f.name))
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace):
-        """The value of the parsed options (each concern checked as it is built)."""
-        return cls(**{f.name: f.default_factory.from_args(args) for f in fields(cls)})
-
-
-def _part(kind):
-    return field(default_factory=kind)
-
-
-@dataclass(frozen=True)
-class SimulateSettings(CommandSettings):
+@dataclass(frozen=True, kw_only=True)
+class SimulateSettings(Command):
     """``ppd simulate``'s settings."""
 
-    configuration: ConfigurationSettings = _part(ConfigurationSettings)
-    matches: MatchSettings = _part(MatchSettings)
-    schedule: ScheduleSettings = _part(ScheduleSettings)
-    cost: CostSettings = _part(CostSettings)
-    sequences: MonteCarloSettings = _part(MonteCarloSettings)
-    output: SimulateOutputSettings = _part(SimulateOutputSettings)
+    configuration: ConfigurationSettings = part(ConfigurationSettings)
+    matches: MatchSettings = part(MatchSettings)
+    schedule: ScheduleSettings = part(ScheduleSettings)
+    cost: CostSettings = part(CostSettings)
+    sequences: MonteCarloSettings = part(MonteCarloSettings)
+    output: SimulateOutputSettings = part(SimulateOutputSettings)
 
 
-@dataclass(frozen=True)
-class PlanSettings(CommandSettings):
+@dataclass(frozen=True, kw_only=True)
+class PlanSettings(Command):
     """``ppd plan``'s settings."""
 
     CHANGES = {"confirmation": {"ell": {"help": "tokens per sequence (default 128)"}}}
 
-    model: PlanModelSettings = _part(PlanModelSettings)
-    hardware: PlanHardwareSettings = _part(PlanHardwareSettings)
-    table: PTableSettings = _part(PTableSettings)
-    space: PlanSpaceSettings = _part(PlanSpaceSettings)
-    alternatives: AlternativesSettings = _part(AlternativesSettings)
-    confirmation: ConfirmSettings = _part(ConfirmSettings)
-    output: PlanOutputSettings = _part(PlanOutputSettings)
+    model: PlanModelSettings = part(PlanModelSettings)
+    hardware: PlanHardwareSettings = part(PlanHardwareSettings)
+    table: PTableSettings = part(PTableSettings)
+    space: PlanSpaceSettings = part(PlanSpaceSettings)
+    alternatives: AlternativesSettings = part(AlternativesSettings)
+    confirmation: ConfirmSettings = part(ConfirmSettings)
+    output: PlanOutputSettings = part(PlanOutputSettings)
 
 
 __all__ = [
     "AlternativesSettings",
-    "CommandSettings",
     "ConfigurationSettings",
     "ConfirmSettings",
     "CostSettings",

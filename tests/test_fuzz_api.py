@@ -65,6 +65,7 @@ from hypothesis import strategies as st  # noqa: E402
 import ppdmodel  # noqa: E402
 import sim  # noqa: E402
 from ppdmodel import paper, symbolic  # noqa: E402
+from ppdmodel.cli_settings import ModelParameters  # noqa: E402
 from ppdmodel.compute_seconds import compute_terms  # noqa: E402
 from ppdmodel.cost_profile import WidePrice, parse_cost_profile  # noqa: E402
 from ppdmodel.distribution import poisson_binomial_pmf  # noqa: E402
@@ -724,6 +725,7 @@ VALID_OVERRIDES = {
                                        "step_s": 1e-2, "busy_s": 1e-2},
                               "seed": np.random.SeedSequence(0)},
     "sim.ptable.PTable.builtin": {"name": "paper"},
+    "ppdmodel.options.like": {"settings": ModelParameters, "name": "d"},
     "sim.plan.plan": {"confirm_n": 0, "executor": FUZZ_EXECUTOR, "draws": 8},
     "sim.plan.confirm": {"n": 2, "executor": FUZZ_EXECUTOR},
     "sim.sweep.sweep_id": {"cells": [{"x": 1}], "seed": 0, "chunk_size": 1},

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from measure.decode.decoding import GREEDY, Decoding
@@ -37,7 +37,7 @@ from ppdmodel.cli_args import (
     positive_int,
 )
 from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
-from ppdmodel.options import Settings, like, option
+from ppdmodel.options import Command, Settings, like, option, part
 from ppdmodel.validation import as_int_tuple
 
 TURNS = ("prompts", "runs")
@@ -325,30 +325,18 @@ class CostProfileSettings(Settings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunRequest(Settings):
+class RunRequest(Command):
     """One ``ppd run`` / ``ppd validate``: every concern's value, and the rules between
     them that need no model (checked on construction)."""
 
     model: ModelSettings
     prompts: PromptSettings
     methods: MethodSettings
-    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    sampling: SamplingSettings = part(SamplingSettings)
     timing: RunSettings = DEFAULT_SETTINGS
-    profile: CostProfileSettings = field(default_factory=CostProfileSettings)
+    profile: CostProfileSettings = part(CostProfileSettings)
     output: OutputSettings
-    drift: DriftSettings = field(default_factory=DriftSettings)
-
-    CONCERNS = {"model": ModelSettings, "prompts": PromptSettings, "methods": MethodSettings,
-                "sampling": SamplingSettings, "timing": RunSettings,
-                "profile": CostProfileSettings, "output": OutputSettings,
-                "drift": DriftSettings}  # fmt: skip
-    """Each concern's field and class."""
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, **given):
-        """Every concern's value from the parsed options (``given`` sets concerns outright)."""
-        values = {name: kind.from_args(args) for name, kind in cls.CONCERNS.items()}
-        return cls(**{**values, **given})
+    drift: DriftSettings = part(DriftSettings)
 
     def check(self) -> None:
         m, s, timing = self.methods, self.sampling, self.timing

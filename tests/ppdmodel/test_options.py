@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ppdmodel.cli_args import existing_file, positive_float, positive_int
-from ppdmodel.options import Settings, like, option
+from ppdmodel.options import Command, Settings, like, option, part
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,5 +120,28 @@ def test_like_declares_a_field_again_with_its_rules():
     assert Grid(k=[2]).k == (2,)
     with pytest.raises(ValueError, match="repeats"):
         Grid(repeats=0)  # Timing's check, declared once
-    with pytest.raises(ValueError, match="no option field"):
+    with pytest.raises(ValueError, match="option field"):
         like(Timing, "nope")
+
+
+def test_a_command_is_one_value_per_concern():
+    @dataclass(frozen=True, kw_only=True)
+    class Run(Command):
+        CHANGES = {"timing": {"repeats": {"default": 9}}}
+
+        timing: Timing
+        source: Source = part(Source)
+
+        def check(self) -> None:
+            if self.timing.turns == "runs" and self.source.prompt is None:
+                raise ValueError("turns 'runs' needs --prompt")
+
+    assert Run.concerns() == {"timing": Timing, "source": Source}
+    p = argparse.ArgumentParser(exit_on_error=False)
+    Run.add_to(p)
+    run = Run.from_args(p.parse_args(["--out", "o", "--prompt", "a"]))
+    assert run.timing.repeats == 9 and run.source.prompt == ("a",)
+    with pytest.raises(ValueError, match="source must be a Source"):
+        Run(timing=Timing(out="o"), source=Timing(out="o"))
+    with pytest.raises(ValueError, match="needs --prompt"):
+        Run(timing=Timing(out="o", turns="runs"))

@@ -101,5 +101,5 @@ def test_hardware_refusals_in_python_and_on_the_command_line(tmp_path, capsys):
         CostSettings(cost="measured")
     with pytest.raises(ValueError, match="devices"):
         PlanHardwareSettings(devices=0)
-    with pytest.raises(TypeError, match="hardware must be a PlanHardwareSettings"):
+    with pytest.raises(ValueError, match="hardware must be a PlanHardwareSettings"):
         PlanSettings(hardware=CostSettings())
