@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
 from measure.checks import as_prompt_ids, check_context
 from measure.decode.rank_group import RankGroup
 from measure.decode.settings import DEFAULT_SETTINGS, RunSettings
+from measure.eval.hf_early_exit import EarlyExitConfig
 from measure.eval.methods.base import RunInputs, TimedMethod
 from measure.eval.methods.greedy import Greedy
 from measure.eval.methods.greedy import run_greedy as run_greedy  # re-exported
@@ -48,22 +50,34 @@ __all__ = ["PPDConfig", "RepeatedTiming", "TimedMethod", "run_greedy", "time_rep
 
 @dataclass
 class RepeatedTiming:
-    """Greedy and every PPD configuration, timed over the same rounds."""
+    """Greedy and every other method, timed over the same rounds; each kind of method is read
+    by its config's type (``ppd``, ``early_exit``, ``others``), never by a list of its own."""
 
     greedy: TimedMethod
-    ppd: dict[PPDConfig, TimedMethod]
+    methods: dict
+    """Every method but greedy, by config, in the order given."""
     load: LoadReading
     exact: dict
     """True when every round of the configuration reproduced greedy's tokens."""
-    early_exit: dict = field(default_factory=dict)
-    """HF self-speculative early exit, timed in the same rounds (``measure.eval.early_exit``)."""
-    others: dict = field(default_factory=dict)
-    """Further methods timed in the same rounds (FREE, speculative decoding, ...)."""
-    methods: dict = field(default_factory=dict)
-    """Every method but greedy, by config, in the order given."""
     bound: dict = field(default_factory=dict)
     """Each method bound to the model and prompts (``Method.bind``), by label, greedy's
     included: what judges its runs."""
+
+    @property
+    def ppd(self) -> dict[PPDConfig, TimedMethod]:
+        """PPD's configurations."""
+        return {c: m for c, m in self.methods.items() if isinstance(c, PPDConfig)}
+
+    @property
+    def early_exit(self) -> dict:
+        """HF self-speculative early exit (``measure.eval.early_exit``)."""
+        return {c: m for c, m in self.methods.items() if isinstance(c, EarlyExitConfig)}
+
+    @property
+    def others(self) -> dict:
+        """Further methods timed in the same rounds (FREE, speculative decoding, ...)."""
+        kinds = (PPDConfig, EarlyExitConfig)
+        return {c: m for c, m in self.methods.items() if not isinstance(c, kinds)}
 
 
 def _by_prompt(call, config, before_prompt, count: int) -> list:
@@ -200,7 +214,7 @@ def time_repeated(
         if settings.turns == "runs":  # every method whole; the split ones by prompt with the hook
             keys = {m.label: m.config for m in methods}
             whole.update({
-                label: _bind(_by_prompt, call, keys[label], before_prompt, len(prompts))
+                label: partial(_by_prompt, call, keys[label], before_prompt, len(prompts))
                 if before_prompt is not None else call for label, call in split.items()
             })  # fmt: skip
             split = {}
@@ -236,14 +250,4 @@ def time_repeated(
     exact = {
         m.config: all([x.tokens for x in runs] == reference[0] for runs in m.results) for m in rest
     }
-    by_kind = {m.config: (type(k), m) for k, m in zip(methods[1:], rest, strict=True)}
-    ppd = {c: m for c, (kind, m) in by_kind.items() if kind is PPD}
-    hf = {c: m for c, (kind, m) in by_kind.items() if kind is HFEarlyExit}
-    extra = {c: m for c, (kind, m) in by_kind.items() if kind not in (PPD, HFEarlyExit)}
-    return RepeatedTiming(greedy, ppd, monitor.reading(), exact, hf, extra,
-                          {m.config: m for m in rest}, bound)  # fmt: skip
-
-
-def _bind(fn, *args, **kwargs):
-    """``fn`` with its arguments, called later without any."""
-    return lambda: fn(*args, **kwargs)
+    return RepeatedTiming(greedy, {m.config: m for m in rest}, monitor.reading(), exact, bound)
