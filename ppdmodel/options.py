@@ -159,10 +159,24 @@ class Settings:
         for f in self.options():
             value = _checked(f.name, f.metadata["option"], getattr(self, f.name), f.default)
             object.__setattr__(self, f.name, value)
+        self._check_exclusive()
         self.check()
 
     def check(self) -> None:
         """Rules between fields: a ValueError naming them (none by default)."""
+
+    def _check_exclusive(self) -> None:
+        """At most one field of each ``exclusive`` group away from its default, as argparse
+        allows one option of a mutually exclusive group (else one value is silently unused)."""
+        groups: dict[str, list[str]] = {}
+        for f in self.options():
+            key = f.metadata["option"].exclusive
+            value = getattr(self, f.name)
+            if key is not None and value is not None and value != f.default:
+                groups.setdefault(key, []).append(flag_of(f.name))
+        for given in groups.values():
+            if len(given) > 1:
+                raise ValueError(f"give one of {', '.join(given)}, not both")
 
     @classmethod
     def options(cls) -> list[dataclasses.Field]:

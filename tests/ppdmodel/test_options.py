@@ -102,6 +102,12 @@ def test_changes_alter_one_command_only():
         Timing.add_to(argparse.ArgumentParser(), skip=("nope",))
 
 
+def test_exclusive_fields_are_exclusive_in_python_too():
+    assert Source(prompt=["a"]).prompt == ("a",)
+    with pytest.raises(ValueError, match="give one of --prompt, --prompts"):
+        Source(prompt=["a"], prompts=__file__)
+
+
 def test_exclusive_fields_form_one_required_group():
     p = parser()
     with pytest.raises(SystemExit):
