@@ -47,3 +47,26 @@ def test_help_is_grouped_by_concern(name):
         if a.dest not in UNGROUPED
     ]
     assert not loose, f"{name}: options outside a titled group: {loose}"
+
+
+@pytest.mark.parametrize(
+    "argv, kind",
+    [
+        (["run", "--model", "m", "--prompt", "x", "--out", "o"], "ReportMethodSettings"),
+        (["validate", "--model", "m", "--prompt", "x", "--out", "o"], "MethodSettings"),
+        (["measure", "profile", "--model", "m", "--out", "o.json"], "ProfileProbeSettings"),
+        (["measure", "atlas", "--records", ".", "--out", "o"], "AtlasGenerationSettings"),
+    ],
+)
+def test_a_value_built_in_python_has_its_commands_defaults(argv, kind):
+    """A default lives in the field, not in the parser alone: the value a script builds
+    equals the one the command builds from no options."""
+    import measure.cli.match_settings
+    import measure.cli.timing_settings
+    import measure.decode.settings
+
+    modules = (measure.decode.settings, measure.cli.timing_settings, measure.cli.match_settings)
+    cls = next(getattr(m, kind) for m in modules if hasattr(m, kind))
+    parsed = cls.from_args(build_parser().parse_args(argv))
+    assert parsed == cls(**{f.name: getattr(parsed, f.name) for f in cls.options()
+                            if f.metadata["option"].required})  # fmt: skip

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 
 from measure.cli.common import command_line, honours_no_progress
-from measure.cli.match_settings import AtlasSettings, MatchOutputSettings, RecordsSettings
+from measure.cli.match_settings import (
+    AtlasGenerationSettings,
+    AtlasSettings,
+    MatchOutputSettings,
+    RecordsSettings,
+)
 from measure.settings import (
-    GenerationSettings,
     ModelSettings,
     ProbeSettings,
     PromptSettings,
@@ -50,9 +54,7 @@ def register_measure(subparsers) -> None:
             "head_dir": {"help": "trained heads (a dir, or a dir of them)"},
         },
     )
-    GenerationSettings.add_to(
-        p, changes={"max_new_tokens": {"default": 64, "help": "ell per prompt (default 64)"}}
-    )
+    AtlasGenerationSettings.add_to(p)
     AtlasSettings.add_to(p)
     ThreadSettings.add_to(p)
     MatchOutputSettings.add_to(
@@ -79,7 +81,7 @@ def _atlas(args) -> int:
         None if args.model is None else ModelSettings.from_args(args),
         PromptSettings.from_args(args),
         ProbeSettings.from_args(args),
-        GenerationSettings.from_args(args),
+        AtlasGenerationSettings.from_args(args),
         MatchOutputSettings.from_args(args),
         AtlasSettings.from_args(args),
         ThreadSettings.from_args(args),

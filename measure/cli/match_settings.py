@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from measure.match.config import Sampling
-from measure.settings import OutputSettings, SamplingSettings
+from measure.settings import GenerationSettings, OutputSettings, SamplingSettings
 from ppdmodel.cli_args import existing_dir, nonnegative_int, positive_int
-from ppdmodel.options import Settings, option
+from ppdmodel.options import Settings, like, option
 
 RECORDS_FORMATS = ("csv", "parquet")
 """``--records-format`` choices (``measure.match.records.RECORD_FORMATS``, which needs pandas)."""
@@ -64,6 +64,15 @@ class RecordsSettings(Settings):
         None, type=existing_dir, metavar="RUN_DIR",
         help="an existing `ppd measure match-rate` output dir",
     )  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class AtlasGenerationSettings(GenerationSettings):
+    """The tokens the atlas generates per prompt: 64 by default (positions to bin)."""
+
+    max_new_tokens: int = like(
+        GenerationSettings, "max_new_tokens", 64, help="ell per prompt (default 64)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,12 @@ import sys
 from measure.cli.atlas import register_measure as register_atlas
 from measure.cli.common import honours_no_progress
 from measure.cli.match_settings import MatchOutputSettings, MatchSamplingSettings
-from measure.cli.timing_settings import ProfileSettings, TimingPromptSettings, TimingSettings
+from measure.cli.timing_settings import (
+    ProfileProbeSettings,
+    ProfileSettings,
+    TimingPromptSettings,
+    TimingSettings,
+)
 from measure.cli.train import register_measure as register_train
 from measure.settings import (
     DriftSettings,
@@ -99,10 +104,7 @@ def _add_profile(subparsers) -> None:
     OutputFileSettings.add_to(
         p, changes={"out": {"metavar": "FILE.json", "help": "profile file to write"}}
     )
-    ProbeSettings.add_to(
-        p, only=("ks",), title="candidates",
-        changes={"ks": {"default": [1, 3], "help": "batch sizes k"}},
-    )  # fmt: skip
+    ProfileProbeSettings.add_to(p, only=("ks",))
     ThreadSettings.add_to(p, changes={"threads": {"help": "torch threads (single backend)"}})
     TimingSettings.add_to(
         p, only=("warmup",), changes={"warmup": {"help": "untimed rounds first (default 2)"}}
@@ -118,7 +120,7 @@ def _profile(args) -> int:
 
     result = profile_machine(
         ModelSettings.from_args(args),
-        ProbeSettings.from_args(args),
+        ProfileProbeSettings.from_args(args),
         TimingSettings.from_args(args),
         ProfileSettings.from_args(args),
         ThreadSettings.from_args(args),

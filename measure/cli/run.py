@@ -12,6 +12,7 @@ from measure.cli.common import add_drift_floor, honours_no_progress
 from measure.decode.settings import (
     CostProfileSettings,
     MethodSettings,
+    ReportMethodSettings,
     RunSettings,
     if_stale_help,
 )
@@ -25,11 +26,8 @@ from ppdmodel.cli import deferred
 
 RUN_METHODS = ("d_bar", "k", "early_head", "backend", "head_dir", "max_new_tokens", "no_assistant")
 """``ppd run``'s methods: one PPD configuration per k, and the HF early-exit rows."""
-RUN_METHOD_CHANGES = {
-    **MethodSettings.ONE,
-    "k": {"default": [1, 3], "help": "candidates (default 1 3)"},
-}
-"""``ppd run``'s methods: one d_bar, backend and early head; k 1 and 3 by default."""
+RUN_METHOD_CHANGES = MethodSettings.ONE
+"""``ppd run``'s methods: one d_bar, backend and early head."""
 RUN_PROFILE_OPTIONS = ("profile", "check_seconds", "if_stale")
 RUN_PROFILE = {
     "profile": {
@@ -52,7 +50,7 @@ def register(subparsers) -> None:
     )
     ModelSettings.add_to(run)
     PromptSettings.add_to(run)
-    MethodSettings.add_to(run, only=RUN_METHODS, changes=RUN_METHOD_CHANGES)
+    ReportMethodSettings.add_to(run, only=RUN_METHODS, changes=RUN_METHOD_CHANGES)
     SamplingSettings.add_to(run)
     RunSettings.add_to(run, changes=RunSettings.CHANGES)
     CostProfileSettings.add_to(run, only=RUN_PROFILE_OPTIONS, changes=RUN_PROFILE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from measure.decode.settings import RunRequest
+from measure.decode.settings import ReportRequest, RunRequest
 from measure.eval.profile_check import check_scales
 from measure.eval.turn_speedup import TARGET_HALF_WIDTH
 from measure.eval.workflow import RunOutcome, ValidationOutcome, run_report, validate_run
@@ -19,7 +19,7 @@ _TURNS_NOTE = {"prompts": "turns by prompt", "runs": "turns by run"}
 
 def run_command(args) -> int:
     """``ppd run``: exit 1 if a method's tokens differ from greedy's."""
-    outcome = run_report(RunRequest.from_args(args))
+    outcome = run_report(ReportRequest.from_args(args))
     print_run(outcome)
     return 0 if outcome.exact else 1
 

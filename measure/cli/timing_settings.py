@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from measure.decode.settings import BACKENDS
 from measure.profile.stats import RANK_REPEATS, REMEASURE_ROUNDS, WIDE_REL_IQR
-from measure.settings import PromptSettings
+from measure.settings import ProbeSettings, PromptSettings
 from ppdmodel.cli_args import nonnegative_int, positive_float, positive_int
-from ppdmodel.options import Settings, option
-
-BACKENDS = ("single", "dist")
-"""``--backends`` choices: one process, or two gloo ranks as well."""
+from ppdmodel.options import Settings, like, option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +21,15 @@ class TimingPromptSettings(PromptSettings):
     prompt_text: str | None = option(
         None, exclusive="source", required=True, help="the prompt text itself"
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileProbeSettings(ProbeSettings):
+    """The candidate batch sizes a cost profile times: 1 and 3 by default."""
+
+    GROUP = "candidates"
+
+    ks: tuple[int, ...] = like(ProbeSettings, "ks", (1, 3), help="batch sizes k")
 
 
 @dataclass(frozen=True, kw_only=True)

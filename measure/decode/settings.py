@@ -258,6 +258,13 @@ class MethodSettings(GenerationSettings):
             raise ValueError("--free and --threshold must be given together")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReportMethodSettings(MethodSettings):
+    """``ppd run``'s methods: PPD at k 1 and 3 by default, beside greedy and HF early exit."""
+
+    k: tuple[int, ...] = like(MethodSettings, "k", (1, 3), help="candidates (default 1 3)")
+
+
 def if_stale_help(choices) -> str:
     """``--if-stale``'s help for these ``choices``."""
     return (
@@ -366,6 +373,13 @@ class RunRequest(Command):
                        model_dir=self.model.model, progress=self.output.progress)  # fmt: skip
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReportRequest(RunRequest):
+    """One ``ppd run``: ``RunRequest`` with ``ppd run``'s methods (``ReportMethodSettings``)."""
+
+    methods: ReportMethodSettings
+
+
 @dataclass(frozen=True)
 class PPDRequest:
     """One ``ppd_many`` call, whole: the configuration (``d_bar``, ``k``, ``backend``,
@@ -425,6 +439,8 @@ __all__ = [
     "MethodSettings",
     "PPDRequest",
     "CostProfileSettings",
+    "ReportMethodSettings",
+    "ReportRequest",
     "RunRequest",
     "RunSettings",
 ]

@@ -204,7 +204,8 @@ class RunOutcome:
 
 def run_report(request: RunRequest) -> RunOutcome:
     """``ppd run``: greedy, PPD at each k and HF early exit timed and checked against greedy
-    (``measure.eval.report.table3``); writes report.csv and traces.jsonl to the output."""
+    (``measure.eval.report.table3``); writes report.csv and traces.jsonl to the output.
+    ``request``: a ``ReportRequest`` holds ``ppd run``'s defaults (k 1 and 3)."""
     from measure.eval.report import table3
     from sim.formats import write_traces
 
