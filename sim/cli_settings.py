@@ -1,19 +1,20 @@
 """The settings of ``ppd simulate`` and ``ppd plan``, declared once (``ppdmodel.options``): one
-frozen value per concern, and one value per command holding them (``CommandSettings``).
+frozen value per concern, and one value per command holding them (``ppdmodel.options.Command``).
 
 Each field carries its default, help and check; the commands derive their options from them,
 grouped in ``--help`` by concern, and build the value from the parsed options. The paper's
 symbols (--d, --d-bar, --k, --p, --ell) and --json/--out are ``ppdmodel.cli_settings``' fields
-(``derived``: their type and check from there, this command's default and help). Torch-free, so
-``ppd --help`` builds them with the core install alone. Their refusals name the options as the
-command line gives them (``--host-us require --engine NAME``), so, like the other ``cli``
-modules, they are checked by tests/test_cli_errors.py rather than by the API fuzz.
+(``ppdmodel.options.like``: their type and check from there, this command's default and help).
+Torch-free, so ``ppd --help`` builds them with the core install alone. Their refusals name the
+options as the command line gives them (``--host-us require --engine NAME``), so, like the
+other ``cli`` modules, they are checked by tests/test_cli_errors.py rather than by the API fuzz.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ppdmodel import cli_costs
 from ppdmodel.cli_args import (
     DEFAULT_D,
     existing_file,
@@ -26,6 +27,7 @@ from ppdmodel.cli_args import (
     probability,
 )
 from ppdmodel.cli_settings import DEFAULT_ELL, ModelParameters, OutputSettings
+from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
 from ppdmodel.options import Command, Settings, flag_of, like, option, part
 from sim.hardware import ENGINE_PRESETS
 
@@ -197,8 +199,8 @@ class PlanHardwareSettings(Settings):
         None, type=existing_file, exclusive="hardware",
         help="a measured cost profile (ppd measure profile's JSON)",
     )  # fmt: skip
-    accept_wide_prices: bool = option(
-        False, action="store_true",
+    accept_wide_prices: bool = like(
+        cli_costs.CostSettings, "accept_wide_prices",
         help="plan from a --profile whose prices are marked too wide (noted)",
     )  # fmt: skip
     link: tuple[str, ...] | None = option(
@@ -300,8 +302,8 @@ class PlanSpaceSettings(Settings):
     k: tuple[int, ...] | None = like(
         ModelParameters, "k", nargs="+", help="candidates (default: all)"
     )
-    early_head: tuple[str, ...] = option(
-        ["main", "candidates"], nargs="+", choices=("main", "candidates"),
+    early_head: tuple[str, ...] = like(
+        cli_costs.CostSettings, "early_head", EARLY_HEAD_PLACEMENTS,
         help="where the early head runs (default: both)",
     )  # fmt: skip
     max_compute: float | None = option(

@@ -24,19 +24,20 @@ from measure.settings import (
     GenerationSettings,
     ModelSettings,
     OutputSettings,
+    ProbeSettings,
     PromptSettings,
     SamplingSettings,
     ThreadSettings,
 )
 from ppdmodel.cli_args import (
-    existing_dir,
     existing_file,
     int_at_least,
     nonnegative_float,
     positive_float,
     positive_int,
 )
-from ppdmodel.costs import EARLY_HEAD_PLACEMENTS
+from ppdmodel.cli_costs import CostSettings
+from ppdmodel.cli_settings import ModelParameters
 from ppdmodel.options import Command, Settings, like, option, part
 from ppdmodel.validation import as_int_tuple
 
@@ -180,18 +181,17 @@ class MethodSettings(GenerationSettings):
     GROUP = "methods"
 
     max_new_tokens: int = like(GenerationSettings, "max_new_tokens", 128, help="ell (default 128)")
-    d_bar: tuple[int, ...] | None = option(
-        None, type=positive_int, nargs="+",
+    d_bar: tuple[int, ...] | None = like(
+        ModelParameters, "d_bar", nargs="+",
         help="early layer (default: the head's layer, else the smallest layer >= d/2)",
     )  # fmt: skip
-    k: tuple[int, ...] = option((1,), type=positive_int, nargs="+", help="candidates (default 1)")
-    early_head: tuple[str, ...] = option(
-        ("main",), nargs="+", choices=EARLY_HEAD_PLACEMENTS,
-        help="where the early head runs (default main)",
-    )  # fmt: skip
+    k: tuple[int, ...] = like(ModelParameters, "k", (1,), nargs="+", help="candidates (default 1)")
+    early_head: tuple[str, ...] = like(
+        CostSettings, "early_head", ("main",), help="where the early head runs (default main)"
+    )
     backend: tuple[str, ...] = option(("single",), nargs="+", choices=BACKENDS, help=None)
-    head_dir: str | None = option(
-        None, type=existing_dir, metavar="DIR",
+    head_dir: str | None = like(
+        ProbeSettings, "head_dir", metavar="DIR",
         help="a trained early head (ppd measure train-head: full or translator) used at d_bar",
     )  # fmt: skip
     no_assistant: bool = option(False, action="store_true", help="skip the HF early-exit rows")
@@ -292,8 +292,8 @@ class CostProfileSettings(Settings):
         20, type=positive_int,
         help="rounds of the profile measured when --profile is not given (default 20)",
     )  # fmt: skip
-    accept_wide_prices: bool = option(
-        False, action="store_true",
+    accept_wide_prices: bool = like(
+        CostSettings, "accept_wide_prices",
         help="predict from a profile whose prices are marked too wide (each prediction says so)",
     )  # fmt: skip
     interleave_probes: bool | None = option(
