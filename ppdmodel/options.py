@@ -242,22 +242,6 @@ class Settings:
         values.update(given)
         return cls(**values)
 
-    def flags(self) -> list[str]:
-        """The command-line options that give this value back (provenance records)."""
-        out: list[str] = []
-        for f in self.options():
-            value, opt = getattr(self, f.name), f.metadata["option"]
-            if value is None or value is False or value == ():
-                continue
-            if opt.action == "append":
-                for v in value:
-                    out += [flag_of(f.name), str(v)]
-                continue
-            out.append(flag_of(f.name))
-            if value is not True:
-                out += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
-        return out
-
 
 def part(kind: type[Settings]) -> dataclasses.Field:
     """A ``Command`` field holding ``kind``'s value, every field at its default unless given."""
