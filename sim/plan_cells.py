@@ -1,8 +1,8 @@
 """Each planner method's row in words and its confirmation by simulation: the method's part of
 a task's cell (JSON-ready), the simulation of n sequences of it, and its work estimate.
 
-Registered with the method's rows in ``sim.plan_grid.SCREENS``; ``sim.plan`` builds the cells
-(``_cell``) and runs them (``confirm_cell``) through that registry:
+Registered with the method's rows in ``sim.plan_grid.PLANNER_METHODS``; ``sim.plan`` builds the
+cells (``_cell``) and runs them (``confirm_cell``) through that registry:
 
 * ``ppd`` and ``greedy``: a ``sim.SimConfig`` under the row's ``DecodeCosts``, simulated on
   the SimPy schedule (``sim.simulate``);

@@ -30,7 +30,7 @@ def add_drift_floor(p: argparse.ArgumentParser, when: str = "") -> None:
 
 
 def prompt_selection(args: argparse.Namespace, limit: int | None = None) -> dict:
-    """``load_prompts`` keyword arguments from the options of `add_prompt_format_args`
+    """``load_prompts`` keyword arguments from ``PromptSettings``
     (``limit`` overrides ``--limit``)."""
     return dict(
         limit=limit or getattr(args, "limit", None),

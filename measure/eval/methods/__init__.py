@@ -10,7 +10,9 @@ result type ``measure.eval.judged.JudgedResult``).
 - ``speculative.py``: draft-model speculative decoding (``SpecConfig``).
 
 A new method is a module here and one line in ``REGISTERED``: ``validate`` and
-``time_repeated`` loop over methods and never ask which one they hold.
+``time_repeated`` time, bind and judge every method through this interface; only the report's
+tables read a kind of method apart, by its config's type (``RepeatedTiming.ppd``,
+``ProfileValidation.free``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ draft model loaded and profiled) and returns the method bound to the model and p
 (``Bound``): ``decode`` runs it, ``closed_form`` predicts its runs from the cost profile and the
 runs' own traces (nothing fitted on them), ``judge`` sets that prediction beside the measured
 runs and returns the one result type, ``measure.eval.judged.JudgedResult``.
-``measure.eval.repeat.time_repeated`` and ``measure.eval.validate.validate`` loop over methods
-and never ask which one they hold; ``measure.eval.methods`` registers them.
+``measure.eval.repeat.time_repeated`` and ``measure.eval.validate.validate`` time, bind and
+judge every method through it (their tables read a kind apart by its config's type);
+``measure.eval.methods`` registers them.
 """
 
 from __future__ import annotations
