@@ -1087,6 +1087,19 @@ def fuzz_work_limits():
         yield
 
 
+def report_fuzz(request, line: str, shown: list[str], env: str, record: dict) -> None:
+    """Print a module's fuzzing counts ``line`` and ``shown`` problems (even without -s), and
+    write ``record`` as JSON to the file named by the environment variable ``env``, if set."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            print("\n" + "\n".join([line, *shown]))
+    path = os.environ.get(env)
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=1)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def report_counts(request):
     """Print the outcome counts of this module's fuzzing (and write them if asked)."""
@@ -1095,17 +1108,13 @@ def report_counts(request):
     yield
     counts = {key: COUNTS[key] for key in REPORTED}
     calls = sum(v for k, v in COUNTS.items() if k != "over 5 s")
+    if not calls:
+        return
     line = f"fuzz_api: {calls} calls, " + ", ".join(f"{k} {v}" for k, v in counts.items())
     shown = UNNAMED[:UNNAMED_SHOWN] + [f"... and {len(UNNAMED) - UNNAMED_SHOWN} more"] * (
         len(UNNAMED) > UNNAMED_SHOWN)  # fmt: skip
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if capture is not None and calls:
-        with capture.global_and_fixture_disabled():  # shown even without -s
-            print("\n" + "\n".join([line, *(f"unnamed: {u}" for u in shown)]))
-    path = os.environ.get("PPD_FUZZ_REPORT")
-    if path and calls:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"calls": calls, **counts, "unnamed_calls": UNNAMED}, fh, indent=1)
+    report_fuzz(request, line, [f"unnamed: {u}" for u in shown], "PPD_FUZZ_REPORT",
+                {"calls": calls, **counts, "unnamed_calls": UNNAMED})  # fmt: skip
 
 
 @pytest.mark.parametrize(

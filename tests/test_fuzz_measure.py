@@ -69,6 +69,7 @@ from tests.test_fuzz_api import (  # noqa: E402
     malformed,
     names_a_parameter,
     offending_names,
+    report_fuzz,
 )
 
 CI_EXAMPLES = int(os.environ.get("PPD_FUZZ_MEASURE_EXAMPLES", 40))
@@ -687,15 +688,11 @@ def report_counts(request):
     yield
     counts = {key: COUNTS[key] for key in REPORTED}
     calls = sum(v for k, v in COUNTS.items() if k != "over bound")
+    if not calls:
+        return
     line = f"fuzz_measure: {calls} calls, " + ", ".join(f"{k} {v}" for k, v in counts.items())
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if capture is not None and calls:
-        with capture.global_and_fixture_disabled():
-            print("\n" + "\n".join([line, *PROBLEMS[:50]]))
-    path = os.environ.get("PPD_FUZZ_MEASURE_REPORT")
-    if path and calls:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"calls": calls, **counts, "problems": PROBLEMS}, fh, indent=1)
+    report_fuzz(request, line, PROBLEMS[:50], "PPD_FUZZ_MEASURE_REPORT",
+                {"calls": calls, **counts, "problems": PROBLEMS})  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
